@@ -1,0 +1,1 @@
+"""The pure core: values and rules with no Airflow and no I/O, tested without a server."""

@@ -1,0 +1,74 @@
+"""The pipeline configuration (the YAML the example DAG reads), as small typed values with clear errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import TableName, validate_identifier
+
+
+class ConfigError(CdcError, ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class HiveConfig:
+    database: str = "ods"
+    warehouse_dir: str = "/tmp/cdc/warehouse"
+    metastore_uri: str | None = None  # None: an embedded metastore at <warehouse_dir>/metastore_db
+
+
+@dataclass(frozen=True)
+class TableConfig:
+    source: TableName
+    target: str  # the Hive table name, within HiveConfig.database
+
+    @property
+    def group_id(self) -> str:
+        """A task group id that is unique per source table and valid in Airflow (letters, digits, _ - .)."""
+        return f"{self.source.schema}__{self.source.table}"
+
+
+@dataclass(frozen=True)
+class CdcConfig:
+    tables: tuple[TableConfig, ...]
+    mysql_conn_id: str = "mysql_cdc"
+    spark_conn_id: str = "spark_default"
+    work_dir: str = "/tmp/cdc/work"
+    hive: HiveConfig = HiveConfig()
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
+        if not isinstance(data, dict):
+            raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
+        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "hive", "tables"}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
+        hive_data = data.get("hive") or {}
+        if not isinstance(hive_data, dict) or set(hive_data) - {"database", "warehouse_dir", "metastore_uri"}:
+            raise ConfigError(f"`hive:` in {origin} must hold only database, warehouse_dir and metastore_uri: {hive_data!r}.")
+        hive = HiveConfig(**hive_data)
+        validate_identifier(hive.database, "Hive database name")
+        tables_data = data.get("tables")
+        if not isinstance(tables_data, list) or not tables_data:
+            raise ConfigError(f"{origin} needs a non-empty `tables:` list of entries like `- source: shop.orders`.")
+        tables = []
+        for entry in tables_data:
+            if isinstance(entry, str):
+                entry = {"source": entry}
+            if not isinstance(entry, dict) or "source" not in entry or set(entry) - {"source", "target"}:
+                raise ConfigError(f"The table entry {entry!r} in {origin} must be `source: schema.table` "
+                                  "with an optional `target: hive_table`.")
+            source = TableName.parse(entry["source"])
+            target = entry.get("target") or f"{source.schema}_{source.table}"
+            validate_identifier(target, "Hive table name")
+            tables.append(TableConfig(source, target))
+        sources = [t.source for t in tables]
+        duplicates = sorted({str(s) for s in sources if sources.count(s) > 1})
+        if duplicates:
+            raise ConfigError(f"{origin} lists {', '.join(duplicates)} more than once: list each table once.")
+        rest = {k: data[k] for k in ("mysql_conn_id", "spark_conn_id", "work_dir") if data.get(k) is not None}
+        return cls(tables=tuple(tables), hive=hive, **rest)

@@ -1,0 +1,43 @@
+"""Errors a user of the provider can meet. Each message says what is wrong, with the value, and what to do."""
+
+from __future__ import annotations
+
+
+class CdcError(Exception):
+    """Base class of every error this provider raises on purpose."""
+
+
+class InvalidIdentifier(CdcError, ValueError):
+    """A schema, table or column name that cannot be used safely in SQL."""
+
+
+class InvalidWatermark(CdcError, ValueError):
+    """A stored watermark that cannot be parsed or compared."""
+
+
+class UnsupportedServer(CdcError):
+    """A server whose flavor or version cannot be captured."""
+
+
+class CaptureNotPossible(CdcError):
+    """The server's settings or the capture user's privileges do not allow a correct capture.
+
+    Carries every problem found, so that one run tells the user everything to fix.
+    """
+
+    def __init__(self, problems: list[str]):
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"Capture is not possible on this server ({len(self.problems)} problem(s)):\n{lines}")
+
+
+class NoUsableKey(CdcError):
+    """A table with neither a primary key nor a unique key on NOT NULL columns."""
+
+
+class TableNotFound(CdcError):
+    """A configured table that the capture user cannot see."""
+
+
+class WatermarkNotReadable(CdcError):
+    """A watermark whose binlog file has been purged or is from another server."""

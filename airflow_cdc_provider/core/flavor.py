@@ -1,0 +1,75 @@
+"""Which server we talk to, and the statements that differ between MySQL 8.0, MySQL 8.4+ and MariaDB."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+from airflow_cdc_provider.core.errors import UnsupportedServer
+
+
+class Flavor(Enum):
+    MYSQL_8_0 = "MySQL 8.0"
+    MYSQL_8_4 = "MySQL 8.4+"
+    MARIADB = "MariaDB"
+
+
+# binlog_row_metadata, which names the columns of every row event, exists from MySQL 8.0.1 and MariaDB 10.5.
+_MINIMUM = {"mysql": (8, 0, 1), "mariadb": (10, 5, 0)}
+_VERSION = re.compile(r"^(?:5\.5\.5-)?(\d+)\.(\d+)\.(\d+)")
+
+
+@dataclass(frozen=True)
+class ServerFlavor:
+    """A server's product and version, and the statements to use with it."""
+
+    flavor: Flavor
+    version: tuple[int, int, int]
+
+    @property
+    def is_mariadb(self) -> bool:
+        return self.flavor is Flavor.MARIADB
+
+    @property
+    def binlog_status_statement(self) -> str:
+        # MySQL 8.4 removed SHOW MASTER STATUS; MariaDB never had SHOW BINARY LOG STATUS.
+        return "SHOW BINARY LOG STATUS" if self.flavor is Flavor.MYSQL_8_4 else "SHOW MASTER STATUS"
+
+    @property
+    def gtid_variable(self) -> str:
+        # MariaDB's gtid_binlog_pos is the last GTID written to the binlog per domain (domain-server-seq);
+        # MySQL's gtid_executed is the set of every transaction the server has applied (uuid:interval sets).
+        return "gtid_binlog_pos" if self.is_mariadb else "gtid_executed"
+
+    @property
+    def retention_variables(self) -> tuple[str, ...]:
+        """Server variables that decide how long binlogs are kept, named in errors about purged files."""
+        if self.is_mariadb:
+            return ("binlog_expire_logs_seconds", "expire_logs_days")
+        return ("binlog_expire_logs_seconds",)
+
+    def __str__(self) -> str:
+        return f"{self.flavor.value} ({'.'.join(map(str, self.version))})"
+
+
+def detect_flavor(version: str, version_comment: str = "") -> ServerFlavor:
+    """Detect the flavor from ``SELECT VERSION()`` (and ``@@version_comment``), refusing what cannot be captured."""
+    match = _VERSION.match(version or "")
+    if not match:
+        raise UnsupportedServer(
+            f"Cannot read the server version {version!r}: expected a MySQL or MariaDB version such as 8.0.36 "
+            "or 10.11.6-MariaDB."
+        )
+    numbers = (int(match[1]), int(match[2]), int(match[3]))
+    is_mariadb = "mariadb" in f"{version} {version_comment}".lower()
+    product = "mariadb" if is_mariadb else "mysql"
+    minimum = _MINIMUM[product]
+    if numbers < minimum:
+        raise UnsupportedServer(
+            f"{'MariaDB' if is_mariadb else 'MySQL'} {'.'.join(map(str, numbers))} is too old: capture needs "
+            f"binlog_row_metadata=FULL, which exists from version {'.'.join(map(str, minimum))}. Upgrade the server."
+        )
+    if is_mariadb:
+        return ServerFlavor(Flavor.MARIADB, numbers)
+    return ServerFlavor(Flavor.MYSQL_8_4 if numbers >= (8, 4, 0) else Flavor.MYSQL_8_0, numbers)

@@ -1,0 +1,99 @@
+"""Validated, quoted SQL identifiers: the only way a schema, table or column name reaches a statement."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from airflow_cdc_provider.core.errors import InvalidIdentifier
+
+# MySQL and MariaDB limit identifiers to 64 characters and forbid NUL, characters outside the Basic
+# Multilingual Plane and trailing spaces (https://dev.mysql.com/doc/refman/8.4/en/identifiers.html).
+MAX_IDENTIFIER_LENGTH = 64
+
+
+def validate_identifier(name: str, what: str = "identifier") -> str:
+    """Return ``name`` unchanged when MySQL would accept it as an identifier, else raise InvalidIdentifier."""
+    if not isinstance(name, str) or not name:
+        raise InvalidIdentifier(f"The {what} {name!r} is empty or not a string: give a non-empty name.")
+    problem = None
+    if len(name) > MAX_IDENTIFIER_LENGTH:
+        problem = f"is {len(name)} characters long; MySQL allows at most {MAX_IDENTIFIER_LENGTH}"
+    elif "\x00" in name:
+        problem = "contains a NUL character"
+    elif any(ord(ch) > 0xFFFF for ch in name):
+        problem = "contains a character outside the Basic Multilingual Plane, which MySQL forbids in names"
+    elif name.endswith(" "):
+        problem = "ends with a space, which MySQL forbids in names"
+    if problem:
+        raise InvalidIdentifier(f"The {what} {name!r} {problem}: check the name in the configuration.")
+    return name
+
+
+def quote_identifier(name: str) -> str:
+    """Quote a validated name with backticks, doubling any backtick inside it."""
+    validate_identifier(name)
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _split_qualified(text: str) -> list[str]:
+    """Split ``a.b`` on unquoted dots; backtick-quoted parts may hold dots and doubled backticks."""
+    parts: list[str] = []
+    current: list[str] = []
+    i, quoted, was_quoted = 0, False, False
+    while i < len(text):
+        ch = text[i]
+        if quoted:
+            if ch == "`":
+                if text[i + 1 : i + 2] == "`":
+                    current.append("`")
+                    i += 1
+                else:
+                    quoted = False
+            else:
+                current.append(ch)
+        elif ch == "`" and not current and not was_quoted:
+            quoted = was_quoted = True
+        elif ch == ".":
+            parts.append("".join(current))
+            current, was_quoted = [], False
+        elif was_quoted:
+            raise InvalidIdentifier(f"Unexpected {ch!r} after a quoted name in {text!r}.")
+        else:
+            current.append(ch)
+        i += 1
+    if quoted:
+        raise InvalidIdentifier(f"Unclosed backtick in {text!r}.")
+    parts.append("".join(current))
+    return parts
+
+
+@dataclass(frozen=True, order=True)
+class TableName:
+    """A source table, always qualified by its schema: names alone are ambiguous across schemas."""
+
+    schema: str
+    table: str
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.schema, "schema name")
+        validate_identifier(self.table, "table name")
+
+    @classmethod
+    def parse(cls, text: str) -> TableName:
+        """Parse ``schema.table`` (parts may be backtick-quoted), as written in the configuration."""
+        if not isinstance(text, str):
+            raise InvalidIdentifier(f"The table {text!r} is not a string: write it as schema.table.")
+        parts = _split_qualified(text.strip())
+        if len(parts) != 2:
+            raise InvalidIdentifier(
+                f"The table {text!r} is not of the form schema.table: name its schema too, "
+                "for example shop.orders (quote a name holding a dot with backticks)."
+            )
+        return cls(parts[0], parts[1])
+
+    @property
+    def quoted(self) -> str:
+        return f"{quote_identifier(self.schema)}.{quote_identifier(self.table)}"
+
+    def __str__(self) -> str:
+        return f"{self.schema}.{self.table}"

@@ -1,0 +1,46 @@
+"""The server settings that a correct row-based capture depends on, and the fix for each."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from airflow_cdc_provider.core.flavor import ServerFlavor
+
+# (variable, required value, why it matters)
+REQUIRED_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("log_bin", "ON", "without a binlog there are no changes to read"),
+    ("binlog_format", "ROW", "STATEMENT and MIXED log SQL text instead of the changed rows"),
+    ("binlog_row_image", "FULL", "MINIMAL and NOBLOB images leave out column values that the table copy needs"),
+    ("binlog_row_metadata", "FULL", "without it row events carry no column names, so they cannot be decoded by name"),
+)
+
+
+def _normalise(variable: str, value: object) -> str:
+    text = "" if value is None else str(value).strip().upper()
+    if variable == "log_bin":  # MariaDB reports 1/0, MySQL ON/OFF
+        return {"1": "ON", "0": "OFF"}.get(text, text)
+    return text
+
+
+def settings_problems(variables: Mapping[str, object], flavor: ServerFlavor) -> list[str]:
+    """The problems, one sentence each, with the server's binlog settings; empty when capture is possible.
+
+    ``variables`` maps each name in REQUIRED_SETTINGS to the server's global value (None when it is unknown).
+    """
+    problems = []
+    config_file = "my.cnf under [mariadbd]" if flavor.is_mariadb else "my.cnf under [mysqld]"
+    for variable, required, why in REQUIRED_SETTINGS:
+        value = variables.get(variable)
+        if _normalise(variable, value) == required:
+            continue
+        if variable == "log_bin":
+            fix = f"start the server with log_bin (add log_bin=binlog to {config_file}) and restart it"
+        elif flavor.is_mariadb:
+            fix = (
+                f"SET GLOBAL {variable}='{required}' and add {variable}={required} to {config_file} "
+                "(sessions opened before the change keep the old value)"
+            )
+        else:
+            fix = f"SET PERSIST {variable}='{required}' (sessions opened before the change keep the old value)"
+        problems.append(f"The server setting {variable} is {value!r}, but capture needs {required}: {why}. Fix: {fix}.")
+    return problems

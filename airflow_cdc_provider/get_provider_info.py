@@ -1,0 +1,49 @@
+"""Provider metadata, read by Airflow's ProvidersManager through the ``apache_airflow_provider`` entry point."""
+
+from __future__ import annotations
+
+from airflow_cdc_provider import __version__
+
+
+def get_provider_info() -> dict:
+    return {
+        "package-name": "airflow-cdc-provider",
+        "name": "MySQL binlog to Hive (CDC)",
+        "description": "Keeps Hive tables in step with MySQL tables by reading the MySQL binlog, merging on Spark.",
+        "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "external-doc-url": "https://dev.mysql.com/doc/refman/8.4/en/binary-log.html",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_cdc_provider.hooks.mysql_source"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "MySQL binlog CDC",
+                "python-modules": ["airflow_cdc_provider.operators.check"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "airflow_cdc_provider.hooks.mysql_source.MySqlSourceHook",
+                "hook-name": "MySQL binlog source",
+                "connection-type": "mysql",
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "extra"],
+                    "relabeling": {"login": "Capture user"},
+                    "placeholders": {
+                        "host": "mysql.example.com",
+                        "port": "3306",
+                        "login": "cdc (SELECT, REPLICATION SLAVE, REPLICATION CLIENT)",
+                    },
+                },
+            }
+        ],
+    }

@@ -1,0 +1,213 @@
+"""The source hook: every call to the MySQL or MariaDB server whose binlog is captured."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import pymysql
+from airflow.sdk import BaseHook
+
+from airflow_cdc_provider.core.errors import CaptureNotPossible, TableNotFound, WatermarkNotReadable
+from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
+from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
+from airflow_cdc_provider.core.gtid import canonical_gtid
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
+from airflow_cdc_provider.core.settings import REQUIRED_SETTINGS, settings_problems
+from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
+
+
+@dataclass(frozen=True)
+class BinlogFile:
+    name: str
+    size: int
+
+
+class MySqlSourceHook(BaseHook):
+    """Talks to the source server: its flavor, binlog settings, watermark, binlogs and table keys.
+
+    :param mysql_conn_id: Airflow connection of conn_type ``mysql`` (host, port, login, password) for the
+        capture user.
+    :param connect_timeout: seconds to wait for the server to answer a connection.
+    """
+
+    conn_name_attr = "mysql_conn_id"
+    default_conn_name = "mysql_cdc"
+    conn_type = "mysql"
+    hook_name = "MySQL binlog source"
+
+    def __init__(self, mysql_conn_id: str = default_conn_name, connect_timeout: int = 10) -> None:
+        super().__init__()
+        self.mysql_conn_id = mysql_conn_id
+        self.connect_timeout = connect_timeout
+
+    # --- connection -------------------------------------------------------------------------------------
+
+    def connection_settings(self) -> dict[str, Any]:
+        """Host, port, user and password of the capture user. Holds the password: never log or return it."""
+        conn = self.get_connection(self.mysql_conn_id)
+        return {
+            "host": conn.host or "localhost",
+            "port": int(conn.port or 3306),
+            "user": conn.login,
+            "password": conn.password or "",
+        }
+
+    def get_conn(self) -> pymysql.connections.Connection:
+        """A new connection whose session reads times in UTC, so values do not depend on the server's zone."""
+        return pymysql.connect(
+            **self.connection_settings(),
+            connect_timeout=self.connect_timeout,
+            autocommit=True,
+            charset="utf8mb4",
+            init_command="SET SESSION time_zone = '+00:00'",
+        )
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[pymysql.cursors.Cursor]:
+        conn = self.get_conn()
+        try:
+            with conn.cursor() as cursor:
+                yield cursor
+        finally:
+            conn.close()
+
+    def _query(self, sql: str, args: Any = None) -> list[tuple]:
+        with self.cursor() as cursor:
+            cursor.execute(sql, args)
+            return list(cursor.fetchall())
+
+    # --- server -----------------------------------------------------------------------------------------
+
+    @cached_property
+    def flavor(self) -> ServerFlavor:
+        ((version, comment),) = self._query("SELECT VERSION(), @@version_comment")
+        return detect_flavor(version, comment)
+
+    def global_variables(self, names: Iterable[str]) -> dict[str, Any]:
+        """Global values of the named variables; a variable the server does not have maps to None."""
+        names = list(names)
+        placeholders = ", ".join(["%s"] * len(names))
+        rows = self._query(f"SHOW GLOBAL VARIABLES WHERE Variable_name IN ({placeholders})", names)
+        found = {name.lower(): value for name, value in rows}
+        return {name: found.get(name.lower()) for name in names}
+
+    def capture_problems(self, tables: Iterable[TableName] = ()) -> list[str]:
+        """Every reason capture is not possible: binlog settings first, then the capture user's privileges."""
+        tables = list(tables)
+        variables = self.global_variables(name for name, _, _ in REQUIRED_SETTINGS)
+        problems = settings_problems(variables, self.flavor)
+        with self.cursor() as cursor:
+            cursor.execute("SELECT CURRENT_USER()")
+            user_name, _, user_host = cursor.fetchone()[0].rpartition("@")
+            cursor.execute("SHOW GRANTS")
+            grants = parse_grants(row[0] for row in cursor.fetchall())
+        user = f"'{user_name}'@'{user_host}'"
+        return problems + missing_capture_privileges(grants, user, tables)
+
+    def check_capture(self, tables: Iterable[TableName] = ()) -> None:
+        """Raise CaptureNotPossible listing every problem, or return when capture of ``tables`` is possible."""
+        problems = self.capture_problems(tables)
+        if problems:
+            raise CaptureNotPossible(problems)
+
+    # --- watermark and binlogs --------------------------------------------------------------------------
+
+    def current_watermark(self) -> Watermark:
+        """The server's binlog position now, with its GTID state and server identity."""
+        flavor = self.flavor
+        with self.cursor() as cursor:
+            cursor.execute(flavor.binlog_status_statement)
+            status = cursor.fetchone()
+            if status is None:
+                raise CaptureNotPossible(
+                    [f"{flavor.binlog_status_statement} returned nothing: the binlog is off. Start the server with log_bin."]
+                )
+            columns = [d[0] for d in cursor.description]
+            row = dict(zip(columns, status))
+            file, position = row["File"], int(row["Position"])
+            if flavor.is_mariadb:
+                # BINLOG_GTID_POS gives the GTID state at exactly this file and position, so the two agree even
+                # while transactions commit between the statements.
+                cursor.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (file, position))
+                gtid, server_id = cursor.fetchone()
+                server_uuid = None
+            else:
+                gtid = row.get("Executed_Gtid_Set")
+                cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid")
+                server_id, server_uuid = cursor.fetchone()
+        return Watermark(
+            file=file,
+            position=position,
+            server_id=int(server_id),
+            gtid=canonical_gtid(gtid, flavor.is_mariadb),
+            server_uuid=server_uuid,
+        )
+
+    def binlogs(self) -> list[BinlogFile]:
+        """The binlog files the server still has, oldest first."""
+        return [BinlogFile(row[0], int(row[1])) for row in self._query("SHOW BINARY LOGS")]
+
+    def unreadable_reason(self, watermark: Watermark) -> str | None:
+        """Why ``watermark`` cannot be read from on this server, or None when it can."""
+        current = self.current_watermark()
+        if not watermark.same_server(current):
+            return (
+                f"The watermark {watermark} was taken on server id {watermark.server_id} "
+                f"(uuid {watermark.server_uuid}), but this server is id {current.server_id} "
+                f"(uuid {current.server_uuid}) with binlog {current.file}."
+            )
+        files = self.binlogs()
+        sizes = {f.name: f.size for f in files}
+        if watermark.file not in sizes:
+            retention = self.global_variables(self.flavor.retention_variables)
+            kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
+            settings = ", ".join(f"{k}={v}" for k, v in retention.items())
+            older = watermark.sequence < split_binlog_file(files[0].name)[1] if files else True
+            return (
+                f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
+                f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
+                f"{settings}. Take a fresh snapshot, and keep binlogs longer than the time between two runs."
+            )
+        if watermark.position > sizes[watermark.file]:
+            return (
+                f"The watermark {watermark} is past the end of {watermark.file}, which has "
+                f"{sizes[watermark.file]} bytes: it does not belong to this server's binlog."
+            )
+        return None
+
+    def is_readable(self, watermark: Watermark) -> bool:
+        return self.unreadable_reason(watermark) is None
+
+    def require_readable(self, watermark: Watermark) -> None:
+        reason = self.unreadable_reason(watermark)
+        if reason:
+            raise WatermarkNotReadable(reason)
+
+    # --- tables -----------------------------------------------------------------------------------------
+
+    def table_key(self, table: TableName) -> TableKey:
+        """The key replay and merge use for ``table``; raises NoUsableKey or TableNotFound."""
+        with self.cursor() as cursor:
+            cursor.execute(
+                "SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.schema, table.table),
+            )
+            nullable = {name: flag == "YES" for name, flag in cursor.fetchall()}
+            if not nullable:
+                raise TableNotFound(
+                    f"The table {table} does not exist, or the capture user cannot see it. Check the name "
+                    f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
+                )
+            cursor.execute(
+                "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS "
+                "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+                (table.schema, table.table),
+            )
+            index_columns = [IndexColumn(n, int(s), c, bool(int(u))) for n, s, c, u in cursor.fetchall()]
+        return choose_key(table, index_columns, nullable)

@@ -1,0 +1,1 @@
+"""Helpers for tests and the demo: a throwaway MySQL-compatible server with a row binlog."""

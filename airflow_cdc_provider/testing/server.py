@@ -1,0 +1,199 @@
+"""A throwaway MariaDB (or MySQL) server in a temp data dir on a free loopback port, for tests and the demo.
+
+It never touches a system server: its own data dir, socket, port and no option files (``--no-defaults``).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+
+# The settings capture needs (see core/settings.py), plus a small max_binlog_size so rotations are frequent.
+CAPTURE_SETTINGS: dict[str, Any] = {
+    "log_bin": True,
+    "binlog_format": "ROW",
+    "binlog_row_image": "FULL",
+    "binlog_row_metadata": "FULL",
+    "max_binlog_size": 1024 * 1024,
+    "server_id": 1,
+}
+CAPTURE_PRIVILEGES = ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT")
+
+
+class ServerNotAvailable(RuntimeError):
+    pass
+
+
+def _binary(*names: str) -> str:
+    for name in names:
+        path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/local/sbin:/usr/local/mysql/bin")
+        if path:
+            return path
+    raise ServerNotAvailable(
+        f"None of {', '.join(names)} is installed. Install Debian's mariadb-server "
+        "(apt-get install -y mariadb-server), or run `make test`/`make demo`, which install it as root."
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class CaptureUser:
+    user: str
+    password: str = field(repr=False)
+
+
+@dataclass
+class ThrowawayServer:
+    """A running server. ``settings`` are its server options; ``log_bin=False`` starts it without a binlog."""
+
+    base_dir: Path
+    port: int
+    settings: dict[str, Any]
+    process: subprocess.Popen | None = None
+    owns_dir: bool = False
+
+    @property
+    def data_dir(self) -> Path:
+        return self.base_dir / "data"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.base_dir / "mysqld.sock"
+
+    @property
+    def error_log(self) -> Path:
+        return self.base_dir / "error.log"
+
+    @classmethod
+    def start(
+        cls, base_dir: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None, timeout: float = 60
+    ) -> ThrowawayServer:
+        settings = {**CAPTURE_SETTINGS, **(overrides or {})}
+        owns = base_dir is None
+        base = Path(base_dir or tempfile.mkdtemp(prefix="cdc-mariadb-")).resolve()
+        base.mkdir(parents=True, exist_ok=True)
+        server = cls(base, _free_port(), settings, owns_dir=owns)
+        server._install()
+        server._launch(timeout)
+        return server
+
+    def _install(self) -> None:
+        if (self.data_dir / "mysql").is_dir():
+            return
+        install_db = _binary("mariadb-install-db", "mysql_install_db")
+        result = subprocess.run(
+            [install_db, "--no-defaults", f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal",
+             "--skip-test-db"],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            raise ServerNotAvailable(f"{install_db} failed:\n{result.stdout}\n{result.stderr}")
+
+    def command(self) -> list[str]:
+        args = [
+            _binary("mariadbd", "mysqld"), "--no-defaults", f"--datadir={self.data_dir}",
+            f"--socket={self.socket_path}", f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--log-error={self.error_log}", f"--pid-file={self.base_dir / 'mysqld.pid'}",
+            "--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--character-set-server=utf8mb4",
+        ]
+        if os.geteuid() == 0:
+            args.append("--user=root")
+        for name, value in self.settings.items():
+            option = name.replace("_", "-")
+            if name == "log_bin":
+                if value:
+                    args.append(f"--log-bin={self.data_dir / 'binlog'}")
+            elif value is not None:
+                args.append(f"--{option}={value}")
+        return args
+
+    def _launch(self, timeout: float) -> None:
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                log = self.error_log.read_text(errors="replace")[-3000:] if self.error_log.exists() else ""
+                raise ServerNotAvailable(f"The server exited with code {self.process.returncode}:\n{log}")
+            try:
+                self.root_connection().close()
+                return
+            except pymysql.err.OperationalError:
+                time.sleep(0.1)
+        self.stop()
+        raise ServerNotAvailable(f"The server did not accept connections within {timeout} s; see {self.error_log}.")
+
+    def root_connection(self, database: str | None = None, **kwargs: Any) -> pymysql.connections.Connection:
+        return pymysql.connect(
+            unix_socket=str(self.socket_path), user="root", database=database, autocommit=True,
+            charset="utf8mb4", **kwargs,
+        )
+
+    def execute(self, *statements: str, database: str | None = None) -> list[tuple]:
+        """Run statements as root; returns the rows of the last one."""
+        conn = self.root_connection(database)
+        try:
+            with conn.cursor() as cursor:
+                rows: list[tuple] = []
+                for statement in statements:
+                    cursor.execute(statement)
+                    rows = list(cursor.fetchall())
+                return rows
+        finally:
+            conn.close()
+
+    def run_script(self, path: str | os.PathLike) -> None:
+        """Load a SQL file with the mariadb client, which understands DELIMITER and comments."""
+        client = _binary("mariadb", "mysql")
+        with open(path, "rb") as script:
+            subprocess.run(
+                [client, "--no-defaults", f"--socket={self.socket_path}", "-uroot", "--default-character-set=utf8mb4"],
+                stdin=script, check=True, capture_output=True,
+            )
+
+    def create_user(self, user: str, privileges: Iterable[str] = CAPTURE_PRIVILEGES, on: str = "*.*") -> CaptureUser:
+        """A user with a random password and exactly ``privileges`` on ``on``."""
+        password = secrets.token_urlsafe(16)
+        statements = [f"CREATE USER '{user}'@'%' IDENTIFIED BY '{password}'"]
+        privileges = list(privileges)
+        if privileges:
+            statements.append(f"GRANT {', '.join(privileges)} ON {on} TO '{user}'@'%'")
+        self.execute(*statements)
+        return CaptureUser(user, password)
+
+    def connection_uri(self, login: CaptureUser) -> dict[str, Any]:
+        """An Airflow connection (conn_type mysql) for ``login``, as the JSON form of AIRFLOW_CONN_<ID>."""
+        return {"conn_type": "mysql", "host": "127.0.0.1", "port": self.port, "login": login.user,
+                "password": login.password}
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self.owns_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def __enter__(self) -> ThrowawayServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

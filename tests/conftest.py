@@ -1,0 +1,102 @@
+"""Shared fixtures: an Airflow home in a temp dir, throwaway MariaDB servers with a row binlog, capture users.
+
+Airflow reads its configuration when first imported, so the environment is set here, before any test module
+imports it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DAGS = ROOT / "dags"
+
+_AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(_AIRFLOW_HOME),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
+        "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+    }
+)
+
+from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
+
+SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
+
+
+def conn_env(conn_id: str) -> str:
+    return f"AIRFLOW_CONN_{conn_id.upper()}"
+
+
+@pytest.fixture(scope="session")
+def airflow_home() -> Path:
+    """The Airflow home of this test session, with its metadata DB migrated."""
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("airflow")), "db", "migrate"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayServer]:
+    """A server with the settings capture needs, the sample schema loaded; stopped after the session."""
+    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb"))
+    try:
+        server.run_script(SAMPLE_SCHEMA)
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ThrowawayServer]]:
+    """Start a server with some settings overridden (``log_bin=False``, ``binlog_format="STATEMENT"``…)."""
+    servers: list[ThrowawayServer] = []
+
+    def start(**overrides: object) -> ThrowawayServer:
+        server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-wrong"), overrides)
+        servers.append(server)
+        return server
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def make_user(mariadb: ThrowawayServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
+    """Create a user on a server and an Airflow connection (as AIRFLOW_CONN_<ID>) for it; returns the conn id."""
+    created: list[tuple[ThrowawayServer, str]] = []
+
+    def make(privileges=("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"), on="*.*", server=None) -> str:
+        server = server or mariadb
+        name = f"u{len(created)}_{os.urandom(3).hex()}"
+        login: CaptureUser = server.create_user(name, privileges, on)
+        conn_id = f"mysql_{name}"
+        monkeypatch.setenv(conn_env(conn_id), json.dumps(server.connection_uri(login)))
+        created.append((server, name))
+        return conn_id
+
+    yield make
+    for server, name in created:
+        if server.process and server.process.poll() is None:
+            server.execute(f"DROP USER IF EXISTS '{name}'@'%'")
+
+
+@pytest.fixture
+def capture_conn(make_user: Callable[..., str]) -> str:
+    """A least-privilege capture user on the main server: SELECT, REPLICATION SLAVE, REPLICATION CLIENT."""
+    return make_user()

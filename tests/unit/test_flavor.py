@@ -1,0 +1,39 @@
+import pytest
+
+from airflow_cdc_provider.core.errors import UnsupportedServer
+from airflow_cdc_provider.core.flavor import Flavor, detect_flavor
+
+
+@pytest.mark.parametrize(
+    ("version", "comment", "flavor", "status", "gtid"),
+    [
+        ("8.0.36", "MySQL Community Server - GPL", Flavor.MYSQL_8_0, "SHOW MASTER STATUS", "gtid_executed"),
+        ("8.0.36-28", "Percona Server (GPL)", Flavor.MYSQL_8_0, "SHOW MASTER STATUS", "gtid_executed"),
+        ("8.4.3", "MySQL Community Server - GPL", Flavor.MYSQL_8_4, "SHOW BINARY LOG STATUS", "gtid_executed"),
+        ("9.1.0-commercial", "MySQL Enterprise Server", Flavor.MYSQL_8_4, "SHOW BINARY LOG STATUS", "gtid_executed"),
+        ("10.11.6-MariaDB-0+deb12u1-log", "Debian 12", Flavor.MARIADB, "SHOW MASTER STATUS", "gtid_binlog_pos"),
+        ("5.5.5-10.6.12-MariaDB", "", Flavor.MARIADB, "SHOW MASTER STATUS", "gtid_binlog_pos"),
+        ("11.4.2-MariaDB", "", Flavor.MARIADB, "SHOW MASTER STATUS", "gtid_binlog_pos"),
+    ],
+)
+def test_flavor_and_its_statements(version, comment, flavor, status, gtid):
+    detected = detect_flavor(version, comment)
+    assert detected.flavor is flavor
+    assert detected.binlog_status_statement == status
+    assert detected.gtid_variable == gtid
+
+
+def test_retention_variables_differ():
+    assert detect_flavor("10.11.6-MariaDB").retention_variables == ("binlog_expire_logs_seconds", "expire_logs_days")
+    assert detect_flavor("8.4.0").retention_variables == ("binlog_expire_logs_seconds",)
+
+
+@pytest.mark.parametrize("version", ["5.7.44", "10.4.30-MariaDB", "8.0.0"])
+def test_too_old_servers_are_refused_naming_the_version(version):
+    with pytest.raises(UnsupportedServer, match="binlog_row_metadata"):
+        detect_flavor(version)
+
+
+def test_unreadable_version():
+    with pytest.raises(UnsupportedServer, match="'banana'"):
+        detect_flavor("banana")
