@@ -1,0 +1,176 @@
+"""The source hook against real MariaDB servers: good settings, each wrong setting, each missing privilege."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from airflow_cdc_provider.core.errors import CaptureNotPossible, NoUsableKey, TableNotFound, WatermarkNotReadable
+from airflow_cdc_provider.core.flavor import Flavor
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+
+ORDERS = TableName("shop", "orders")
+CUSTOMERS = TableName("shop", "customers")
+
+
+def test_detects_mariadb(mariadb, capture_conn):
+    flavor = MySqlSourceHook(capture_conn).flavor
+    assert flavor.flavor is Flavor.MARIADB
+    assert flavor.version >= (10, 5, 0)
+
+
+def test_least_privilege_user_can_capture(capture_conn):
+    hook = MySqlSourceHook(capture_conn)
+    assert hook.capture_problems([ORDERS, CUSTOMERS]) == []
+    hook.check_capture([ORDERS, CUSTOMERS])
+
+
+def test_session_reads_times_in_utc(mariadb, capture_conn):
+    mariadb.execute("SET GLOBAL time_zone = '+05:00'")
+    try:
+        with MySqlSourceHook(capture_conn).cursor() as cursor:
+            cursor.execute("SELECT @@session.time_zone")
+            assert cursor.fetchone()[0] == "+00:00"
+    finally:
+        mariadb.execute("SET GLOBAL time_zone = SYSTEM")
+
+
+@pytest.mark.parametrize(
+    ("overrides", "setting", "value"),
+    [
+        ({"log_bin": False}, "log_bin", "OFF"),
+        ({"binlog_format": "STATEMENT"}, "binlog_format", "STATEMENT"),
+        ({"binlog_format": "MIXED"}, "binlog_format", "MIXED"),
+        ({"binlog_row_image": "MINIMAL"}, "binlog_row_image", "MINIMAL"),
+        ({"binlog_row_image": "NOBLOB"}, "binlog_row_image", "NOBLOB"),
+        ({"binlog_row_metadata": "MINIMAL"}, "binlog_row_metadata", "MINIMAL"),
+        ({"binlog_row_metadata": "NO_LOG"}, "binlog_row_metadata", "NO_LOG"),
+    ],
+)
+def test_wrong_server_setting_is_refused_naming_setting_value_and_fix(start_server, make_user, overrides, setting, value):
+    server = start_server(**overrides)
+    conn_id = make_user(server=server)
+    with pytest.raises(CaptureNotPossible) as err:
+        MySqlSourceHook(conn_id).check_capture()
+    assert len(err.value.problems) == 1, err.value.problems
+    (problem,) = err.value.problems
+    assert f"The server setting {setting} is '{value}'" in problem
+    assert "Fix:" in problem
+
+
+@pytest.mark.parametrize(
+    ("privileges", "missing"),
+    [
+        (("SELECT", "REPLICATION CLIENT"), "REPLICATION SLAVE"),
+        (("SELECT", "REPLICATION SLAVE"), "REPLICATION CLIENT"),
+        (("REPLICATION SLAVE", "REPLICATION CLIENT"), "SELECT on shop.orders"),
+    ],
+)
+def test_user_without_a_privilege_is_refused(make_user, privileges, missing):
+    conn_id = make_user(privileges)
+    with pytest.raises(CaptureNotPossible) as err:
+        MySqlSourceHook(conn_id).check_capture([ORDERS])
+    assert len(err.value.problems) == 1
+    assert f"lacks {missing}" in err.value.problems[0] or f"lacks the privilege {missing}" in err.value.problems[0]
+
+
+def test_select_on_the_schema_only_is_enough(mariadb, make_user):
+    conn_id = make_user(("REPLICATION SLAVE", "REPLICATION CLIENT"))
+    user = json.loads(__import__("os").environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
+    mariadb.execute(f"GRANT SELECT ON `shop`.* TO '{user}'@'%'")
+    MySqlSourceHook(conn_id).check_capture([ORDERS, CUSTOMERS])
+
+
+def test_watermark_moves_with_writes_and_across_rotation(mariadb, capture_conn):
+    hook = MySqlSourceHook(capture_conn)
+    before = hook.current_watermark()
+    assert before.server_id == 1 and before.gtid and before.server_uuid is None
+    assert Watermark.from_json(before.to_json()) == before
+    mariadb.execute("INSERT INTO shop.customers (email, name) VALUES ('w1@example.com', 'w1')")
+    after_write = hook.current_watermark()
+    assert after_write.file == before.file and after_write > before
+    assert after_write.gtid != before.gtid
+    mariadb.execute("FLUSH BINARY LOGS")
+    after_rotation = hook.current_watermark()
+    assert after_rotation.sequence == before.sequence + 1
+    assert before < after_write < after_rotation
+    assert after_rotation.position < after_write.position  # a new file starts low: order is by file first
+
+
+def test_gtid_is_the_state_at_the_watermark(mariadb, capture_conn):
+    hook = MySqlSourceHook(capture_conn)
+    watermark = hook.current_watermark()
+    assert watermark.gtid == mariadb.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
+
+
+def test_lists_binlogs_and_tells_readable_watermarks(mariadb, capture_conn):
+    hook = MySqlSourceHook(capture_conn)
+    old = hook.current_watermark()
+    assert old.file in [f.name for f in hook.binlogs()]
+    assert hook.is_readable(old)
+    mariadb.execute("FLUSH BINARY LOGS")
+    current = hook.current_watermark()
+    purge_binlogs_to(mariadb, current.file)
+    assert [f.name for f in hook.binlogs()] == [current.file]
+    assert not hook.is_readable(old)
+    with pytest.raises(WatermarkNotReadable) as err:
+        hook.require_readable(old)
+    message = str(err.value)
+    assert old.file in message and "purged" in message
+    assert "binlog_expire_logs_seconds=" in message and "expire_logs_days=" in message
+    assert hook.is_readable(current)
+    past_end = Watermark(current.file, current.position + 10_000_000, current.server_id)
+    assert "past the end" in hook.unreadable_reason(past_end)
+    other_server = Watermark(current.file, current.position, server_id=99)
+    assert "server id 99" in hook.unreadable_reason(other_server)
+
+
+def purge_binlogs_to(server, file):
+    # MariaDB keeps a binlog until its XA checkpoint is written, which happens shortly after a rotation.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        warnings = server.execute(f"PURGE BINARY LOGS TO '{file}'", "SHOW WARNINGS")
+        if server.execute("SHOW BINARY LOGS")[0][0] == file:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"binlogs before {file} were not purged: {warnings}")
+
+
+@pytest.fixture(scope="module")
+def key_tables(mariadb):
+    mariadb.execute(
+        "CREATE DATABASE IF NOT EXISTS keys_db",
+        "CREATE TABLE keys_db.pk (a INT NOT NULL, b VARCHAR(10) NOT NULL, u INT NOT NULL, PRIMARY KEY (b, a),"
+        " UNIQUE KEY uk (u))",
+        "CREATE TABLE keys_db.uk (id INT NULL, code CHAR(3) NOT NULL, region INT NOT NULL, x INT NOT NULL,"
+        " UNIQUE KEY uk_id (id), UNIQUE KEY uk_code_region (code, region), UNIQUE KEY uk_x_code (x, code))",
+        "CREATE TABLE keys_db.nullable_uk (id INT NULL, UNIQUE KEY uk_id (id))",
+        "CREATE TABLE keys_db.nokey (id INT NOT NULL, KEY ix (id))",
+    )
+    yield
+    mariadb.execute("DROP DATABASE keys_db")
+
+
+@pytest.mark.usefixtures("key_tables")
+def test_table_keys(capture_conn):
+    hook = MySqlSourceHook(capture_conn)
+    assert hook.table_key(TableName("keys_db", "pk")).columns == ("b", "a")
+    key = hook.table_key(TableName("keys_db", "uk"))
+    assert (key.index_name, key.columns) == ("uk_code_region", ("code", "region"))
+    with pytest.raises(NoUsableKey, match="uk_id allow NULL"):
+        hook.table_key(TableName("keys_db", "nullable_uk"))
+    with pytest.raises(NoUsableKey, match="keys_db.nokey has no primary key"):
+        hook.table_key(TableName("keys_db", "nokey"))
+    with pytest.raises(TableNotFound, match="keys_db.missing"):
+        hook.table_key(TableName("keys_db", "missing"))
+
+
+@pytest.mark.usefixtures("key_tables")
+def test_tables_the_user_cannot_see_are_not_found(make_user):
+    conn_id = make_user(("SELECT",), on="shop.*")
+    with pytest.raises(TableNotFound):
+        MySqlSourceHook(conn_id).table_key(TableName("keys_db", "pk"))
