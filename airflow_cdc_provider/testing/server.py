@@ -197,3 +197,41 @@ class ThrowawayServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass
+class ExistingServer:
+    """A server that is already running, reached with an admin account: ``mysql://user:password@host:port``.
+
+    For the demo against a real MySQL 8 or MariaDB: it loads the sample schema and creates the capture user there.
+    """
+
+    url: str = field(repr=False)
+
+    def __post_init__(self) -> None:
+        from urllib.parse import unquote, urlsplit
+
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("mysql", "mariadb") or not parts.hostname:
+            raise ValueError("The server URL must look like mysql://admin:password@host:3306 (scheme mysql).")
+        self.host, self.port = parts.hostname, parts.port or 3306
+        self._admin = {"user": unquote(parts.username or "root"), "password": unquote(parts.password or "")}
+
+    def root_connection(self, database: str | None = None, **kwargs: Any) -> pymysql.connections.Connection:
+        return pymysql.connect(host=self.host, port=self.port, database=database, autocommit=True,
+                               charset="utf8mb4", **self._admin, **kwargs)
+
+    execute = ThrowawayServer.execute
+    create_user = ThrowawayServer.create_user
+
+    def run_script(self, path: str | os.PathLike) -> None:
+        """Run a plain SQL file (statements end with ``;`` at the end of a line)."""
+        text = "\n".join(line for line in Path(path).read_text().splitlines() if not line.lstrip().startswith("--"))
+        self.execute(*[s.strip() for s in text.split(";\n") if s.strip().rstrip(";")])
+
+    def connection_uri(self, login: CaptureUser) -> dict[str, Any]:
+        return {"conn_type": "mysql", "host": self.host, "port": self.port, "login": login.user,
+                "password": login.password}
+
+    def stop(self) -> None:
+        pass

@@ -1,0 +1,29 @@
+# make demo: set up everything and run the pipeline on a throwaway server.  make test: the same, then the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: venv mariadb demo test unit clean
+
+venv: $(VENV)/.installed
+
+# constraints.txt pins the exact versions tested together (pyspark and pyspark-client must agree).
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	touch $@
+
+mariadb:
+	@scripts/ensure-mariadb.sh $(if $(filter demo,$(MAKECMDGOALS)),--demo)
+
+demo: venv mariadb
+	$(BIN)/python scripts/demo.py
+
+test: venv mariadb
+	$(BIN)/python -m pytest
+
+unit: venv
+	$(BIN)/python -m pytest tests/unit
+
+clean:
+	rm -rf $(VENV) .demo .pytest_cache

@@ -1,0 +1,41 @@
+import pytest
+import yaml
+
+from airflow_cdc_provider.core.config import CdcConfig, ConfigError
+from airflow_cdc_provider.core.errors import InvalidIdentifier
+from airflow_cdc_provider.core.identifiers import TableName
+from tests.conftest import DAGS
+
+
+def test_example_config_reads():
+    config = CdcConfig.from_dict(yaml.safe_load((DAGS / "cdc_config.yaml").read_text()))
+    assert config.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
+    assert config.tables[0].source == TableName("shop", "orders")
+    assert config.tables[0].target == "shop_orders"
+
+
+def test_target_and_short_form():
+    config = CdcConfig.from_dict({"tables": ["shop.a", {"source": "shop.b", "target": "bee"}]})
+    assert [t.target for t in config.tables] == ["shop_a", "bee"]
+    assert [t.group_id for t in config.tables] == ["shop__a", "shop__b"]
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ([], "must be a mapping"),
+        ({"tables": []}, "non-empty `tables:`"),
+        ({"tables": ["shop.a"], "tabels": 1}, "unknown keys \\['tabels'\\]"),
+        ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
+        ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
+        ({"tables": ["shop.a"], "hive": {"db": "x"}}, "must hold only"),
+    ],
+)
+def test_bad_configs_say_what_is_wrong(data, message):
+    with pytest.raises(ConfigError, match=message):
+        CdcConfig.from_dict(data)
+
+
+def test_bad_table_name():
+    with pytest.raises(InvalidIdentifier, match="'orders'"):
+        CdcConfig.from_dict({"tables": ["orders"]})
