@@ -1,0 +1,97 @@
+"""The replay rule: read changes newest first; the first record seen per uid is the last effective operation
+of that key and survives; every older record of the key is dropped.
+
+This completes the seed's rule: a repeated INSERT of one key (a re-read binlog range) is dropped like any older
+record, and a key change arrives from extraction as a DELETE of the old uid and an upsert of the new one.
+
+Blocks of raw lines are handled as arrays: op and uid sit at fixed offsets in each line, so no line is parsed
+here, and the uids seen are kept as one sorted array of 32-byte values: memory grows with distinct keys only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from airflow_cdc_provider.core.records import UID_END, UID_START
+
+_OPS = np.frombuffer(b"IUD", np.uint8)
+_MIN_LINE = 43  # op, tab, 32-hex uid, tab, "s:p:r", tab, "[]"
+_HEX = np.zeros(256, bool)
+_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = True
+UID_BYTES = UID_END - UID_START
+
+
+@dataclass
+class Block:
+    """Complete lines of a raw file, in file order: where each starts and ends, its op and uid."""
+
+    data: bytes
+    starts: np.ndarray
+    ends: np.ndarray  # index of each line's newline
+    ops: np.ndarray  # uint8: ord("I"), ord("U") or ord("D")
+    uids: np.ndarray  # dtype S32
+
+    def line(self, i: int) -> bytes:
+        return self.data[self.starts[i] : self.ends[i]]
+
+
+class BadLine(ValueError):
+    def __init__(self, index: int, problem: str):
+        super().__init__(problem)
+        self.index = index
+
+
+def parse_block(data: bytes) -> Block:
+    """Locate the lines of ``data`` (which ends with a newline) and check their fixed fields.
+
+    Raises BadLine with the index of the last bad line (the first met when reading backwards).
+    """
+    buf = np.frombuffer(data, np.uint8)
+    ends = np.flatnonzero(buf == 10)
+    starts = np.empty_like(ends)
+    starts[:1] = 0
+    starts[1:] = ends[:-1] + 1
+    lengths = ends - starts
+    ok = lengths >= _MIN_LINE
+    safe_starts = np.where(ok, starts, 0)
+    safe_ends = np.where(ok, ends, _MIN_LINE)
+    ops = buf[safe_starts]
+    ok &= np.isin(ops, _OPS)
+    ok &= buf[safe_starts + 1] == 9
+    ok &= buf[safe_starts + UID_END] == 9
+    ok &= buf[safe_ends - 1] == ord("]")
+    uid_bytes = buf[safe_starts[:, None] + np.arange(UID_START, UID_END)]
+    ok &= _HEX[uid_bytes].all(axis=1)
+    if not ok.all():
+        bad = int(np.flatnonzero(~ok)[-1])
+        line = data[starts[bad] : ends[bad]][:120]
+        raise BadLine(bad, f"the line does not start with OP<tab>UID<tab> or does not end with ]: {line!r}")
+    uids = np.ascontiguousarray(uid_bytes).view(f"S{UID_BYTES}").ravel()
+    return Block(data, starts, ends, ops, uids)
+
+
+class SeenKeys:
+    """The uids already met, newest first, as one sorted array: 32 bytes per distinct key."""
+
+    def __init__(self) -> None:
+        self.keys = np.empty(0, dtype=f"S{UID_BYTES}")
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def nbytes(self) -> int:
+        return self.keys.nbytes
+
+    def survivors(self, block: Block) -> np.ndarray:
+        """Indexes (in file order) of the block's lines that survive, given all newer lines were seen before."""
+        newest_first = block.uids[::-1]
+        unique, first = np.unique(newest_first, return_index=True)
+        pos = np.searchsorted(self.keys, unique)
+        seen = pos < len(self.keys)
+        seen[seen] = self.keys[pos[seen]] == unique[seen]
+        new = ~seen
+        self.keys = np.insert(self.keys, pos[new], unique[new])
+        return np.sort(len(newest_first) - 1 - first[new])

@@ -1,0 +1,74 @@
+"""MySQL column types to Arrow types: what the upsert and delete files, and so Spark and Hive, hold.
+
+Both ways in (the snapshot SELECT and the binlog) go through ``to_arrow_value`` so that they agree.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+
+_TYPE = re.compile(r"^\s*([a-z ]+?)\s*(?:\(([^)]*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.I)
+_INTS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
+_STRINGS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
+_BINARIES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit", "geometry", "point",
+             "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
+
+
+def arrow_type(column_type: str) -> pa.DataType:
+    """The Arrow type for a MySQL COLUMN_TYPE such as ``int(10) unsigned`` or ``decimal(12,2)``."""
+    match = _TYPE.match(column_type or "")
+    if not match:
+        raise ValueError(f"Cannot read the column type {column_type!r}.")
+    base, args, unsigned = match[1].lower(), match[2], bool(match[3])
+    if base in _INTS:
+        bits = _INTS[base] + (1 if unsigned else 0)
+        if bits > 64:
+            return pa.decimal128(20, 0)  # BIGINT UNSIGNED reaches 18446744073709551615
+        return pa.int8() if bits <= 8 else pa.int16() if bits <= 16 else pa.int32() if bits <= 32 else pa.int64()
+    if base in ("decimal", "numeric", "dec", "fixed"):
+        precision, _, scale = (args or "10,0").partition(",")
+        precision, scale = int(precision), int(scale or 0)
+        return pa.decimal128(precision, scale) if precision <= 38 else pa.string()
+    if base in ("float",):
+        return pa.float32()
+    if base in ("double", "real", "double precision"):
+        return pa.float64()
+    if base in _STRINGS:
+        return pa.string()
+    if base in _BINARIES:
+        return pa.binary()
+    if base == "date":
+        return pa.date32()
+    if base == "datetime":
+        return pa.timestamp("us")
+    if base == "timestamp":
+        return pa.timestamp("us", tz="UTC")
+    if base == "time":
+        return pa.duration("us")
+    if base == "year":
+        return pa.int16()
+    raise ValueError(f"The column type {column_type!r} has no mapping yet.")
+
+
+def arrow_schema(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> pa.Schema:
+    return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns])
+
+
+def to_arrow_value(value: Any, type_: pa.DataType) -> Any:
+    """Bring a value from either source to the Python form Arrow stores for ``type_``."""
+    if value is None:
+        return None
+    if pa.types.is_decimal(type_) and not isinstance(value, Decimal):
+        return Decimal(value)
+    if pa.types.is_string(type_) and isinstance(value, (bytes, bytearray)):
+        return bytes(value).decode("utf-8")
+    if pa.types.is_binary(type_) and isinstance(value, str):
+        return value.encode("utf-8")
+    if pa.types.is_timestamp(type_) and type_.tz and isinstance(value, dt.datetime) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.timezone.utc)  # sessions and the binlog give TIMESTAMP as naive UTC
+    return value

@@ -1,0 +1,1 @@
+"""The pipeline stages as plain Python (no Airflow): what each operator runs."""

@@ -1,0 +1,282 @@
+"""Replay: raw files (binlog order) → one upsert file and one delete file (Parquet, typed).
+
+The raw files are read from the end backwards in blocks, never copied reversed. Past the memory budget the
+work is split into hash partitions of the uid on disk; each partition holds every record of its keys in the
+original order, so the result is the same for any input size.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
+from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, parse_block
+from airflow_cdc_provider.core.types import arrow_schema, to_arrow_value
+
+BLOCK_SIZE = 8 * 1024 * 1024
+BATCH_ROWS = 65536
+# SeenKeys holds 32 bytes a key, and np.insert copies it while it grows: count 3x.
+BYTES_PER_KEY = 96
+_HEX_VALUE = np.zeros(256, np.uint32)
+for _i, _c in enumerate(b"0123456789abcdef"):
+    _HEX_VALUE[_c] = _i
+
+
+@dataclass
+class ReplayResult:
+    upsert_file: str
+    delete_file: str
+    records: int = 0
+    upserts: int = 0
+    deletes: int = 0
+    partitions: int = 0
+    peak_keys: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def read_header(path: Path) -> tuple[RawHeader, int]:
+    with open(path, "rb") as f:
+        first = f.readline()
+    return RawHeader.parse(first.decode("utf-8", "replace"), path), len(first)
+
+
+def _line_number(path: Path, header_end: int, block_offset: int, index: int) -> int:
+    with open(path, "rb") as f:
+        f.seek(header_end)
+        before = f.read(block_offset - header_end).count(b"\n")
+    return 1 + before + index + 1
+
+
+def blocks_backwards(path: Path, block_size: int = BLOCK_SIZE) -> Iterator[Block]:
+    """The file's complete record lines as blocks, the last block first."""
+    _, header_end = read_header(path)
+    size = os.path.getsize(path)
+    with open(path, "rb") as f:
+        if size > header_end:
+            f.seek(size - 1)
+            if f.read(1) != b"\n":
+                f.seek(header_end)
+                lines = f.read().count(b"\n") + 2
+                raise CorruptRawFile(path, lines, "the last line is cut short (no newline at its end)")
+        end, carry = size, b""
+        while end > header_end:
+            start = max(header_end, end - block_size)
+            f.seek(start)
+            data = f.read(end - start) + carry
+            if start > header_end:
+                split = data.find(b"\n") + 1
+                if split == 0:  # a line longer than the block: read further back
+                    carry, end = data, start
+                    continue
+                carry, data, offset = data[:split], data[split:], start + split
+            else:
+                carry, offset = b"", start
+            end = start
+            if data:
+                try:
+                    yield parse_block(data)
+                except BadLine as bad:
+                    raise CorruptRawFile(path, _line_number(path, header_end, offset, bad.index), str(bad)) from None
+
+
+def blocks_forwards(path: Path, block_size: int = BLOCK_SIZE) -> Iterator[Block]:
+    _, header_end = read_header(path)
+    with open(path, "rb") as f:
+        f.seek(header_end)
+        carry, offset = b"", header_end
+        while True:
+            chunk = f.read(block_size)
+            data = carry + chunk
+            cut = data.rfind(b"\n") + 1 if chunk else len(data)
+            if not chunk and data and not data.endswith(b"\n"):
+                raise CorruptRawFile(path, _line_number(path, header_end, offset, 0) + data.count(b"\n"),
+                                     "the last line is cut short (no newline at its end)")
+            if cut:
+                try:
+                    yield parse_block(data[:cut])
+                except BadLine as bad:
+                    raise CorruptRawFile(path, _line_number(path, header_end, offset, bad.index), str(bad)) from None
+                offset += cut
+            carry = data[cut:]
+            if not chunk:
+                return
+
+
+class _Output:
+    """Upsert rows (all columns) and delete rows (key columns) batched into two Parquet files."""
+
+    def __init__(self, header: RawHeader, upsert_path: Path, delete_path: Path) -> None:
+        self.schema = arrow_schema(header.columns)
+        self.key_indexes = header.key_indexes()
+        self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
+        self.upsert_writer = pq.ParquetWriter(upsert_path, self.schema)
+        self.delete_writer = pq.ParquetWriter(delete_path, self.delete_schema)
+        self.upserts: list[list] = []
+        self.deletes: list[list] = []
+        self.upsert_count = self.delete_count = 0
+
+    def add(self, op: int, values: list) -> None:
+        if op == ord("D"):
+            self.deletes.append([values[i] for i in self.key_indexes])
+            if len(self.deletes) >= BATCH_ROWS:
+                self._flush_deletes()
+        else:
+            self.upserts.append(values)
+            if len(self.upserts) >= BATCH_ROWS:
+                self._flush_upserts()
+
+    @staticmethod
+    def _table(rows: list[list], schema: pa.Schema) -> pa.Table:
+        columns = [
+            pa.array([to_arrow_value(row[i], f.type) for row in rows], type=f.type) for i, f in enumerate(schema)
+        ]
+        return pa.Table.from_arrays(columns, schema=schema)
+
+    def _flush_upserts(self) -> None:
+        if self.upserts:
+            self.upsert_writer.write_table(self._table(self.upserts, self.schema))
+            self.upsert_count += len(self.upserts)
+            self.upserts = []
+
+    def _flush_deletes(self) -> None:
+        if self.deletes:
+            self.delete_writer.write_table(self._table(self.deletes, self.delete_schema))
+            self.delete_count += len(self.deletes)
+            self.deletes = []
+
+    def close(self) -> None:
+        self._flush_upserts()
+        self._flush_deletes()
+        self.upsert_writer.close()
+        self.delete_writer.close()
+
+
+class _OverBudget(Exception):
+    def __init__(self, keys: int, bytes_read: int):
+        super().__init__(keys, bytes_read)
+        self.keys, self.bytes_read = keys, bytes_read
+
+
+def _replay_into(files: Sequence[Path], output: _Output, key_limit: int, block_size: int) -> tuple[int, int]:
+    """Replay ``files`` (binlog order) into ``output``; returns (records, peak keys)."""
+    seen, records, bytes_read = SeenKeys(), 0, 0
+    for path in reversed(files):
+        for block in blocks_backwards(path, block_size):
+            records += len(block.starts)
+            bytes_read += len(block.data)
+            for i in seen.survivors(block):
+                line = block.line(i)
+                payload = line[line.index(b"\t", 35) + 1 :]
+                try:
+                    values = decode_values(payload.decode("utf-8"))
+                except ValueError as exc:
+                    raise CorruptRawFile(path, None, f"a record's values cannot be read ({exc}): {line[:200]!r}")
+                output.add(int(block.ops[i]), values)
+            if len(seen) > key_limit:
+                raise _OverBudget(len(seen), bytes_read)
+    return records, len(seen)
+
+
+def _partition(files: Sequence[Path], header: RawHeader, parts: int, digit: int, work: Path, block_size: int) -> list[Path]:
+    """Split records by hex digits [digit, digit+4) of their uid into ``parts`` files, keeping their order."""
+    paths = [work / f"part-{digit}-{p:05d}-{os.urandom(4).hex()}.raw" for p in range(parts)]
+    outs = [open(p, "wb") for p in paths]
+    try:
+        for out in outs:
+            out.write(header.format().encode("utf-8"))
+        for path in files:
+            for block in blocks_forwards(path, block_size):
+                raw = block.uids.view(np.uint8).reshape(-1, 32)[:, digit : digit + 4]
+                which = (_HEX_VALUE[raw] * np.array([4096, 256, 16, 1], np.uint32)).sum(axis=1) % parts
+                data = block.data
+                for p in np.unique(which):
+                    idx = np.flatnonzero(which == p)
+                    outs[p].write(b"".join(data[s : e + 1] for s, e in zip(block.starts[idx], block.ends[idx])))
+    finally:
+        for out in outs:
+            out.close()
+    return paths
+
+
+def _concat(parts: Sequence[Path], target: Path) -> None:
+    schema = pq.read_schema(parts[0])
+    with pq.ParquetWriter(target, schema) as writer:
+        for part in parts:
+            for batch in pq.ParquetFile(part).iter_batches(BATCH_ROWS):
+                writer.write_batch(batch)
+
+
+def replay(
+    raw_files: Sequence[str | os.PathLike],
+    upsert_file: str | os.PathLike,
+    delete_file: str | os.PathLike,
+    memory_budget: int = 512 * 1024 * 1024,
+    block_size: int = BLOCK_SIZE,
+) -> ReplayResult:
+    """Replay ``raw_files`` (in binlog order) into ``upsert_file`` and ``delete_file``.
+
+    Both files appear only when the whole replay succeeded (written beside, then renamed).
+    """
+    files = [Path(f) for f in raw_files]
+    if not files:
+        raise ValueError("replay needs at least one raw file (an extraction with no changes still writes one).")
+    header, _ = read_header(files[0])
+    for path in files[1:]:
+        other, _ = read_header(path)
+        if other != header:
+            raise CorruptRawFile(path, 1, f"its header {other} differs from {files[0]}'s {header}")
+    upsert_path, delete_path = Path(upsert_file), Path(delete_file)
+    key_limit = max(1024, memory_budget // BYTES_PER_KEY)
+    work = Path(tempfile.mkdtemp(prefix=".replay-", dir=upsert_path.parent))
+    try:
+        result = ReplayResult(str(upsert_path), str(delete_path))
+        done: list[tuple[Path, Path]] = []
+        pending: list[tuple[list[Path], int]] = [(files, 0)]
+        while pending:
+            group, digit = pending.pop()
+            # Each group writes files of its own, so that a group that outgrows the budget leaves nothing behind.
+            n = len(done)
+            output = _Output(header, work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet")
+            try:
+                records, peak = _replay_into(group, output, key_limit, block_size)
+            except _OverBudget as over:
+                output.close()
+                if digit + 4 > 28:
+                    raise RuntimeError(f"replay could not split the keys under the memory budget {memory_budget}")
+                total = sum(p.stat().st_size for p in group)
+                estimate = over.keys * total / max(1, over.bytes_read)
+                parts = int(min(4096, max(2, np.ceil(2 * estimate / key_limit))))
+                result.partitions += parts
+                pending.extend(([p], digit + 4) for p in _partition(group, header, parts, digit, work, block_size))
+                continue
+            except BaseException:
+                output.close()
+                raise
+            output.close()
+            result.records += records
+            result.peak_keys = max(result.peak_keys, peak)
+            result.upserts += output.upsert_count
+            result.deletes += output.delete_count
+            done.append((work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet"))
+        if len(done) == 1:
+            os.replace(done[0][0], upsert_path)
+            os.replace(done[0][1], delete_path)
+        else:
+            _concat([u for u, _ in done], work / "upsert.parquet")
+            _concat([d for _, d in done], work / "delete.parquet")
+            os.replace(work / "upsert.parquet", upsert_path)
+            os.replace(work / "delete.parquet", delete_path)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)

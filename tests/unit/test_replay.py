@@ -1,0 +1,158 @@
+"""Replay: the seed's example, repeated inserts, key changes, typed values, corrupt lines, partitioning."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, format_record, key_uid
+from airflow_cdc_provider.stages.replay import replay
+
+HEADER = RawHeader("shop.users", (("id", "varchar(10)"), ("name", "varchar(50)"), ("score", "int(11)")), ("id",))
+
+
+def write_raw(path: Path, changes, header: RawHeader = HEADER, start: int = 0) -> Path:
+    """changes: (op, values) in binlog order."""
+    keys = header.key_indexes()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header.format())
+        for n, (op, values) in enumerate(changes, start):
+            f.write(format_record(op, key_uid([values[i] for i in keys]), (1, 1000 + n, 0), values))
+    return path
+
+
+def run(tmp_path: Path, *files: Path, **kw):
+    result = replay(files, tmp_path / "upsert.parquet", tmp_path / "delete.parquet", **kw)
+    upserts = sorted(tuple(r.values()) for r in pq.read_table(result.upsert_file).to_pylist())
+    deletes = sorted(tuple(r.values()) for r in pq.read_table(result.delete_file).to_pylist())
+    return result, upserts, deletes
+
+
+def test_the_seeds_example(tmp_path):
+    # Section 4.1/4.2 of the seed: seven changes of seven keys; every one is the last of its key.
+    raw = write_raw(tmp_path / "raw", [
+        ("I", ["20001", "name1", 11]),
+        ("I", ["20002", "name2", 12]),
+        ("U", ["10007", "name777", 777]),
+        ("U", ["10002", "name222", 222]),
+        ("D", ["10005", "name5", 15]),
+        ("D", ["10001", "name1", 10]),
+        ("D", ["10008", "name8", 22]),
+    ])
+    result, upserts, deletes = run(tmp_path, raw)
+    assert upserts == [("10002", "name222", 222), ("10007", "name777", 777), ("20001", "name1", 11), ("20002", "name2", 12)]
+    assert deletes == [("10001",), ("10005",), ("10008",)]
+    assert (result.records, result.upserts, result.deletes) == (7, 4, 3)
+
+
+def test_last_operation_per_key_wins(tmp_path):
+    raw = write_raw(tmp_path / "raw", [
+        ("I", ["a", "first", 1]),
+        ("U", ["a", "second", 2]),
+        ("U", ["a", "third", 3]),      # a: last is an update
+        ("I", ["b", "b", 1]),
+        ("D", ["b", "b", 1]),          # b: inserted then deleted → delete (harmless if absent)
+        ("D", ["c", "c", 1]),
+        ("I", ["c", "again", 2]),      # c: deleted then re-inserted → upsert only
+        ("I", ["d", "d", 1]),
+        ("I", ["d", "d-reread", 2]),   # d: a repeated insert (a re-read range): the later one only
+    ])
+    _, upserts, deletes = run(tmp_path, raw)
+    assert upserts == [("a", "third", 3), ("c", "again", 2), ("d", "d-reread", 2)]
+    assert deletes == [("b",)]
+
+
+def test_key_change_deletes_the_old_key_and_upserts_the_new(tmp_path):
+    # Extraction writes an UPDATE that changes the key as D(old) then U(new), at the same coordinate.
+    raw = write_raw(tmp_path / "raw", [("I", ["old", "x", 1]), ("D", ["old", "x", 1]), ("U", ["new", "x", 1])])
+    _, upserts, deletes = run(tmp_path, raw)
+    assert upserts == [("new", "x", 1)] and deletes == [("old",)]
+
+
+def test_later_files_win(tmp_path):
+    first = write_raw(tmp_path / "r1", [("I", ["a", "v1", 1]), ("I", ["b", "v1", 1])])
+    second = write_raw(tmp_path / "r2", [("U", ["a", "v2", 2])], start=10)
+    _, upserts, _ = run(tmp_path, first, second)
+    assert upserts == [("a", "v2", 2), ("b", "v1", 1)]
+
+
+def test_values_keep_their_types_and_never_break_a_line(tmp_path):
+    header = RawHeader("t.t", (
+        ("id", "bigint(20) unsigned"), ("s", "text"), ("b", "blob"), ("d", "decimal(30,10)"),
+        ("ts", "timestamp(6)"), ("dtm", "datetime(3)"), ("day", "date"), ("t", "time"),
+    ), ("id",))
+    awkward = 'comma, "quote", \'single\'\nnew line\ttab \\ back 😀 \x00nul'
+    rows = [
+        [18446744073709551615, awkward, b"\x00\n\xff,", Decimal("12345678901234567890.0123456789"),
+         dt.datetime(2024, 2, 29, 23, 59, 59, 123456), dt.datetime(1999, 12, 31, 1, 2, 3, 456000),
+         dt.date(1, 1, 1), dt.timedelta(hours=-838, minutes=-59)],
+        [2, "", b"", Decimal("0E-10"), None, None, None, None],
+        [3, None, None, None, None, None, None, None],
+    ]
+    raw = write_raw(tmp_path / "raw", [("I", r) for r in rows], header)
+    assert len(raw.read_text(encoding="utf-8").splitlines()) == 1 + len(rows)
+    result = replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
+    table = pq.read_table(result.upsert_file)
+    got = {r["id"]: r for r in table.to_pylist()}
+    assert got[18446744073709551615]["s"] == awkward and got[18446744073709551615]["b"] == b"\x00\n\xff,"
+    assert got[18446744073709551615]["d"] == Decimal("12345678901234567890.0123456789")
+    assert got[18446744073709551615]["ts"] == dt.datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=dt.timezone.utc)
+    assert got[18446744073709551615]["dtm"] == dt.datetime(1999, 12, 31, 1, 2, 3, 456000)
+    assert got[18446744073709551615]["t"] == dt.timedelta(hours=-838, minutes=-59)
+    assert got[2]["s"] == "" and got[2]["b"] == b"" and got[3]["s"] is None and got[3]["b"] is None
+    assert str(table.schema.field("ts").type) == "timestamp[us, tz=UTC]"
+
+
+def test_corrupt_line_names_file_and_line_and_writes_nothing(tmp_path):
+    raw = write_raw(tmp_path / "raw", [("I", [str(i), "n", i]) for i in range(1000)])
+    lines = raw.read_text().splitlines(keepends=True)
+    lines[501] = lines[501].replace("\t", " ", 1)  # line 502 of the file
+    raw.write_text("".join(lines))
+    with pytest.raises(CorruptRawFile) as err:
+        replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet", block_size=4096)
+    assert f"{raw}, line 502" in str(err.value)
+    assert not (tmp_path / "u.parquet").exists() and not (tmp_path / "d.parquet").exists()
+
+
+def test_cut_short_last_line_is_refused(tmp_path):
+    raw = write_raw(tmp_path / "raw", [("I", ["a", "n", 1]), ("I", ["b", "n", 2])])
+    raw.write_bytes(raw.read_bytes()[:-5])
+    with pytest.raises(CorruptRawFile, match="line 3 is corrupt: the last line is cut short"):
+        replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
+
+
+def test_unreadable_values_of_a_surviving_record(tmp_path):
+    raw = write_raw(tmp_path / "raw", [("I", ["a", "n", 1])])
+    raw.write_text(raw.read_text().replace('"n"', '"n]'))
+    with pytest.raises(CorruptRawFile, match="values cannot be read"):
+        replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
+
+
+def reference(changes):
+    last = {}
+    for op, values in changes:
+        last[values[0]] = (op, values)
+    upserts = sorted(tuple(v) for op, v in last.values() if op != "D")
+    deletes = sorted((v[0],) for op, v in last.values() if op == "D")
+    return upserts, deletes
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_partitioned_replay_gives_the_same_result(tmp_path, seed):
+    rng = random.Random(seed)
+    changes = [(rng.choice("IUD"), [f"k{rng.randrange(6000)}", f"v{n}", n]) for n in range(30000)]
+    half = len(changes) // 2
+    files = [write_raw(tmp_path / "r1", changes[:half]), write_raw(tmp_path / "r2", changes[half:], start=half)]
+    in_memory, upserts, deletes = run(tmp_path, *files)
+    assert in_memory.partitions == 0
+    assert (upserts, deletes) == reference(changes)
+    # A budget of 1024 keys: the 6000 keys must be split into partitions on disk.
+    split, upserts2, deletes2 = run(tmp_path, *files, memory_budget=1024 * 96, block_size=16384)
+    assert split.partitions >= 2 and split.peak_keys <= 1024 + 16384 // 40
+    assert (upserts2, deletes2) == (upserts, deletes)
+    assert split.records == in_memory.records == len(changes)
