@@ -85,8 +85,11 @@ def encode_values(values: Sequence[Any]) -> str:
     return json.dumps([encode_value(v) for v in values], ensure_ascii=False, separators=(",", ":"))
 
 
+_DECODER = json.JSONDecoder(object_hook=_decode_object)
+
+
 def decode_values(text: str) -> list[Any]:
-    values = json.loads(text, object_hook=_decode_object)
+    values = _DECODER.decode(text)
     if not isinstance(values, list):
         raise ValueError("the values are not a JSON array")
     return values

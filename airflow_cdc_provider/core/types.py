@@ -1,14 +1,13 @@
 """MySQL column types to Arrow types: what the upsert and delete files, and so Spark and Hive, hold.
 
-Both ways in (the snapshot SELECT and the binlog) go through ``to_arrow_value`` so that they agree.
+Values from either way in (the snapshot SELECT and the binlog) are Python values that ``pyarrow.array`` takes
+as they are for these types: ints, Decimal, str, bytes, date, naive datetime (TIMESTAMP: naive UTC, which Arrow
+stores as the UTC instant) and timedelta.
 """
 
 from __future__ import annotations
 
-import datetime as dt
 import re
-from decimal import Decimal
-from typing import Any
 
 import pyarrow as pa
 
@@ -57,18 +56,3 @@ def arrow_type(column_type: str) -> pa.DataType:
 
 def arrow_schema(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> pa.Schema:
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns])
-
-
-def to_arrow_value(value: Any, type_: pa.DataType) -> Any:
-    """Bring a value from either source to the Python form Arrow stores for ``type_``."""
-    if value is None:
-        return None
-    if pa.types.is_decimal(type_) and not isinstance(value, Decimal):
-        return Decimal(value)
-    if pa.types.is_string(type_) and isinstance(value, (bytes, bytearray)):
-        return bytes(value).decode("utf-8")
-    if pa.types.is_binary(type_) and isinstance(value, str):
-        return value.encode("utf-8")
-    if pa.types.is_timestamp(type_) and type_.tz and isinstance(value, dt.datetime) and value.tzinfo is None:
-        return value.replace(tzinfo=dt.timezone.utc)  # sessions and the binlog give TIMESTAMP as naive UTC
-    return value

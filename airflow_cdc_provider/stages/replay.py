@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
-from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, parse_block
-from airflow_cdc_provider.core.types import arrow_schema, to_arrow_value
+from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block
+from airflow_cdc_provider.core.types import arrow_schema
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
@@ -138,9 +138,7 @@ class _Output:
 
     @staticmethod
     def _table(rows: list[list], schema: pa.Schema) -> pa.Table:
-        columns = [
-            pa.array([to_arrow_value(row[i], f.type) for row in rows], type=f.type) for i, f in enumerate(schema)
-        ]
+        columns = [pa.array([row[i] for row in rows], type=f.type) for i, f in enumerate(schema)]
         return pa.Table.from_arrays(columns, schema=schema)
 
     def _flush_upserts(self) -> None:
@@ -175,7 +173,11 @@ def _replay_into(files: Sequence[Path], output: _Output, key_limit: int, block_s
         for block in blocks_backwards(path, block_size):
             records += len(block.starts)
             bytes_read += len(block.data)
-            for i in seen.survivors(block):
+            survivors = seen.survivors(block)
+            bad = bad_uids(block, survivors)
+            if len(bad):
+                raise CorruptRawFile(path, None, f"the uid is not 32 hex digits: {block.line(int(bad[-1]))[:200]!r}")
+            for i in survivors:
                 line = block.line(i)
                 payload = line[line.index(b"\t", 35) + 1 :]
                 try:
