@@ -1,0 +1,58 @@
+"""Writing raw files: a header, then one record per line; complete files only appear when finished."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc_provider.core.records import RawHeader, format_record
+
+MAX_RAW_BYTES = 256 * 1024 * 1024
+
+
+class RawFileWriter:
+    """Writes ``<prefix>-00001.raw``, ``-00002.raw``… in binlog order, starting a new file past ``max_bytes``.
+
+    Each file is written as ``.tmp`` and renamed when closed, so a killed task leaves no file that looks whole.
+    """
+
+    def __init__(self, directory: str | os.PathLike, prefix: str, header: RawHeader, max_bytes: int = MAX_RAW_BYTES):
+        self.directory, self.prefix, self.header, self.max_bytes = Path(directory), prefix, header, max_bytes
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.files: list[str] = []
+        self.counts = {"I": 0, "U": 0, "D": 0}
+        self._file = None
+        self._written = 0
+        self._open()
+
+    def _open(self) -> None:
+        path = self.directory / f"{self.prefix}-{len(self.files) + 1:05d}.raw"
+        self._path = path
+        self._file = open(path.with_suffix(".raw.tmp"), "w", encoding="utf-8", newline="\n")
+        self._written = self._file.write(self.header.format())
+
+    def _seal(self) -> None:
+        self._file.close()
+        os.replace(self._path.with_suffix(".raw.tmp"), self._path)
+        self.files.append(str(self._path))
+
+    def write(self, op: str, uid: str, coordinate: tuple[int, int, int], values: Sequence[Any]) -> None:
+        if self._written >= self.max_bytes:
+            self._seal()
+            self._open()
+        self._written += self._file.write(format_record(op, uid, coordinate, values))
+        self.counts[op] += 1
+
+    def close(self) -> list[str]:
+        self._seal()
+        return self.files
+
+    def abort(self) -> None:
+        """Remove everything written: a failed extraction leaves no raw file behind."""
+        if self._file and not self._file.closed:
+            self._file.close()
+        self._path.with_suffix(".raw.tmp").unlink(missing_ok=True)
+        for f in self.files:
+            Path(f).unlink(missing_ok=True)
