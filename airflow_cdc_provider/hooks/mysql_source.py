@@ -17,6 +17,7 @@ from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_g
 from airflow_cdc_provider.core.gtid import canonical_gtid
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
+from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.settings import REQUIRED_SETTINGS, settings_problems
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 
@@ -189,6 +190,25 @@ class MySqlSourceHook(BaseHook):
             raise WatermarkNotReadable(reason)
 
     # --- tables -----------------------------------------------------------------------------------------
+
+    def table_columns(self, table: TableName) -> list[tuple[str, str]]:
+        """The table's columns in order, each with its COLUMN_TYPE (``int(10) unsigned``, ``set('a','b')``…)."""
+        rows = self._query(
+            "SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s ORDER BY ORDINAL_POSITION",
+            (table.schema, table.table),
+        )
+        if not rows:
+            raise TableNotFound(
+                f"The table {table} does not exist, or the capture user cannot see it. Check the name "
+                f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
+            )
+        return [(name, ctype) for name, ctype in rows]
+
+    def raw_header(self, table: TableName) -> RawHeader:
+        """What the raw, upsert and delete files of ``table`` hold: its columns now, and its key."""
+        key = self.table_key(table)
+        return RawHeader(str(table), tuple(self.table_columns(table)), key.columns)
 
     def table_key(self, table: TableName) -> TableKey:
         """The key replay and merge use for ``table``; raises NoUsableKey or TableNotFound."""

@@ -100,7 +100,7 @@ def extract(
 def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None) -> int:
     stream = BinLogStreamReader(
         connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
-                             "passwd": settings["password"]},
+                             "password": settings["password"]},
         # A replica id of its own: the server drops an older dump connection with the same id.
         server_id=server_id or random.randint(1 << 20, (1 << 32) - 1),
         resume_stream=True,

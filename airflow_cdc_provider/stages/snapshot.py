@@ -1,0 +1,157 @@
+"""The initial select: the whole table in key order, in keyset chunks, as upsert files.
+
+The watermark is taken before the first row is read: a change made during the read is then also in the binlog
+after the watermark, and replaying it onto a row the snapshot already has is harmless, because rows are matched
+by key. Taken after the read, such a change would be lost.
+
+Each finished chunk is recorded in a progress file, so that a killed snapshot resumes after its last finished
+chunk (as Debezium's incremental snapshot does) with the watermark of its first attempt.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pymysql.cursors
+
+from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
+from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
+from airflow_cdc_provider.core.types import arrow_schema
+from airflow_cdc_provider.core.watermark import Watermark
+
+PROGRESS_FILE = "snapshot-progress.json"
+FETCH_ROWS = 10_000
+
+
+class Source(Protocol):
+    def get_conn(self) -> Any: ...
+    def current_watermark(self) -> Watermark: ...
+
+
+@dataclass
+class SnapshotResult:
+    watermark: Watermark
+    rows: int = 0
+    chunks: int = 0
+    files: list[str] = field(default_factory=list)
+    resumed_after_chunk: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"watermark": self.watermark.to_dict(), "rows": self.rows, "chunks": self.chunks,
+                "files": self.files, "resumed_after_chunk": self.resumed_after_chunk}
+
+
+def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
+    """``SELECT … WHERE key > last ORDER BY key LIMIT n``, the comparison spelt out for composite keys.
+
+    ``(a, b) > (x, y)`` becomes ``a > x OR (a = x AND b > y)``, a form every MySQL and MariaDB plans as an
+    index range; never OFFSET, whose cost grows with every chunk.
+    """
+    table = TableName.parse(header.table)
+    columns = ", ".join(quote_identifier(name) for name in header.column_names)
+    keys = [quote_identifier(k) for k in header.key]
+    sql = f"SELECT {columns} FROM {table.quoted}"
+    if after:
+        terms = []
+        for i, key in enumerate(keys):
+            equal = [f"{k} = %s" for k in keys[:i]]
+            terms.append("(" + " AND ".join([*equal, f"{key} > %s"]) + ")")
+        sql += " WHERE " + " OR ".join(terms)
+    return f"{sql} ORDER BY {', '.join(keys)} LIMIT {int(chunk_rows)}"
+
+
+def keyset_args(last_key: Sequence[Any]) -> list[Any]:
+    return [value for i in range(len(last_key)) for value in (*last_key[:i], last_key[i])]
+
+
+class _Progress:
+    """The progress file: the watermark, the finished chunks and the key of the last row read."""
+
+    def __init__(self, path: Path, header: RawHeader) -> None:
+        self.path, self.header = path, header
+        self.state: dict[str, Any] | None = None
+        if path.exists():
+            state = json.loads(path.read_text())
+            if state.get("table") == header.table and state.get("columns") == [list(c) for c in header.columns]:
+                self.state = state
+
+    def start(self, watermark: Watermark) -> None:
+        self.state = {"table": self.header.table, "columns": [list(c) for c in self.header.columns],
+                      "watermark": watermark.to_dict(), "chunks": 0, "rows": 0, "files": [], "last_key": None,
+                      "done": False}
+        self._save()
+
+    def finish_chunk(self, file: str, rows: int, last_key: list[Any] | None, done: bool) -> None:
+        self.state["chunks"] += 1
+        self.state["rows"] += rows
+        self.state["files"].append(file)
+        self.state["last_key"] = [encode_value(v) for v in last_key] if last_key is not None else None
+        self.state["done"] = done
+        self._save()
+
+    def _save(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.state))
+        os.replace(tmp, self.path)
+
+
+def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chunk_rows: int = 50_000) -> SnapshotResult:
+    """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    progress = _Progress(out / PROGRESS_FILE, header)
+    if progress.state is None:
+        # Before any row is read: see the module's docstring.
+        progress.start(source.current_watermark())
+    state = progress.state
+    result = SnapshotResult(Watermark.from_dict(state["watermark"]), state["rows"], state["chunks"],
+                            list(state["files"]), resumed_after_chunk=state["chunks"])
+    if state["done"]:
+        return result
+    last_key = decode_values(json.dumps(state["last_key"])) if state["last_key"] is not None else None
+    schema = arrow_schema(header.columns)
+    key_indexes = header.key_indexes()
+    conn = source.get_conn()
+    try:
+        while True:
+            chunk = result.chunks + 1
+            path = out / f"snapshot-{chunk:05d}.parquet"
+            rows, last_row = _read_chunk(conn, header, schema, chunk_rows, last_key, path)
+            if last_row is not None:
+                last_key = [last_row[i] for i in key_indexes]
+            done = rows < chunk_rows
+            if rows or not result.files:  # an empty table still gets one (empty) file to load
+                result.files.append(str(path))
+            else:
+                path.unlink(missing_ok=True)
+            result.chunks, result.rows = chunk, result.rows + rows
+            progress.finish_chunk(result.files[-1], rows, last_key, done)
+            if done:
+                return result
+    finally:
+        conn.close()
+
+
+def _read_chunk(conn: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,
+                path: Path) -> tuple[int, list[Any] | None]:
+    """One keyset chunk, streamed (server-side cursor) into a Parquet file written beside and renamed."""
+    tmp = path.with_suffix(".parquet.tmp")
+    rows, last_row = 0, None
+    with pq.ParquetWriter(tmp, schema) as writer, conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
+                       keyset_args(last_key) if last_key is not None else None)
+        while batch := cursor.fetchmany(FETCH_ROWS):
+            columns = list(zip(*batch))
+            writer.write_table(pa.Table.from_arrays(
+                [pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema))
+            rows += len(batch)
+            last_row = list(batch[-1])
+    os.replace(tmp, path)
+    return rows, last_row

@@ -1,0 +1,46 @@
+"""Helpers for capture tests: apply upsert/delete files to a snapshot, as the merge will, and compare."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_cdc_provider.core.records import RawHeader
+
+
+def read_rows(files: Iterable[str]) -> list[dict]:
+    rows: list[dict] = []
+    for f in files:
+        rows.extend(pq.read_table(f).to_pylist())
+    return rows
+
+
+def apply_changes(header: RawHeader, origin: list[dict], upserts: list[dict], deletes: list[dict]) -> dict:
+    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, keyed by the key columns."""
+    key = lambda row: tuple(row[k] for k in header.key)  # noqa: E731
+    gone = {key(r) for r in deletes} | {key(r) for r in upserts}
+    result = {key(r): r for r in origin if key(r) not in gone}
+    for r in upserts:
+        assert key(r) not in result, f"two upserts for {key(r)}"
+        result[key(r)] = r
+    return result
+
+
+def source_rows(server, header: RawHeader) -> dict:
+    """The table as the server has it now, read the way the snapshot reads it (UTC session), keyed."""
+    schema, table = header.table.split(".")
+    conn = server.root_connection(init_command="SET time_zone = '+00:00'")
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute(f"SELECT * FROM `{schema}`.`{table}`")
+            names = [d[0] for d in cursor.description]
+            rows = [dict(zip(names, r)) for r in cursor.fetchall()]
+    finally:
+        conn.close()
+    from airflow_cdc_provider.core.types import arrow_schema
+
+    # Through Arrow, so both sides hold the same Python types (e.g. TIMESTAMP as an aware UTC datetime).
+    table_ = pa.Table.from_pylist(rows, schema=arrow_schema(header.columns))
+    return {tuple(r[k] for k in header.key): r for r in table_.to_pylist()}

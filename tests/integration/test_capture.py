@@ -1,0 +1,210 @@
+"""Snapshot, extraction and replay against a real server: the result equals the source exactly."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.replay import replay
+from airflow_cdc_provider.stages.snapshot import PROGRESS_FILE, snapshot
+from tests.conftest import ROOT
+from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
+
+ITEMS_DDL = (
+    "CREATE TABLE {name} (region CHAR(2) NOT NULL, id INT NOT NULL, label VARCHAR(200) NULL,"
+    " price DECIMAL(12,3) NOT NULL, seen_at TIMESTAMP(6) NULL, payload BLOB NULL, PRIMARY KEY (region, id))"
+)
+
+
+def fill(server, name: str, rows: int) -> None:
+    values = ",".join(
+        f"('{'eu' if i % 2 else 'us'}', {i}, 'item {i}, \"quoted\"\\nline', {i}.125, '2024-03-01 10:00:00.5', X'00{i % 256:02x}')"
+        for i in range(rows)
+    )
+    server.execute(f"INSERT INTO {name} VALUES {values}")
+
+
+@pytest.fixture
+def items(mariadb, request):
+    schema = f"cap_{request.node.name[:20].replace('[', '_').replace(']', '')}_{os.urandom(2).hex()}"
+    mariadb.execute(f"CREATE DATABASE {schema}", ITEMS_DDL.format(name=f"{schema}.items"))
+    yield TableName(schema, "items")
+    mariadb.execute(f"DROP DATABASE {schema}")
+
+
+def random_change(server, table: TableName, rng: random.Random, next_id: list[int]) -> None:
+    choice = rng.random()
+    region = rng.choice(["eu", "us"])
+    target = rng.randrange(next_id[0])
+    if choice < 0.3:
+        next_id[0] += 1
+        server.execute(f"INSERT INTO {table.quoted} VALUES ('{region}', {next_id[0]}, 'new\\t{next_id[0]}', 1.5, NOW(6), NULL)")
+    elif choice < 0.6:
+        server.execute(f"UPDATE {table.quoted} SET label = CONCAT(label, ',u'), price = price + 1 WHERE id = {target}")
+    elif choice < 0.8:
+        server.execute(f"DELETE FROM {table.quoted} WHERE id = {target}")
+    elif choice < 0.9:  # a key change
+        next_id[0] += 1
+        server.execute(f"UPDATE IGNORE {table.quoted} SET id = {next_id[0]} WHERE id = {target}")
+    else:  # a delete, then the same key again
+        server.execute(f"DELETE FROM {table.quoted} WHERE id = {target}",
+                       f"INSERT IGNORE INTO {table.quoted} VALUES ('{region}', {target}, 'again', 2.25, NULL, X'')")
+
+
+def capture_after(hook, header, start, tmp_path, name="x"):
+    high = hook.current_watermark()
+    result = extract(hook.connection_settings(), [header], start, high, tmp_path / f"raw-{name}")
+    files = result.files[header.table]
+    replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet")
+    return result, replayed
+
+
+def test_snapshot_during_writes_then_extract_and_replay_equals_source(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 3000)
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    stop, during = threading.Event(), []
+    rng, next_id = random.Random(5), [3000]
+
+    def writer():
+        while not stop.is_set():
+            random_change(mariadb, items, rng, next_id)
+            during.append(time.monotonic())
+
+    thread = threading.Thread(target=writer)
+    thread.start()
+    try:
+        time.sleep(0.2)
+        began = time.monotonic()
+        snap = snapshot(hook, header, tmp_path / "snap", chunk_rows=100)
+        ended = time.monotonic()
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        thread.join()
+    assert sum(began <= t <= ended for t in during) >= 10, "the writer must have changed rows during the snapshot"
+    assert snap.chunks > 20
+    result, replayed = capture_after(hook, header, snap.watermark, tmp_path)
+    counts = result.counts[header.table]
+    assert counts["I"] and counts["U"] and counts["D"]
+    merged = apply_changes(header, read_rows(snap.files), read_rows([replayed.upsert_file]),
+                           read_rows([replayed.delete_file]))
+    assert merged == source_rows(mariadb, header)
+
+
+def test_killed_snapshot_resumes_after_its_last_finished_chunk(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 20000)
+    out = tmp_path / "snap"
+    script = (
+        "import sys; from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook;"
+        "from airflow_cdc_provider.core.identifiers import TableName;"
+        "from airflow_cdc_provider.stages.snapshot import snapshot;"
+        f"hook = MySqlSourceHook({capture_conn!r}); t = TableName({items.schema!r}, 'items');"
+        f"snapshot(hook, hook.raw_header(t), {str(out)!r}, chunk_rows=50)"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT)
+    progress = out / PROGRESS_FILE
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if progress.exists() and json.loads(progress.read_text())["chunks"] >= 5:
+            break
+        time.sleep(0.005)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    killed_at = json.loads(progress.read_text())
+    assert 5 <= killed_at["chunks"] < 400 and not killed_at["done"], "killed before its end"
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    resumed = snapshot(hook, header, out, chunk_rows=50)
+    assert resumed.resumed_after_chunk == killed_at["chunks"]
+    assert resumed.watermark.to_dict() == killed_at["watermark"]
+    rows = read_rows(resumed.files)
+    assert len(rows) == 20000 == resumed.rows
+    assert {tuple(r[k] for k in header.key): r for r in rows} == source_rows(mariadb, header)
+
+
+def test_transaction_bigger_than_max_binlog_size_across_rotation(mariadb, items, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    start = hook.current_watermark()
+    big = "'" + "x" * 180 + "'"
+    conn = mariadb.root_connection()
+    with conn.cursor() as cursor:
+        cursor.execute("BEGIN")
+        for base in range(0, 12000, 1000):
+            cursor.execute(f"INSERT INTO {items.quoted} VALUES " + ",".join(
+                f"('eu', {i}, {big}, 1, NULL, NULL)" for i in range(base, base + 1000)))
+        cursor.execute("COMMIT")
+    conn.close()
+    mariadb.execute(f"UPDATE {items.quoted} SET label = 'after the big one' WHERE id < 10")
+    result, replayed = capture_after(hook, header, start, tmp_path)
+    assert result.end.sequence >= start.sequence + 1, "the big transaction must have rotated the binlog"
+    assert result.counts[header.table] == {"I": 12000, "U": 10, "D": 0}
+    assert replayed.upserts == 12000
+    merged = apply_changes(header, [], read_rows([replayed.upsert_file]), read_rows([replayed.delete_file]))
+    assert merged == source_rows(mariadb, header)
+
+
+def test_interleaved_tables_and_a_same_named_table_elsewhere(mariadb, items, capture_conn, tmp_path):
+    other = TableName(items.schema, "other")
+    decoy_schema = items.schema + "_decoy"
+    mariadb.execute(
+        f"CREATE TABLE {other.quoted} (code VARCHAR(10) NOT NULL PRIMARY KEY, n INT)",
+        f"CREATE DATABASE {decoy_schema}", ITEMS_DDL.format(name=f"`{decoy_schema}`.items"),
+    )
+    try:
+        hook = MySqlSourceHook(capture_conn)
+        headers = [hook.raw_header(items), hook.raw_header(other)]
+        start = hook.current_watermark()
+        for i in range(50):
+            mariadb.execute(
+                "BEGIN",
+                f"INSERT INTO {items.quoted} VALUES ('us', {i}, 'i', 1, NULL, NULL)",
+                f"INSERT INTO `{decoy_schema}`.items VALUES ('us', {i}, 'decoy', 1, NULL, NULL)",
+                f"INSERT INTO {other.quoted} VALUES ('c{i}', {i})",
+                f"UPDATE {other.quoted} SET code = 'k{i}' WHERE code = 'c{i}'" if i % 10 == 0 else "DO 0",
+                "COMMIT",
+            )
+        high = hook.current_watermark()
+        result = extract(hook.connection_settings(), headers, start, high, tmp_path / "raw")
+        assert result.counts[str(items)] == {"I": 50, "U": 0, "D": 0}
+        assert result.counts[str(other)] == {"I": 50, "U": 5, "D": 5}  # key changes: D(old) + U(new)
+        for header in headers:
+            rep = replay(result.files[header.table], tmp_path / f"{header.table}.u", tmp_path / f"{header.table}.d")
+            merged = apply_changes(header, [], read_rows([rep.upsert_file]), read_rows([rep.delete_file]))
+            assert merged == source_rows(mariadb, header)
+    finally:
+        mariadb.execute(f"DROP DATABASE `{decoy_schema}`")
+
+
+def test_extraction_stops_at_the_high_watermark_and_ranges_chain(mariadb, items, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    start = hook.current_watermark()
+    mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 1, 'one', 1, NULL, NULL)")
+    high = hook.current_watermark()
+    mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 2, 'two', 2, NULL, NULL)")
+    began = time.monotonic()
+    first = extract(hook.connection_settings(), [header], start, high, tmp_path / "r1")
+    assert time.monotonic() - began < 10
+    assert first.end == high and first.counts[header.table]["I"] == 1
+    second_high = hook.current_watermark()
+    second = extract(hook.connection_settings(), [header], first.end, second_high, tmp_path / "r2")
+    assert second.counts[header.table]["I"] == 1
+    empty = extract(hook.connection_settings(), [header], second_high, second_high, tmp_path / "r3")
+    assert empty.counts[header.table] == {"I": 0, "U": 0, "D": 0} and empty.end == second_high
+    rep = replay(first.files[header.table] + second.files[header.table] + empty.files[header.table],
+                 tmp_path / "u", tmp_path / "d")
+    assert sorted(r["id"] for r in read_rows([rep.upsert_file])) == [1, 2]
