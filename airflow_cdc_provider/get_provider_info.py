@@ -27,7 +27,10 @@ def get_provider_info() -> dict:
         "operators": [
             {
                 "integration-name": "MySQL binlog CDC",
-                "python-modules": ["airflow_cdc_provider.operators.check"],
+                "python-modules": [
+                    "airflow_cdc_provider.operators.check",
+                    "airflow_cdc_provider.operators.capture",
+                ],
             }
         ],
         "connection-types": [

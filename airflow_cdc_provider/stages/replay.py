@@ -240,6 +240,7 @@ def replay(
             raise CorruptRawFile(path, 1, f"its header {other} differs from {files[0]}'s {header}")
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)
     key_limit = max(1024, memory_budget // BYTES_PER_KEY)
+    upsert_path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".replay-", dir=upsert_path.parent))
     try:
         result = ReplayResult(str(upsert_path), str(delete_path))
