@@ -208,3 +208,16 @@ def test_extraction_stops_at_the_high_watermark_and_ranges_chain(mariadb, items,
     rep = replay(first.files[header.table] + second.files[header.table] + empty.files[header.table],
                  tmp_path / "u", tmp_path / "d")
     assert sorted(r["id"] for r in read_rows([rep.upsert_file])) == [1, 2]
+
+
+def test_range_ending_on_events_the_reader_does_not_yield(mariadb, items, capture_conn, tmp_path):
+    # A fresh binlog file starts with events that are never yielded (format description, GTID list,
+    # checkpoints): a high watermark among them must still count as reached.
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    start = hook.current_watermark()
+    mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 7, 'seven', 7, NULL, NULL)", "FLUSH BINARY LOGS")
+    high = hook.current_watermark()
+    assert high.sequence == start.sequence + 1
+    result = extract(hook.connection_settings(), [header], start, high, tmp_path / "raw")
+    assert result.end == high and result.counts[header.table]["I"] == 1
