@@ -156,3 +156,29 @@ def test_partitioned_replay_gives_the_same_result(tmp_path, seed):
     assert split.partitions >= 2 and split.peak_keys <= 1024 + 16384 // 40
     assert (upserts2, deletes2) == (upserts, deletes)
     assert split.records == in_memory.records == len(changes)
+
+
+@pytest.mark.parametrize("key", [[5], [-(2**63)], [18446744073709551615], ["abc"], ['quo"te\n😀\x00'], [""], [1, "a"],
+                                 [Decimal("1.50")], [b"\x00"]])
+def test_uid_fast_paths_spell_keys_as_the_general_encoding(key):
+    import hashlib
+
+    from airflow_cdc_provider.core.records import encode_values
+
+    assert key_uid(key) == hashlib.md5(encode_values(key).encode("utf-8")).hexdigest()
+
+
+def test_fast_encoding_is_the_json_encoders_text():
+    import json
+
+    from airflow_cdc_provider.core.records import _ENCODER, decode_values, encode_values
+
+    rows = [
+        [None, 0, -5, 2**70, "", 'a"b\\c\n\t\x00😀é', Decimal("-0.00"), Decimal("1E+3"),
+         dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2024, 1, 2, 3, 4, 5, 6), dt.date(1, 1, 1)],
+        [1.5, True, b"\x00", dt.timedelta(seconds=-1)],  # types the fast path leaves to the encoder
+    ]
+    for row in rows:
+        assert encode_values(row) == _ENCODER.encode(row)
+        json.loads(encode_values(row))
+        assert decode_values(encode_values(row)) == row

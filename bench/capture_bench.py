@@ -1,0 +1,131 @@
+"""Capture speed against baselines measured in the same run, on a throwaway MariaDB.
+
+    .venv/bin/python bench/capture_bench.py [rows]
+
+Extraction: rows/s of `extract` (decode, normalise, write raw files) against a bare python-mysql-replication
+loop that only decodes the same binlog range; on a narrow (5-column) and a 30-column table. Target >= 0.8x.
+Snapshot: rows/s of `snapshot` (keyset chunks to Parquet) against a bare streaming-cursor read
+(SSCursor, fetchmany(10000)) of the same table. Target >= 0.7x.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pymysql.cursors  # noqa: E402
+from pymysqlreplication import BinLogStreamReader  # noqa: E402
+from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
+
+from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
+from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
+from airflow_cdc_provider.core.watermark import Watermark  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
+from airflow_cdc_provider.testing.server import ThrowawayServer  # noqa: E402
+
+NARROW = "id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), updated_at DATETIME(3), qty INT"
+NARROW_FILL = "seq, CONCAT('name ', seq), seq / 100, '2026-01-01 00:00:00' + INTERVAL seq SECOND, seq % 1000"
+WIDE = "id INT PRIMARY KEY, " + ", ".join(
+    f"c{i} {['INT', 'VARCHAR(30)', 'DECIMAL(10,2)', 'DATETIME', 'BIGINT', 'DOUBLE'][i % 6]}" for i in range(29)
+)
+WIDE_FILL = "seq, " + ", ".join(
+    ["seq", "CONCAT('v', seq)", "seq / 7", "'2026-01-01' + INTERVAL seq MINUTE", "seq * 1000", "seq / 3"][i % 6]
+    for i in range(29)
+)
+
+
+class Source:
+    """The snapshot's source: a connection and the watermark, without Airflow connections."""
+
+    def __init__(self, server: ThrowawayServer, login):
+        self.server, self.login = server, login
+
+    def settings(self) -> dict:
+        return {"host": "127.0.0.1", "port": self.server.port, "user": self.login.user, "password": self.login.password}
+
+    def get_conn(self):
+        return pymysql.connect(**self.settings(), autocommit=True, init_command="SET time_zone = '+00:00'")
+
+    def current_watermark(self) -> Watermark:
+        file, pos = self.server.execute("SHOW MASTER STATUS")[0][:2]
+        return Watermark(file, int(pos), server_id=1)
+
+
+def header_of(server, table: TableName) -> RawHeader:
+    columns = server.execute(
+        f"SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='{table.schema}' "
+        f"AND TABLE_NAME='{table.table}' ORDER BY ORDINAL_POSITION")
+    return RawHeader(str(table), tuple(columns), ("id",))
+
+
+def bare_decode(source: Source, start: Watermark, table: TableName) -> tuple[int, float]:
+    t0 = time.perf_counter()
+    s = source.settings()
+    stream = BinLogStreamReader(
+        connection_settings={"host": s["host"], "port": s["port"], "user": s["user"], "password": s["password"]},
+        server_id=424242, resume_stream=True, log_file=start.file, log_pos=start.position, blocking=False,
+        is_mariadb=False, only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent],
+        only_schemas=[table.schema], only_tables=[table.table], enable_logging=False)
+    rows = 0
+    for event in stream:
+        rows += len(event.rows)
+    stream.close()
+    return rows, time.perf_counter() - t0
+
+
+def bench_extract(server, source, work, name, ddl, fill, rows):
+    table = TableName("bench", name)
+    server.execute(f"CREATE TABLE {table.quoted} ({ddl})")
+    start = source.current_watermark()
+    server.execute(f"INSERT INTO {table.quoted} SELECT {fill} FROM bench.seq_1_to_{rows}")
+    high = source.current_watermark()
+    bare_rows, bare_s = bare_decode(source, start, table)
+    t0 = time.perf_counter()
+    result = extract(source.settings(), [header_of(server, table)], start, high, work / f"raw-{name}")
+    ours_s = time.perf_counter() - t0
+    ours_rows = sum(result.counts[str(table)].values())
+    assert ours_rows == bare_rows == rows, (ours_rows, bare_rows, rows)
+    print(f"extract {name:6s} {rows:>9,} rows: bare decode {rows / bare_s:>9,.0f} rows/s, "
+          f"extract {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 0.8x)")
+
+
+def bench_snapshot(server, source, work, rows):
+    table = TableName("bench", "snap")
+    server.execute(f"CREATE TABLE {table.quoted} ({NARROW})",
+                   f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM bench.seq_1_to_{rows}")
+    conn = source.get_conn()
+    t0 = time.perf_counter()
+    with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        cursor.execute(f"SELECT * FROM {table.quoted}")
+        n = 0
+        while batch := cursor.fetchmany(10000):
+            n += len(batch)
+    bare_s = time.perf_counter() - t0
+    conn.close()
+    t0 = time.perf_counter()
+    result = snapshot(source, header_of(server, table), work / "snap", chunk_rows=50_000)
+    ours_s = time.perf_counter() - t0
+    assert result.rows == n == rows
+    print(f"snapshot narrow {rows:>9,} rows: bare SSCursor {rows / bare_s:>9,.0f} rows/s, "
+          f"snapshot {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 0.7x)")
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    work = Path(tempfile.mkdtemp(prefix="capture-bench-"))
+    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 64 * 1024 * 1024}) as server:
+        login = server.create_user("bench")
+        server.execute("CREATE DATABASE bench")
+        source = Source(server, login)
+        bench_extract(server, source, work, "narrow", NARROW, NARROW_FILL, rows)
+        bench_extract(server, source, work, "wide30", WIDE, WIDE_FILL, rows // 4)
+        bench_snapshot(server, source, work, rows * 5)
+
+
+if __name__ == "__main__":
+    main()
