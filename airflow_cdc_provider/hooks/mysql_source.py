@@ -22,6 +22,13 @@ from airflow_cdc_provider.core.settings import REQUIRED_SETTINGS, settings_probl
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 
 
+def _table_not_found(table: TableName) -> TableNotFound:
+    return TableNotFound(
+        f"The table {table} does not exist, or the capture user cannot see it. Check the name "
+        f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
+    )
+
+
 @dataclass(frozen=True)
 class BinlogFile:
     name: str
@@ -199,10 +206,7 @@ class MySqlSourceHook(BaseHook):
             (table.schema, table.table),
         )
         if not rows:
-            raise TableNotFound(
-                f"The table {table} does not exist, or the capture user cannot see it. Check the name "
-                f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
-            )
+            raise _table_not_found(table)
         return [(name, ctype) for name, ctype in rows]
 
     def raw_header(self, table: TableName) -> RawHeader:
@@ -220,10 +224,7 @@ class MySqlSourceHook(BaseHook):
             )
             nullable = {name: flag == "YES" for name, flag in cursor.fetchall()}
             if not nullable:
-                raise TableNotFound(
-                    f"The table {table} does not exist, or the capture user cannot see it. Check the name "
-                    f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
-                )
+                raise _table_not_found(table)
             cursor.execute(
                 "SELECT INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE FROM information_schema.STATISTICS "
                 "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",

@@ -123,7 +123,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
             end_pos = event.packet.log_pos
             if isinstance(event, RotateEvent):
                 if end_pos:  # a real rotate ends the current file; the first one sent is artificial (0)
-                    last = _advance(last, (seq, end_pos), high)
+                    last = _advance(last, (seq, end_pos))
                 next_seq = split_binlog_file(event.next_binlog)[1]
                 if end_pos and next_seq <= seq:
                     raise ExtractionError(f"The binlog went backwards: {event.next_binlog} follows file {seq}.")
@@ -134,7 +134,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
             at = (seq, end_pos)
             if at > high_at:
                 return events  # the first event of a transaction after the high watermark: not ours
-            last = _advance(last, at, high)
+            last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
                 if sink is not None:
@@ -155,7 +155,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     )
 
 
-def _advance(last: tuple[int, int], at: tuple[int, int], high: Watermark) -> tuple[int, int]:
+def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:
     if at <= last:
         raise ExtractionError(
             f"The binlog reader went backwards, from file {last[0]} position {last[1]} to {at[0]}:{at[1]}; stopped "

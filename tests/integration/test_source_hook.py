@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pytest
@@ -80,7 +81,7 @@ def test_user_without_a_privilege_is_refused(make_user, privileges, missing):
 
 def test_select_on_the_schema_only_is_enough(mariadb, make_user):
     conn_id = make_user(("REPLICATION SLAVE", "REPLICATION CLIENT"))
-    user = json.loads(__import__("os").environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
+    user = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
     mariadb.execute(f"GRANT SELECT ON `shop`.* TO '{user}'@'%'")
     MySqlSourceHook(conn_id).check_capture([ORDERS, CUSTOMERS])
 

@@ -19,11 +19,13 @@ def test_entry_point_points_at_provider_info():
 
 
 def test_provider_info_matches_airflow_schema():
-    import jsonschema
+    import json
+
     import airflow
+    import jsonschema
 
     schema_path = Path(airflow.__file__).with_name("provider_info.schema.json")
-    jsonschema.validate(get_provider_info(), __import__("json").loads(schema_path.read_text()))
+    jsonschema.validate(get_provider_info(), json.loads(schema_path.read_text()))
     assert get_provider_info()["versions"] == [__version__] == [version("airflow-cdc-provider")]
 
 
