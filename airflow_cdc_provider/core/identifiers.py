@@ -96,4 +96,8 @@ class TableName:
         return f"{quote_identifier(self.schema)}.{quote_identifier(self.table)}"
 
     def __str__(self) -> str:
-        return f"{self.schema}.{self.table}"
+        """``schema.table``; a part holding a dot or backtick is quoted, so that ``parse(str(t)) == t``."""
+        return ".".join(
+            "`" + part.replace("`", "``") + "`" if "." in part or "`" in part else part
+            for part in (self.schema, self.table)
+        )

@@ -18,8 +18,8 @@ from airflow_cdc_provider.core.records import UID_END, UID_START
 
 _OPS = np.frombuffer(b"IUD", np.uint8)
 _MIN_LINE = 43  # op, tab, 32-hex uid, tab, "s:p:r", tab, "[]"
-_HEX = np.zeros(256, bool)
-_HEX[np.frombuffer(b"0123456789abcdef", np.uint8)] = True
+_HEX_VALUE = np.full(256, -1, np.int32)
+_HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
 UID_BYTES = UID_END - UID_START
 
 
@@ -83,7 +83,13 @@ def parse_block(data: bytes) -> Block:
 def bad_uids(block: Block, indexes: np.ndarray) -> np.ndarray:
     """Those of ``indexes`` whose uid is not 32 lowercase hex digits."""
     digits = block.uids[indexes].view(np.uint8).reshape(-1, UID_BYTES)
-    return indexes[~_HEX[digits].all(axis=1)]
+    return indexes[~(_HEX_VALUE[digits] >= 0).all(axis=1)]
+
+
+def uid_buckets(block: Block, digit: int, parts: int) -> np.ndarray:
+    """For each line, a partition number in [0, parts) from the uid's hex digits [digit, digit + 4)."""
+    digits = block.uids.view(np.uint8).reshape(-1, UID_BYTES)[:, digit : digit + 4]
+    return (np.maximum(_HEX_VALUE[digits], 0) * np.array([4096, 256, 16, 1], np.int32)).sum(axis=1) % parts
 
 
 class SeenKeys:

@@ -8,6 +8,8 @@ stores as the UTC instant) and timedelta.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -56,3 +58,9 @@ def arrow_type(column_type: str) -> pa.DataType:
 
 def arrow_schema(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> pa.Schema:
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns])
+
+
+def arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
+    """Rows (value lists in the schema's column order) as an Arrow table of that schema."""
+    columns = zip(*rows) if rows else [()] * len(schema)
+    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)

@@ -20,6 +20,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from airflow_cdc_provider.core.binlog_values import converter
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import RawHeader, key_uid
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
@@ -80,16 +81,17 @@ def extract(
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
-    sinks = {
-        tuple(h.table.split(".", 1)): _TableSink(h, RawFileWriter(out_dir, h.table, h, max_raw_bytes)) for h in headers
-    }
+    sinks = {}
+    for h in headers:
+        name = TableName.parse(h.table)
+        sinks[(name.schema, name.table)] = _TableSink(h, RawFileWriter(out_dir, h.table, h, max_raw_bytes))
     result = ExtractResult(start, high)
     try:
         if start.coordinate < high.coordinate:
             result.events = _read(connection_settings, sinks, start, high, replica_server_id)
-        for (schema, table), sink in sinks.items():
-            result.files[f"{schema}.{table}"] = sink.writer.close()
-            result.counts[f"{schema}.{table}"] = dict(sink.writer.counts)
+        for sink in sinks.values():
+            result.files[sink.header.table] = sink.writer.close()
+            result.counts[sink.header.table] = dict(sink.writer.counts)
     except BaseException:
         for sink in sinks.values():
             sink.writer.abort()

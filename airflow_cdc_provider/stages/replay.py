@@ -19,16 +19,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
-from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block
-from airflow_cdc_provider.core.types import arrow_schema
+from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
+from airflow_cdc_provider.core.types import arrow_schema, arrow_table
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
 # SeenKeys holds 32 bytes a key, and np.insert copies it while it grows: count 3x.
 BYTES_PER_KEY = 96
-_HEX_VALUE = np.zeros(256, np.uint32)
-for _i, _c in enumerate(b"0123456789abcdef"):
-    _HEX_VALUE[_c] = _i
 
 
 @dataclass
@@ -136,20 +133,15 @@ class _Output:
             if len(self.upserts) >= BATCH_ROWS:
                 self._flush_upserts()
 
-    @staticmethod
-    def _table(rows: list[list], schema: pa.Schema) -> pa.Table:
-        columns = [pa.array([row[i] for row in rows], type=f.type) for i, f in enumerate(schema)]
-        return pa.Table.from_arrays(columns, schema=schema)
-
     def _flush_upserts(self) -> None:
         if self.upserts:
-            self.upsert_writer.write_table(self._table(self.upserts, self.schema))
+            self.upsert_writer.write_table(arrow_table(self.upserts, self.schema))
             self.upsert_count += len(self.upserts)
             self.upserts = []
 
     def _flush_deletes(self) -> None:
         if self.deletes:
-            self.delete_writer.write_table(self._table(self.deletes, self.delete_schema))
+            self.delete_writer.write_table(arrow_table(self.deletes, self.delete_schema))
             self.delete_count += len(self.deletes)
             self.deletes = []
 
@@ -199,8 +191,7 @@ def _partition(files: Sequence[Path], header: RawHeader, parts: int, digit: int,
             out.write(header.format().encode("utf-8"))
         for path in files:
             for block in blocks_forwards(path, block_size):
-                raw = block.uids.view(np.uint8).reshape(-1, 32)[:, digit : digit + 4]
-                which = (_HEX_VALUE[raw] * np.array([4096, 256, 16, 1], np.uint32)).sum(axis=1) % parts
+                which = uid_buckets(block, digit, parts)
                 data = block.data
                 for p in np.unique(which):
                     idx = np.flatnonzero(which == p)

@@ -23,7 +23,7 @@ import pymysql.cursors
 
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
-from airflow_cdc_provider.core.types import arrow_schema
+from airflow_cdc_provider.core.types import arrow_schema, arrow_table
 from airflow_cdc_provider.core.watermark import Watermark
 
 PROGRESS_FILE = "snapshot-progress.json"
@@ -148,9 +148,7 @@ def _read_chunk(conn: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
                        keyset_args(last_key) if last_key is not None else None)
         while batch := cursor.fetchmany(FETCH_ROWS):
-            columns = list(zip(*batch))
-            writer.write_table(pa.Table.from_arrays(
-                [pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema))
+            writer.write_table(arrow_table(batch, schema))
             rows += len(batch)
             last_row = list(batch[-1])
     os.replace(tmp, path)

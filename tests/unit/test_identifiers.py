@@ -29,3 +29,8 @@ def test_table_name_needs_exactly_schema_and_table(bad):
     with pytest.raises(InvalidIdentifier) as err:
         TableName.parse(bad)
     assert bad in str(err.value) or "empty" in str(err.value)
+
+
+@pytest.mark.parametrize("table", [TableName("shop", "orders"), TableName("my.db", "t`x"), TableName("a", "b.c")])
+def test_table_name_text_round_trips(table):
+    assert TableName.parse(str(table)) == table
