@@ -13,6 +13,10 @@ from typing import Any
 
 import pyarrow as pa
 
+from airflow_cdc_provider.core.records import RawHeader
+
+HEADER_METADATA = "cdc.header"
+
 _TYPE = re.compile(r"^\s*([a-z ]+?)\s*(?:\(([^)]*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.I)
 _INTS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
 _STRINGS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
@@ -58,6 +62,42 @@ def arrow_type(column_type: str) -> pa.DataType:
 
 def arrow_schema(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> pa.Schema:
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns])
+
+
+def file_schema(header: RawHeader) -> pa.Schema:
+    """The schema of an upsert file: the Arrow types, with the table's header (MySQL types, key) as metadata.
+
+    The merge reads the header from the file it merges, not from the table as it is by then.
+    """
+    return arrow_schema(header.columns).with_metadata({HEADER_METADATA: header.format().strip()})
+
+
+def header_of(schema: pa.Schema) -> RawHeader:
+    text = (schema.metadata or {}).get(HEADER_METADATA.encode())
+    if text is None:
+        raise ValueError(f"The file schema has no {HEADER_METADATA!r} metadata: it was not written by a capture stage.")
+    return RawHeader.parse(text.decode())
+
+
+def hive_type(column_type: str) -> str:
+    """The Hive column type (as Spark SQL writes it) for a MySQL COLUMN_TYPE.
+
+    It follows the Arrow type, with two changes Hive needs: DATETIME lands as TIMESTAMP (Hive tables have no
+    time-zone-less TIMESTAMP_NTZ; the merge writes the wall clock as a UTC instant, read back in UTC), and a
+    TIME, held as a duration, lands as its count of microseconds (Hive tables have no interval type).
+    """
+    return _HIVE.get(str(arrow_type(column_type)), None) or _hive_of(arrow_type(column_type))
+
+
+_HIVE = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float": "float",
+         "double": "double", "string": "string", "binary": "binary", "date32[day]": "date",
+         "timestamp[us]": "timestamp", "timestamp[us, tz=UTC]": "timestamp", "duration[us]": "bigint"}
+
+
+def _hive_of(arrow: pa.DataType) -> str:
+    if pa.types.is_decimal(arrow):
+        return f"decimal({arrow.precision},{arrow.scale})"
+    raise ValueError(f"The Arrow type {arrow} has no Hive type.")
 
 
 def arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:

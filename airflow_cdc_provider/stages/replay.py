@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
-from airflow_cdc_provider.core.types import arrow_schema, arrow_table
+from airflow_cdc_provider.core.types import arrow_table, file_schema
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
@@ -114,7 +114,7 @@ class _Output:
     """Upsert rows (all columns) and delete rows (key columns) batched into two Parquet files."""
 
     def __init__(self, header: RawHeader, upsert_path: Path, delete_path: Path) -> None:
-        self.schema = arrow_schema(header.columns)
+        self.schema = file_schema(header)
         self.key_indexes = header.key_indexes()
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
         self.upsert_writer = pq.ParquetWriter(upsert_path, self.schema)

@@ -23,7 +23,7 @@ import pymysql.cursors
 
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
-from airflow_cdc_provider.core.types import arrow_schema, arrow_table
+from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.core.watermark import Watermark
 
 PROGRESS_FILE = "snapshot-progress.json"
@@ -116,7 +116,7 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chun
     if state["done"]:
         return result
     last_key = decode_values(json.dumps(state["last_key"])) if state["last_key"] is not None else None
-    schema = arrow_schema(header.columns)
+    schema = file_schema(header)
     key_indexes = header.key_indexes()
     conn = source.get_conn()
     try:

@@ -1,0 +1,309 @@
+"""The run ledger of one Hive table: which run is updating it, what each run planned, what is committed.
+
+Its files live in one directory per Hive table, on the filesystem the workers share, each written beside and
+renamed into place:
+
+    lock.json        the run updating the table now
+    committed.json   the version the table was last switched to, and the watermark that version reflects
+    runs/<run>.json  what each run planned: mode, input version, binlog range; a re-run repeats it
+
+The metastore is the commit point: the table's location names a version directory, and that directory holds
+the watermark it reflects (see ``VERSION_FILE``), so the two cannot disagree. ``committed.json`` is written
+just after the switch; if a crash falls in between, the merge finds the newer version in the metastore and
+works from it (``choose_origin``), which is safe because replaying a change twice is harmless.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.watermark import Watermark
+
+VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
+SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
+
+
+class TableBusy(CdcError):
+    """Another run is updating the same Hive table."""
+
+
+class LedgerConflict(CdcError):
+    """The table and the ledger disagree in a way no run can repair on its own."""
+
+
+def _utc(value: dt.datetime | str | None) -> dt.datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = dt.datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        raise ValueError(f"The time {value!r} has no time zone; ledger times are UTC instants.")
+    return value.astimezone(dt.timezone.utc)
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """One Airflow DAG run, the unit that plans, holds the lock and commits."""
+
+    dag_id: str
+    run_id: str
+
+    @property
+    def key(self) -> str:
+        """A file and directory name for the run: readable, and unique even where the cleaning merges names."""
+        digest = hashlib.sha1(f"{self.dag_id}\0{self.run_id}".encode()).hexdigest()[:10]
+        clean = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.dag_id}__{self.run_id}")[:120]
+        return f"{clean}-{digest}"
+
+    def to_dict(self) -> dict[str, str]:
+        return {"dag_id": self.dag_id, "run_id": self.run_id}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunRef:
+        return cls(str(data["dag_id"]), str(data["run_id"]))
+
+    def __str__(self) -> str:
+        return f"run {self.run_id!r} of DAG {self.dag_id!r}"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A version of the table as committed: where it is and the source position and time it reflects."""
+
+    version: int
+    location: str
+    watermark: Watermark
+    as_of: dt.datetime
+    run: RunRef
+    mode: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "location": self.location, "watermark": self.watermark.to_dict(),
+                "as_of": _iso(self.as_of), "run": self.run.to_dict(), "mode": self.mode}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Committed:
+        return cls(int(data["version"]), str(data["location"]), Watermark.from_dict(data["watermark"]),
+                   _utc(data["as_of"]), RunRef.from_dict(data["run"]), str(data["mode"]))
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """What one run does to the table, decided once and recorded, so that a re-run does the same.
+
+    ``end`` is known up front only on a re-run whose first attempt committed: the range is then repeated
+    exactly. Otherwise the extraction finds it: the position at ``stop_before`` (a scheduled run's data
+    interval end), or the server's position when it starts (a manual run, ``stop_before`` None).
+    """
+
+    run: RunRef
+    mode: str
+    reason: str
+    input_version: int | None = None
+    start: Watermark | None = None
+    end: Watermark | None = None
+    stop_before: dt.datetime | None = None
+    output_version: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run": self.run.to_dict(), "mode": self.mode, "reason": self.reason,
+                "input_version": self.input_version,
+                "start": self.start.to_dict() if self.start else None,
+                "end": self.end.to_dict() if self.end else None,
+                "stop_before": _iso(self.stop_before), "output_version": self.output_version}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RunPlan:
+        return cls(RunRef.from_dict(data["run"]), str(data["mode"]), str(data.get("reason", "")),
+                   data.get("input_version"),
+                   Watermark.from_dict(data["start"]) if data.get("start") else None,
+                   Watermark.from_dict(data["end"]) if data.get("end") else None,
+                   _utc(data.get("stop_before")), data.get("output_version"))
+
+
+def plan_run(
+    run: RunRef,
+    committed: Committed | None,
+    recorded: RunPlan | None,
+    target_time: dt.datetime | None,
+    fresh_snapshot: bool = False,
+) -> RunPlan:
+    """Decide what ``run`` does.
+
+    ``target_time`` is the moment the table should reflect: a scheduled or backfill run's data interval end,
+    or None for a manual run (the moment its extraction starts).
+    """
+    if recorded is not None and recorded.mode != NOTHING:
+        return replace(recorded, reason=f"a re-run: it repeats what it planned ({recorded.reason})")
+    if committed is None:
+        return RunPlan(run, SNAPSHOT, "the table has no committed version yet: initial load")
+    if fresh_snapshot:
+        return RunPlan(run, SNAPSHOT, "a fresh snapshot was asked for (the fresh_snapshot parameter)")
+    target_time = _utc(target_time)
+    if target_time is not None and committed.as_of >= target_time:
+        return RunPlan(run, NOTHING, f"already committed: version {committed.version} reflects the source as of "
+                       f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
+                       "the table is left as it is")
+    return RunPlan(run, INCREMENTAL, f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
+                   input_version=committed.version, start=committed.watermark, stop_before=target_time)
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """The version the metastore points at, as its version file tells."""
+
+    version: int
+    watermark: Watermark
+    run: RunRef
+    input_version: int | None
+
+
+@dataclass(frozen=True)
+class Origin:
+    """What the merge does: ``load`` (no origin), ``merge`` onto version ``version``, or ``skip``."""
+
+    action: str
+    version: int | None
+    reason: str
+
+
+def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) -> Origin:
+    """Pick the version the merge starts from, given the version the metastore points at now.
+
+    Changes over a range [start, end] applied onto a version that reflects any position p with
+    start <= p <= end give the table as of end: a change replayed onto a row that already has it is harmless.
+    That rule decides every case below.
+    """
+    if plan.mode == SNAPSHOT:
+        if current is not None and current.watermark > end:
+            return Origin("skip", None, f"the table is at version {current.version}, which reflects "
+                          f"{current.watermark}, later than this snapshot's {end}; the table is left as it is")
+        return Origin("load", None, "a snapshot replaces the table")
+    if current is None:
+        raise LedgerConflict(
+            f"The ledger says version {plan.input_version} is committed, but the Hive table does not exist: it was "
+            "dropped outside this pipeline. Trigger a run with fresh_snapshot=true to load it again."
+        )
+    if current.version == plan.input_version:
+        return Origin("merge", current.version, f"onto version {current.version}, as planned")
+    if current.run == plan.run and current.input_version == plan.input_version:
+        return Origin("merge", plan.input_version, f"a re-run: onto version {plan.input_version} again, as recorded "
+                      f"(version {current.version} is this run's earlier result)")
+    if plan.start is not None and plan.start <= current.watermark <= end:
+        return Origin("merge", current.version, f"onto version {current.version} ({current.watermark}), which is "
+                      f"inside this run's range; the overlap is replayed harmlessly")
+    if current.watermark > end:
+        return Origin("skip", None, f"the table is at version {current.version}, which reflects {current.watermark}, "
+                      f"later than this run's end {end}; the table is left as it is")
+    raise LedgerConflict(
+        f"The table is at version {current.version} ({current.watermark}), before this run's start {plan.start}: "
+        "merging would leave out the changes in between. The table was changed outside this pipeline; trigger a "
+        "run with fresh_snapshot=true."
+    )
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
+    os.replace(tmp, path)
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+
+
+@dataclass
+class Ledger:
+    root: Path
+    log: Callable[[str], None] = field(default=lambda message: None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.root = Path(self.root)
+
+    @property
+    def _lock(self) -> Path:
+        return self.root / "lock.json"
+
+    def committed(self) -> Committed | None:
+        data = _read_json(self.root / "committed.json")
+        return Committed.from_dict(data) if data else None
+
+    def record_commit(self, committed: Committed) -> None:
+        _write_json(self.root / "committed.json", committed.to_dict())
+
+    def run_plan(self, run: RunRef) -> RunPlan | None:
+        data = _read_json(self.root / "runs" / f"{run.key}.json")
+        return RunPlan.from_dict(data) if data else None
+
+    def save_run_plan(self, plan: RunPlan) -> None:
+        _write_json(self.root / "runs" / f"{plan.run.key}.json", plan.to_dict())
+
+    def holder(self) -> RunRef | None:
+        data = _read_json(self._lock)
+        return RunRef.from_dict(data) if data else None
+
+    def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime) -> None:
+        """Make ``run`` the one run updating the table, or raise TableBusy and change nothing.
+
+        A lock left by a run that is no longer running (it failed, or was marked failed) is taken over.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        body = {**run.to_dict(), "since": _iso(_utc(now))}
+        tmp = self.root / f".lock.{uuid.uuid4().hex}.tmp"
+        tmp.write_text(json.dumps(body))
+        try:
+            for _ in range(3):
+                try:
+                    os.link(tmp, self._lock)  # creates the lock only if there is none: atomic on POSIX
+                    return
+                except FileExistsError:
+                    pass
+                data = _read_json(self._lock)
+                if data is None:
+                    continue  # released between the two calls
+                holder = RunRef.from_dict(data)
+                if holder == run:
+                    return  # a retry or a re-run of the run that holds it
+                if is_running(holder):
+                    raise TableBusy(
+                        f"The table is being updated by {holder} (since {data.get('since')}). Only one run at a "
+                        "time may update a table; this run changed nothing. Run it again once that run has finished."
+                    )
+                # Move the stale lock aside under a unique name; only one taker can move it.
+                aside = self.root / f".lock.{uuid.uuid4().hex}.stale"
+                try:
+                    os.rename(self._lock, aside)
+                except FileNotFoundError:
+                    continue
+                if _read_json(aside) != data:  # another taker's fresh lock was moved: put it back
+                    os.replace(aside, self._lock)
+                    continue
+                aside.unlink()
+                self.log(f"Took over the lock left by {holder}, which is not running any more.")
+            raise TableBusy("Could not take the table's lock: other runs keep taking it. Nothing was changed.")
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def release(self, run: RunRef) -> bool:
+        if self.holder() == run:
+            self._lock.unlink(missing_ok=True)
+            return True
+        return False

@@ -1,0 +1,108 @@
+"""What the Spark merge is asked to do (the merge spec), and the names of the table's version directories.
+
+The merge operator writes the spec as a JSON file in the run's work directory and hands the job its path:
+nothing secret is in it, and nothing but that path is on the command line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
+from airflow_cdc_provider.core.ledger import RunPlan
+from airflow_cdc_provider.core.watermark import Watermark
+
+_VERSION_DIR = re.compile(r"^v(\d{6,})$")
+
+
+def version_dir_name(version: int) -> str:
+    return f"v{version:06d}"
+
+
+def parse_version_dir(name: str) -> int | None:
+    """The version number of a directory named like ``v000012``, or None for any other name."""
+    match = _VERSION_DIR.match(name.rstrip("/").rsplit("/", 1)[-1])
+    return int(match[1]) if match else None
+
+
+def versions_to_remove(versions: dict[int, bool], committed: int, keep: int) -> list[int]:
+    """Which version directories to delete once ``committed`` is the table's version.
+
+    ``versions`` maps each directory's number to whether it holds a version file (a complete write). The
+    newest ``keep`` versions up to ``committed`` stay, so a re-run can start again from its input version;
+    an incomplete directory below ``committed`` is a killed attempt and goes.
+    """
+    if keep < 2:
+        raise ValueError(f"keep_versions must be at least 2 (a re-run merges onto its input version), got {keep}.")
+    return sorted(v for v, complete in versions.items()
+                  if v != committed and (v <= committed - keep or (v < committed and not complete)))
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """Everything the merge job needs, in plain values."""
+
+    database: str
+    table: str
+    source: str
+    warehouse_dir: str
+    metastore_uri: str | None
+    plan: RunPlan
+    end: Watermark
+    as_of: dt.datetime
+    columns: tuple[tuple[str, str], ...]  # (name, Hive type), in the source table's order
+    key: tuple[str, ...]
+    upsert_files: tuple[str, ...]
+    delete_file: str | None  # None for a snapshot
+    ledger_dir: str
+    result_file: str
+    keep_versions: int = 3
+
+    def __post_init__(self) -> None:
+        validate_identifier(self.database, "Hive database name")
+        validate_identifier(self.table, "Hive table name")
+        for name, _ in self.columns:
+            validate_identifier(name, "column name")
+        if not self.key or set(self.key) - {name for name, _ in self.columns}:
+            raise ValueError(f"The key {list(self.key)} must be a non-empty subset of the columns.")
+        if self.as_of.tzinfo is None:
+            raise ValueError("as_of must be a UTC instant.")
+        versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
+
+    @property
+    def qualified_table(self) -> str:
+        return f"{quote_identifier(self.database)}.{quote_identifier(self.table)}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"database": self.database, "table": self.table, "source": self.source,
+                "warehouse_dir": self.warehouse_dir, "metastore_uri": self.metastore_uri,
+                "plan": self.plan.to_dict(), "end": self.end.to_dict(), "as_of": self.as_of.isoformat(),
+                "columns": [list(c) for c in self.columns], "key": list(self.key),
+                "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
+                "ledger_dir": self.ledger_dir, "result_file": self.result_file,
+                "keep_versions": self.keep_versions}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
+        return cls(
+            database=data["database"], table=data["table"], source=data["source"],
+            warehouse_dir=data["warehouse_dir"], metastore_uri=data.get("metastore_uri"),
+            plan=RunPlan.from_dict(data["plan"]), end=Watermark.from_dict(data["end"]),
+            as_of=dt.datetime.fromisoformat(data["as_of"]),
+            columns=tuple((str(n), str(t)) for n, t in data["columns"]), key=tuple(data["key"]),
+            upsert_files=tuple(data["upsert_files"]), delete_file=data.get("delete_file"),
+            ledger_dir=data["ledger_dir"], result_file=data["result_file"],
+            keep_versions=int(data.get("keep_versions", 3)),
+        )
+
+    def write(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+
+    @classmethod
+    def read(cls, path: str | Path) -> MergeSpec:
+        return cls.from_dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,6 @@
+"""The PySpark applications the provider submits, and what they share. Run by spark-submit, not imported by Airflow."""
+
+from pathlib import Path
+
+MERGE_JOB = str(Path(__file__).with_name("merge_job.py"))
+READ_TABLE_JOB = str(Path(__file__).with_name("read_table_job.py"))

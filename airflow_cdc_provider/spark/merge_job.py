@@ -1,0 +1,220 @@
+"""The merge, on Spark: the next version of the Hive table, written beside the current one, then switched to.
+
+    spark-submit merge_job.py <merge spec JSON>
+
+    new = origin LEFT ANTI JOIN deletes ON key
+                 LEFT ANTI JOIN upserts ON key
+          UNION ALL upserts
+
+The first load (and a fresh snapshot) is the same with no origin. Spark can neither MERGE INTO a Hive table
+nor overwrite a table it reads, and it need not: each version is a directory of its own, ``<table>/vNNNNNN``,
+holding the data and a version file with the watermark it reflects. One metastore operation, CREATE TABLE on
+the first load and ALTER TABLE … SET LOCATION after, switches the table to it; that is the commit. A job killed
+before it leaves the table on the previous version, whole; a directory it left half-written is never read and
+is removed by a later run.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import sys
+from dataclasses import replace
+from typing import Any
+
+from airflow_cdc_provider.core.identifiers import quote_identifier
+from airflow_cdc_provider.core.ledger import (
+    VERSION_FILE,
+    Committed,
+    Ledger,
+    LedgerConflict,
+    RunRef,
+    VersionInfo,
+    choose_origin,
+)
+from airflow_cdc_provider.core.merge import MergeSpec, parse_version_dir, version_dir_name, versions_to_remove
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.spark.session import hive_session
+
+
+class _Files:
+    """The table's directories, through Hadoop's FileSystem, so a warehouse on HDFS or S3 works the same."""
+
+    def __init__(self, spark: Any, root: str) -> None:
+        self.jvm = spark._jvm
+        self.conf = spark._jsc.hadoopConfiguration()
+        self.root = root.rstrip("/")
+
+    def _path(self, path: str) -> Any:
+        return self.jvm.org.apache.hadoop.fs.Path(path)
+
+    def _fs(self, path: str) -> Any:
+        return self._path(path).getFileSystem(self.conf)
+
+    def version_path(self, version: int) -> str:
+        return f"{self.root}/{version_dir_name(version)}"
+
+    def versions(self) -> dict[int, bool]:
+        """Each version directory under the root, and whether its write finished (it has a version file)."""
+        fs = self._fs(self.root)
+        if not fs.exists(self._path(self.root)):
+            return {}
+        found = {}
+        for status in fs.listStatus(self._path(self.root)):
+            number = parse_version_dir(status.getPath().getName())
+            if number is not None and status.isDirectory():
+                found[number] = fs.exists(self._path(f"{self.version_path(number)}/{VERSION_FILE}"))
+        return found
+
+    def read_text(self, path: str) -> str | None:
+        fs = self._fs(path)
+        if not fs.exists(self._path(path)):
+            return None
+        stream = fs.open(self._path(path))
+        try:
+            return self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+        finally:
+            stream.close()
+
+    def write_text(self, path: str, text: str) -> None:
+        stream = self._fs(path).create(self._path(path), False)
+        try:
+            stream.write(bytearray(text.encode("utf-8")))
+        finally:
+            stream.close()
+
+    def delete(self, path: str) -> None:
+        self._fs(path).delete(self._path(path), True)
+
+    def exists(self, path: str) -> bool:
+        return bool(self._fs(path).exists(self._path(path)))
+
+
+def _describe(spark: Any, statement: str) -> dict[str, str]:
+    return {row[0]: row[1] for row in spark.sql(statement).collect()}
+
+
+def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | None, list[tuple[str, str]]]:
+    """The table's location now, the version file found there, and the table's columns; Nones if no table."""
+    if not spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
+        return None, None, []
+    details = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")
+    location = details.get("Location", "")
+    text = _Files(spark, location).read_text(f"{location}/{VERSION_FILE}")
+    if parse_version_dir(location) is None or text is None:
+        raise LedgerConflict(
+            f"The Hive table {spec.database}.{spec.table} exists but was not made by this pipeline (its location "
+            f"{location} holds no {VERSION_FILE}). Give the table another `target:` name, or drop it."
+        )
+    data = json.loads(text)
+    info = VersionInfo(int(data["version"]), Watermark.from_dict(data["watermark"]), RunRef.from_dict(data["run"]),
+                       data.get("input_version"))
+    columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema]
+    return location, info, columns
+
+
+def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]]) -> Any:
+    """Parquet files of the capture stages, as the Hive columns: lower-case names (Hive's), Hive types."""
+    from pyspark.sql.functions import col
+
+    frame = spark.read.parquet(*paths)
+    return frame.select([col(quote_identifier(name)).cast(hive).alias(name.lower()) for name, hive in columns])
+
+
+def merge(spec: MergeSpec) -> dict[str, Any]:
+    spark = hive_session(f"cdc-merge {spec.database}.{spec.table}", spec.warehouse_dir, spec.metastore_uri)
+    ledger = Ledger(spec.ledger_dir)
+    holder = ledger.holder()
+    if holder != spec.plan.run:
+        raise LedgerConflict(f"This run does not hold the table's lock (held by {holder}); nothing was changed.")
+
+    columns = [(name.lower(), hive) for name, hive in spec.columns]
+    key = [k.lower() for k in spec.key]
+    location, current, table_columns = _current(spark, spec)
+    if current is not None and [tuple(c) for c in table_columns] != columns:
+        raise LedgerConflict(
+            f"The Hive table {spec.database}.{spec.table} has the columns {table_columns}, but the source now "
+            f"gives {columns}. Changing a table's columns is not supported yet; nothing was changed."
+        )
+    origin = choose_origin(current, spec.plan, spec.end)
+    print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
+    if origin.action == "skip":
+        return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None}
+
+    if location is None:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(spec.database)}")
+        database = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(spec.database)}")
+        root = f"{database['Location'].rstrip('/')}/{spec.table}"
+    else:
+        root = location.rstrip("/").rsplit("/", 1)[0]
+    files = _Files(spark, root)
+    existing = files.versions()
+
+    upserts = _hive_frame(spark, list(spec.upsert_files), columns)
+    if origin.action == "load":
+        result = upserts
+    else:
+        if not existing.get(origin.version):
+            raise LedgerConflict(
+                f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
+                "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
+            )
+        old = spark.read.parquet(files.version_path(origin.version))
+        key_columns = [(name, hive) for name, hive in columns if name in key]
+        deletes = _hive_frame(spark, [spec.delete_file], key_columns)
+        result = (
+            old.join(deletes, key, "left_anti")
+            .join(upserts.select(*key), key, "left_anti")
+            .unionByName(upserts)
+        )
+
+    version = max([*existing, current.version if current else 0]) + 1
+    path = files.version_path(version)
+    if files.exists(path):
+        files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
+    result.write.mode("errorifexists").parquet(path)
+    rows = spark.read.parquet(path).count()
+    files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
+        "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
+        "run": spec.plan.run.to_dict(), "input_version": spec.plan.input_version, "mode": spec.plan.mode,
+        "source": spec.source, "rows": rows,
+    }, indent=1))
+
+    # The commit: one metastore operation points the table at the new version.
+    if location is None:
+        ddl = ", ".join(f"{quote_identifier(name)} {hive}" for name, hive in columns)
+        spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
+    else:
+        spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
+    print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
+
+    ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode))
+    ledger.save_run_plan(replace(spec.plan, end=spec.end, output_version=version))
+    removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
+    for number in removed:
+        files.delete(files.version_path(number))
+    return {"status": "committed", "version": version, "location": path, "rows": rows, "origin": origin.version,
+            "reason": origin.reason, "removed_versions": removed}
+
+
+def _literal(text: str) -> str:
+    if "'" in text or "\\" in text:
+        raise ValueError(f"The path {text!r} holds a quote or a backslash; choose a warehouse_dir without them.")
+    return text
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print(f"usage: {argv[0]} <merge spec JSON file>", file=sys.stderr)
+        return 2
+    spec = MergeSpec.read(argv[1])
+    started = dt.datetime.now(dt.timezone.utc)
+    result = merge(spec)
+    result["seconds"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)
+    with open(spec.result_file, "w") as out:
+        json.dump(result, out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

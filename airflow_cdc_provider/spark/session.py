@@ -1,0 +1,33 @@
+"""The Spark session of the provider's jobs: Hive support on the configured metastore, in UTC."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+
+def metastore_conf(warehouse_dir: str, metastore_uri: str | None) -> dict[str, str]:
+    """Spark settings for the Hive metastore: the thrift one at ``metastore_uri``, else an embedded Derby one.
+
+    The embedded metastore lives at ``<warehouse_dir>/metastore_db``, by absolute path: a relative one would
+    land in whatever directory the job started in. Derby admits one JVM at a time.
+    """
+    warehouse = os.path.abspath(warehouse_dir) if "://" not in warehouse_dir else warehouse_dir
+    conf = {"spark.sql.catalogImplementation": "hive", "spark.sql.warehouse.dir": warehouse}
+    if metastore_uri:
+        conf["spark.hadoop.hive.metastore.uris"] = metastore_uri
+    else:
+        conf["spark.hadoop.javax.jdo.option.ConnectionURL"] = (
+            f"jdbc:derby:;databaseName={os.path.join(warehouse, 'metastore_db')};create=true")
+    return conf
+
+
+def hive_session(app_name: str, warehouse_dir: str, metastore_uri: str | None) -> Any:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in metastore_conf(warehouse_dir, metastore_uri).items():
+        builder = builder.config(key, value)
+    # DATETIME values are written as UTC instants and read back in UTC, so they keep their wall clock.
+    builder = builder.config("spark.sql.session.timeZone", "UTC")
+    return builder.enableHiveSupport().getOrCreate()

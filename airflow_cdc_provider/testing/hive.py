@@ -1,0 +1,44 @@
+"""Reading a Hive table back through its metastore, in a separate spark-submit (Derby admits one JVM at a time)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from airflow_cdc_provider.spark import READ_TABLE_JOB
+
+
+def spark_env() -> dict[str, str]:
+    """The environment for spark-submit: this interpreter's bin first, so its pyspark and python are used."""
+    bin_dir = str(Path(sys.executable).parent)
+    return {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+
+
+def spark_submit_command(application: str, *args: str, work_dir: str, master: str = "local[2]") -> list[str]:
+    """A local spark-submit of one of the provider's jobs (Derby's log kept in ``work_dir``)."""
+    return ["spark-submit", "--master", master, "--conf", "spark.ui.enabled=false",
+            "--driver-java-options", f"-Dderby.system.home={work_dir}", application, *args]
+
+
+def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str) -> tuple[pa.Table, str]:
+    """The rows of ``database.table`` (an Arrow table) and the location the metastore gives for it."""
+    with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
+        out = os.path.join(tmp, "rows.parquet")
+        result = subprocess.run(
+            spark_submit_command(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", table, out, work_dir=tmp,
+                                 master="local[1]"),
+            env=spark_env(), capture_output=True, text=True, cwd=tmp, timeout=600,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"Reading {table} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        rows = pq.read_table(out)
+        location = json.loads(Path(f"{out}.json").read_text())["location"]
+    return rows, location

@@ -1,0 +1,174 @@
+"""The Spark merge job against real Spark (local mode), a real embedded metastore and a real server's changes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
+from airflow_cdc_provider.core.merge import MergeSpec
+from airflow_cdc_provider.core.types import hive_type
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.spark import MERGE_JOB
+from airflow_cdc_provider.stages.snapshot import snapshot
+from airflow_cdc_provider.testing.hive import read_hive_table, spark_env, spark_submit_command
+from tests.integration.capture_helpers import source_rows
+from tests.integration.test_capture import capture_after, fill, items, random_change  # noqa: F401
+from tests.integration.hive_helpers import hive_rows, plain
+
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+class Table:
+    """One Hive target with its ledger, driven run by run as the operators will."""
+
+    def __init__(self, hook, header, tmp_path: Path):
+        self.hook, self.header, self.tmp = hook, header, tmp_path
+        self.warehouse = str(tmp_path / "warehouse")
+        self.ledger = Ledger(tmp_path / "ledger")
+        self.runs = 0
+
+    def spec(self, run: RunRef, plan, end, upserts, delete_file) -> Path:
+        spec = MergeSpec(
+            database="ods", table="items", source=self.header.table, warehouse_dir=self.warehouse,
+            metastore_uri=None, plan=plan, end=end, as_of=NOW,
+            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
+            upsert_files=tuple(upserts), delete_file=delete_file, ledger_dir=str(self.ledger.root),
+            result_file=str(self.tmp / f"result-{run.run_id}.json"), keep_versions=2,
+        )
+        path = self.tmp / f"spec-{run.run_id}.json"
+        spec.write(path)
+        return path
+
+    def prepare(self):
+        """The next run: take the lock, plan, capture, and write the merge spec."""
+        self.runs += 1
+        run = RunRef("test", f"r{self.runs}")
+        self.ledger.acquire(run, lambda holder: False, NOW)
+        plan = plan_run(run, self.ledger.committed(), None, None)
+        self.ledger.save_run_plan(plan)
+        if plan.mode == "snapshot":
+            snap = snapshot(self.hook, self.header, self.tmp / f"snap-{run.run_id}")
+            return run, self.spec(run, plan, snap.watermark, snap.files, None)
+        result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
+        return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
+
+    def submit(self, spec_path: Path) -> subprocess.Popen:
+        return subprocess.Popen(spark_submit_command(MERGE_JOB, str(spec_path), work_dir=str(self.tmp)),
+                                env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, start_new_session=True)
+
+    def merge(self, spec_path: Path) -> dict:
+        proc = self.submit(spec_path)
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode == 0, output[-6000:]
+        run = RunRef("test", json.loads(spec_path.read_text())["plan"]["run"]["run_id"])
+        self.ledger.release(run)
+        return json.loads(Path(json.loads(spec_path.read_text())["result_file"]).read_text())
+
+    def read(self):
+        rows, location = read_hive_table(self.warehouse, None, "ods.items")
+        return hive_rows(rows, self.header.key), location
+
+
+def test_initial_load_then_merges_equal_the_source_and_old_versions_go(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 300)
+    hook = MySqlSourceHook(capture_conn)
+    table = Table(hook, hook.raw_header(items), tmp_path)
+    run, spec = table.prepare()
+    first = table.merge(spec)
+    assert first["status"] == "committed" and first["version"] == 1 and first["rows"] == 300
+    rng, next_id = random.Random(11), [300]
+    for round_ in range(2):
+        for _ in range(60):
+            random_change(mariadb, items, rng, next_id)
+        run, spec = table.prepare()
+        result = table.merge(spec)
+        assert result["status"] == "committed" and result["version"] == round_ + 2
+    rows, location = table.read()
+    assert rows == plain(source_rows(mariadb, table.header))
+    assert location.endswith("/ods.db/items/v000003")
+    versions = sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "items").iterdir())
+    assert versions == ["v000002", "v000003"], "keep_versions=2 keeps the newest two"
+    committed = table.ledger.committed()
+    assert committed.version == 3 and committed.run == run
+
+
+def test_killed_merge_leaves_the_previous_version_and_its_rerun_completes(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 20000)
+    hook = MySqlSourceHook(capture_conn)
+    table = Table(hook, hook.raw_header(items), tmp_path)
+    table.merge(table.prepare()[1])
+    before = plain(source_rows(mariadb, table.header))
+    rng, next_id = random.Random(3), [20000]
+    for _ in range(200):
+        random_change(mariadb, items, rng, next_id)
+    run, spec = table.prepare()
+
+    proc = table.submit(spec)
+    writing = tmp_path / "warehouse" / "ods.db" / "items" / "v000002"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and proc.poll() is None and not writing.exists():
+        time.sleep(0.02)
+    assert proc.poll() is None, "the job ended before it began to write: " + proc.stdout.read()[-3000:]
+    os.killpg(proc.pid, signal.SIGKILL)  # spark-submit and its JVM
+    proc.wait()
+    assert not (writing / "_cdc_version.json").exists(), "killed before it finished writing"
+
+    rows, location = table.read()
+    assert location.endswith("/v000001") and rows == before
+    assert table.ledger.committed().version == 1
+
+    result = table.merge(spec)  # the same run again
+    assert result["status"] == "committed" and result["origin"] == 1
+    rows, location = table.read()
+    assert rows == plain(source_rows(mariadb, table.header))
+    assert location.endswith(f"/v{result['version']:06d}")
+
+
+def test_rerun_of_a_committed_run_gives_the_same_table(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 100)
+    hook = MySqlSourceHook(capture_conn)
+    table = Table(hook, hook.raw_header(items), tmp_path)
+    table.merge(table.prepare()[1])
+    rng, next_id = random.Random(8), [100]
+    for _ in range(40):
+        random_change(mariadb, items, rng, next_id)
+    run, spec = table.prepare()
+    assert table.merge(spec)["version"] == 2
+    first, _ = table.read()
+    for _ in range(40):  # later changes must not leak into the re-run
+        random_change(mariadb, items, rng, next_id)
+    table.ledger.acquire(run, lambda holder: False, NOW)
+    again = table.merge(spec)
+    assert again["status"] == "committed" and again["origin"] == 1 and again["version"] == 3
+    second, _ = table.read()
+    assert second == first
+
+
+def test_a_table_not_made_by_the_pipeline_is_refused_untouched(mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 10)
+    hook = MySqlSourceHook(capture_conn)
+    table = Table(hook, hook.raw_header(items), tmp_path)
+    other = tmp_path / "other.py"
+    other.write_text(
+        "from airflow_cdc_provider.spark.session import hive_session\n"
+        f"s = hive_session('x', {table.warehouse!r}, None)\n"
+        "s.sql('CREATE DATABASE ods'); s.sql('CREATE TABLE ods.items (a INT) STORED AS PARQUET')\n"
+        "s.sql('INSERT INTO ods.items VALUES (7)')\n"
+    )
+    subprocess.run(spark_submit_command(str(other), work_dir=str(tmp_path)), env=spark_env(), cwd=tmp_path,
+                   check=True, capture_output=True)
+    proc = table.submit(table.prepare()[1])
+    output, _ = proc.communicate(timeout=600)
+    assert proc.returncode != 0
+    assert "exists but was not made by this pipeline" in output
+    rows, _ = read_hive_table(table.warehouse, None, "ods.items")
+    assert rows.to_pylist() == [{"a": 7}]
+
