@@ -1,0 +1,188 @@
+"""The run ledger: planning, the origin a merge starts from, the lock, and version retention."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import threading
+
+import pytest
+
+from airflow_cdc_provider.core.ledger import (
+    INCREMENTAL,
+    NOTHING,
+    SNAPSHOT,
+    Committed,
+    Ledger,
+    LedgerConflict,
+    RunPlan,
+    RunRef,
+    TableBusy,
+    VersionInfo,
+    choose_origin,
+    plan_run,
+)
+from airflow_cdc_provider.core.merge import parse_version_dir, version_dir_name, versions_to_remove
+from airflow_cdc_provider.core.watermark import Watermark
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+RUN = RunRef("mysql_binlog_to_hive", "scheduled__2026-03-01T11:00:00+00:00")
+OTHER = RunRef("mysql_binlog_to_hive", "manual__2026-03-01T10:30:00+00:00")
+
+
+def wm(position: int, seq: int = 1) -> Watermark:
+    return Watermark(f"binlog.{seq:06d}", position, server_id=1)
+
+
+def committed(version=3, position=400, as_of=T0, run=OTHER) -> Committed:
+    return Committed(version, f"/wh/ods.db/t/{version_dir_name(version)}", wm(position), as_of, run, INCREMENTAL)
+
+
+def test_first_run_loads_a_snapshot():
+    plan = plan_run(RUN, None, None, T0)
+    assert plan.mode == SNAPSHOT and plan.input_version is None and "initial load" in plan.reason
+
+
+def test_later_run_reads_changes_from_the_committed_watermark_to_its_interval_end():
+    end = T0 + dt.timedelta(hours=1)
+    plan = plan_run(RUN, committed(), None, end)
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (INCREMENTAL, 3, wm(400), end)
+
+
+def test_manual_run_has_no_stop_time():
+    plan = plan_run(OTHER, committed(), None, None)
+    assert plan.mode == INCREMENTAL and plan.stop_before is None
+
+
+def test_run_for_an_interval_already_committed_does_nothing():
+    plan = plan_run(RUN, committed(as_of=T0), None, T0 - dt.timedelta(hours=1))
+    assert plan.mode == NOTHING
+    assert "already committed" in plan.reason and "2026-03-01T10:00:00+00:00" in plan.reason
+    assert plan_run(RUN, committed(as_of=T0), None, T0).mode == NOTHING  # the same instant too
+
+
+def test_fresh_snapshot_parameter_wins_over_incremental():
+    assert plan_run(RUN, committed(), None, T0 + dt.timedelta(hours=1), fresh_snapshot=True).mode == SNAPSHOT
+
+
+def test_rerun_repeats_the_recorded_plan():
+    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), end=wm(300), output_version=3)
+    plan = plan_run(RUN, committed(version=5, position=900), recorded, T0 - dt.timedelta(days=1))
+    assert (plan.mode, plan.input_version, plan.start, plan.end) == (INCREMENTAL, 2, wm(100), wm(300))
+    assert "re-run" in plan.reason
+
+
+def test_plan_round_trips_through_json():
+    plan = RunPlan(RUN, INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
+                   output_version=3)
+    assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    c = committed()
+    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+
+
+def test_naive_times_are_refused():
+    with pytest.raises(ValueError, match="no time zone"):
+        plan_run(RUN, committed(), None, dt.datetime(2026, 3, 1))
+
+
+def incremental(input_version=3, start=400, run=RUN) -> RunPlan:
+    return RunPlan(run, INCREMENTAL, "", input_version=input_version, start=wm(start))
+
+
+def current(version, position, run=OTHER, input_version=None) -> VersionInfo:
+    return VersionInfo(version, wm(position), run, input_version)
+
+
+def test_origin_is_the_planned_input_version():
+    origin = choose_origin(current(3, 400), incremental(), wm(900))
+    assert (origin.action, origin.version) == ("merge", 3)
+
+
+def test_rerun_after_its_own_commit_merges_onto_its_input_again():
+    origin = choose_origin(current(4, 900, run=RUN, input_version=3), incremental(), wm(900))
+    assert (origin.action, origin.version) == ("merge", 3)
+
+
+def test_a_commit_the_ledger_missed_inside_the_range_becomes_the_origin():
+    origin = choose_origin(current(4, 600), incremental(), wm(900))
+    assert (origin.action, origin.version) == ("merge", 4) and "overlap" in origin.reason
+
+
+def test_a_table_already_past_the_range_is_left_alone():
+    origin = choose_origin(current(5, 1200), incremental(), wm(900))
+    assert origin.action == "skip" and "left as it is" in origin.reason
+
+
+def test_a_table_before_the_range_is_a_gap_and_an_error():
+    with pytest.raises(LedgerConflict, match="before this run's start"):
+        choose_origin(current(2, 100), incremental(), wm(900))
+
+
+def test_a_dropped_table_is_an_error_naming_the_fix():
+    with pytest.raises(LedgerConflict, match="fresh_snapshot=true"):
+        choose_origin(None, incremental(), wm(900))
+
+
+def test_snapshot_loads_unless_the_table_is_already_later():
+    snap = RunPlan(RUN, SNAPSHOT, "")
+    assert choose_origin(None, snap, wm(500)).action == "load"
+    assert choose_origin(current(3, 400), snap, wm(500)).action == "load"
+    assert choose_origin(current(3, 600), snap, wm(500)).action == "skip"
+
+
+def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):
+    ledger = Ledger(tmp_path)
+    ledger.acquire(OTHER, lambda holder: True, T0)
+    before = sorted(p.name for p in tmp_path.iterdir())
+    with pytest.raises(TableBusy, match="manual__2026-03-01T10:30:00.*this run changed nothing"):
+        ledger.acquire(RUN, lambda holder: holder == OTHER, T0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert ledger.holder() == OTHER
+
+
+def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(tmp_path):
+    messages = []
+    ledger = Ledger(tmp_path, log=messages.append)
+    ledger.acquire(OTHER, lambda holder: True, T0)
+    ledger.acquire(OTHER, lambda holder: True, T0)  # its retry
+    ledger.acquire(RUN, lambda holder: False, T0)  # OTHER failed and ended
+    assert ledger.holder() == RUN and "not running any more" in messages[0]
+    assert not ledger.release(OTHER) and ledger.release(RUN) and ledger.holder() is None
+
+
+def test_lock_admits_exactly_one_of_many_racing_runs(tmp_path):
+    ledger = Ledger(tmp_path)
+    runs = [RunRef("d", f"r{i}") for i in range(16)]
+    won, barrier = [], threading.Barrier(len(runs))
+
+    def take(run):
+        barrier.wait()
+        try:
+            ledger.acquire(run, lambda holder: True, T0)
+            won.append(run)
+        except TableBusy:
+            pass
+
+    threads = [threading.Thread(target=take, args=(r,)) for r in runs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and ledger.holder() == won[0]
+
+
+def test_run_keys_are_safe_names_and_distinct():
+    a, b = RunRef("d", "manual__2026-03-01T10:30:00+00:00"), RunRef("d", "manual__2026-03-01T10:30:00 00:00")
+    assert a.key != b.key and "/" not in a.key and ":" not in a.key and "+" not in a.key
+
+
+def test_version_directories_and_retention():
+    assert version_dir_name(12) == "v000012" and parse_version_dir("file:/wh/ods.db/t/v000012") == 12
+    assert parse_version_dir("/wh/t/other") is None
+    versions = {1: True, 2: True, 3: False, 4: True, 5: True}
+    assert versions_to_remove(versions, 5, 3) == [1, 2, 3]  # 3 was a killed attempt
+    assert versions_to_remove(versions, 5, 2) == [1, 2, 3]
+    assert versions_to_remove({**versions, 6: False}, 5, 3) == [1, 2, 3]  # a newer attempt may be running
+    with pytest.raises(ValueError, match="at least 2"):
+        versions_to_remove(versions, 5, 1)
