@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.identifiers import TableName, validate_identifier
+from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
+from airflow_cdc_provider.core.identifiers import TableName, validate_hive_name
 
 
 class ConfigError(CdcError, ValueError):
@@ -25,6 +25,9 @@ class TableConfig:
     source: TableName
     target: str  # the Hive table name, within HiveConfig.database
 
+    def hive_table(self, hive: HiveConfig) -> str:
+        return f"{hive.database}.{self.target}"
+
     @property
     def group_id(self) -> str:
         """A task group id that is unique per source table and valid in Airflow (letters, digits, _ - .)."""
@@ -38,12 +41,14 @@ class CdcConfig:
     spark_conn_id: str = "spark_default"
     work_dir: str = "/tmp/cdc/work"
     hive: HiveConfig = HiveConfig()
+    keep_versions: int = 3  # versions of each Hive table kept on disk; a re-run needs its input version
+    retries: int = 2  # of each task whose retry is safe (all but the plan)
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
-        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "hive", "tables"}
+        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "hive", "tables", "keep_versions", "retries"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -51,7 +56,7 @@ class CdcConfig:
         if not isinstance(hive_data, dict) or set(hive_data) - {"database", "warehouse_dir", "metastore_uri"}:
             raise ConfigError(f"`hive:` in {origin} must hold only database, warehouse_dir and metastore_uri: {hive_data!r}.")
         hive = HiveConfig(**hive_data)
-        validate_identifier(hive.database, "Hive database name")
+        hive = HiveConfig(validate_hive_name(hive.database, "Hive database name"), hive.warehouse_dir, hive.metastore_uri)
         tables_data = data.get("tables")
         if not isinstance(tables_data, list) or not tables_data:
             raise ConfigError(f"{origin} needs a non-empty `tables:` list of entries like `- source: shop.orders`.")
@@ -64,11 +69,20 @@ class CdcConfig:
                                   "with an optional `target: hive_table`.")
             source = TableName.parse(entry["source"])
             target = entry.get("target") or f"{source.schema}_{source.table}"
-            validate_identifier(target, "Hive table name")
+            try:
+                target = validate_hive_name(target, "Hive table name")
+            except InvalidIdentifier as exc:
+                raise ConfigError(f"{exc} Set `target:` for {source} in {origin}.") from None
             tables.append(TableConfig(source, target))
         sources = [t.source for t in tables]
         duplicates = sorted({str(s) for s in sources if sources.count(s) > 1})
         if duplicates:
             raise ConfigError(f"{origin} lists {', '.join(duplicates)} more than once: list each table once.")
         rest = {k: data[k] for k in ("mysql_conn_id", "spark_conn_id", "work_dir") if data.get(k) is not None}
+        for name, least in (("keep_versions", 2), ("retries", 0)):
+            value = data.get(name)
+            if value is not None:
+                if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                    raise ConfigError(f"`{name}:` in {origin} must be a whole number >= {least}, got {value!r}.")
+                rest[name] = value
         return cls(tables=tuple(tables), hive=hive, **rest)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from airflow_cdc_provider.core.errors import InvalidIdentifier
@@ -27,6 +28,18 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
     if problem:
         raise InvalidIdentifier(f"The {what} {name!r} {problem}: check the name in the configuration.")
     return name
+
+
+_HIVE_NAME = re.compile(r"^[A-Za-z0-9_]{1,128}$")
+
+
+def validate_hive_name(name: str, what: str = "Hive name") -> str:
+    """A Hive database or table name, lower-cased as the metastore keeps it; Hive allows letters, digits, _."""
+    if not isinstance(name, str) or not _HIVE_NAME.match(name):
+        raise InvalidIdentifier(
+            f"The {what} {name!r} is not a valid Hive name: use 1 to 128 letters, digits and underscores."
+        )
+    return name.lower()
 
 
 def quote_identifier(name: str) -> str:

@@ -118,13 +118,15 @@ class RunPlan:
     end: Watermark | None = None
     stop_before: dt.datetime | None = None
     output_version: int | None = None
+    as_of: dt.datetime | None = None  # set at commit: the moment the output version reflects
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run.to_dict(), "mode": self.mode, "reason": self.reason,
                 "input_version": self.input_version,
                 "start": self.start.to_dict() if self.start else None,
                 "end": self.end.to_dict() if self.end else None,
-                "stop_before": _iso(self.stop_before), "output_version": self.output_version}
+                "stop_before": _iso(self.stop_before), "output_version": self.output_version,
+                "as_of": _iso(self.as_of)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunPlan:
@@ -132,7 +134,7 @@ class RunPlan:
                    data.get("input_version"),
                    Watermark.from_dict(data["start"]) if data.get("start") else None,
                    Watermark.from_dict(data["end"]) if data.get("end") else None,
-                   _utc(data.get("stop_before")), data.get("output_version"))
+                   _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")))
 
 
 def plan_run(

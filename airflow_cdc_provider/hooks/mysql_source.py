@@ -125,6 +125,25 @@ class MySqlSourceHook(BaseHook):
 
     # --- watermark and binlogs --------------------------------------------------------------------------
 
+    def watermark_at(self, file: str, position: int) -> Watermark:
+        """The watermark at a transaction boundary found in the binlog (a data interval's end).
+
+        On MariaDB its GTID state comes from BINLOG_GTID_POS. MySQL has no function giving the GTID set at a
+        past position, so the watermark has none there; positioning is by file and position anyway.
+        """
+        flavor = self.flavor
+        with self.cursor() as cursor:
+            if flavor.is_mariadb:
+                cursor.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (file, position))
+                gtid, server_id = cursor.fetchone()
+                server_uuid = None
+            else:
+                gtid = None
+                cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid")
+                server_id, server_uuid = cursor.fetchone()
+        return Watermark(file=file, position=position, server_id=int(server_id),
+                         gtid=canonical_gtid(gtid, flavor.is_mariadb) if gtid else None, server_uuid=server_uuid)
+
     def current_watermark(self) -> Watermark:
         """The server's binlog position now, with its GTID state and server identity."""
         flavor = self.flavor

@@ -5,6 +5,7 @@ Each is a thin adapter: it reads its arguments, calls the hook and the stage, an
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 from typing import Any
@@ -56,23 +57,29 @@ class MySqlSnapshotOperator(BaseOperator):
 
 
 class MySqlBinlogExtractOperator(BaseOperator):
-    """Read the table's row events from ``start_watermark`` up to the server's position when the task starts.
+    """Read the table's row events from ``start_watermark`` to the end of the range into raw files.
 
-    Writes raw files (one record per line, in binlog order). Returns (XCom) the range, the counts per
-    operation and the raw files.
+    The range ends at ``end_watermark`` when given (a re-run repeating its range), else before the first
+    transaction that began at or after ``stop_before`` when given (a scheduled run's data interval end), else
+    at the server's position when the task starts. Returns (XCom) the range, the moment it reflects
+    (``as_of``), the counts per operation and the raw files.
 
     :param table: the source table as ``schema.table`` (templated).
     :param start_watermark: the committed watermark to read from, as a dict or JSON (templated).
     :param work_dir: directory of this run's files for the table (templated).
+    :param end_watermark: optional fixed end, as a dict or JSON; empty for none (templated).
+    :param stop_before: optional moment (ISO 8601 with a time zone, or a datetime); empty for none (templated).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     """
 
-    template_fields = ("table", "start_watermark", "work_dir")
+    template_fields = ("table", "start_watermark", "work_dir", "end_watermark", "stop_before")
 
-    def __init__(self, *, table: str, start_watermark: Any, work_dir: str,
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(self, *, table: str, start_watermark: Any, work_dir: str, end_watermark: Any = None,
+                 stop_before: Any = None, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.table, self.start_watermark, self.work_dir = table, start_watermark, work_dir
+        self.end_watermark, self.stop_before = end_watermark, stop_before
         self.mysql_conn_id = mysql_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
@@ -80,12 +87,32 @@ class MySqlBinlogExtractOperator(BaseOperator):
         header = hook.raw_header(TableName.parse(self.table))
         start = _watermark(self.start_watermark)
         hook.require_readable(start)  # a purged binlog fails here, before anything is written
-        high = hook.current_watermark()
-        result = extract(hook.connection_settings(), [header], start, high, Path(self.work_dir) / "raw")
-        self.log.info("Extracted %s from %s to %s: %s", self.table, start, result.end,
+        started = dt.datetime.now(dt.timezone.utc)
+        stop_before = _moment(self.stop_before)
+        if self.end_watermark:
+            high, stop_before, as_of = _watermark(self.end_watermark), None, None
+        else:
+            high = hook.current_watermark()
+            as_of = min(stop_before, started) if stop_before else started
+        result = extract(hook.connection_settings(), [header], start, high, Path(self.work_dir) / "raw",
+                         stop_before=stop_before)
+        end = result.end
+        if end != high:  # cut at stop_before: the GTID state at that position is looked up
+            end = hook.watermark_at(end.file, end.position)
+        self.log.info("Extracted %s from %s to %s: %s", self.table, start, end,
                       json.dumps(result.counts[header.table]))
-        return {"table": header.table, "start": result.start.to_dict(), "end": result.end.to_dict(),
+        return {"table": header.table, "start": result.start.to_dict(), "end": end.to_dict(),
+                "as_of": as_of.isoformat() if as_of else None,
                 "counts": result.counts[header.table], "files": result.files[header.table]}
+
+
+def _moment(value: Any) -> dt.datetime | None:
+    if not value:
+        return None
+    moment = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
+    if moment.tzinfo is None:
+        raise ValueError(f"stop_before {value!r} has no time zone: give an instant, e.g. 2026-03-01T10:00:00+00:00.")
+    return moment.astimezone(dt.timezone.utc)
 
 
 class RawReplayOperator(BaseOperator):

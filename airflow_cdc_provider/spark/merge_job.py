@@ -189,7 +189,7 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
 
     ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode))
-    ledger.save_run_plan(replace(spec.plan, end=spec.end, output_version=version))
+    ledger.save_run_plan(replace(spec.plan, end=spec.end, output_version=version, as_of=spec.as_of))
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
     for number in removed:
         files.delete(files.version_path(number))

@@ -8,6 +8,7 @@ lies at a transaction boundary; the watermark handed on is that one.
 
 from __future__ import annotations
 
+import datetime as dt
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
-from pymysqlreplication.event import QueryEvent, RotateEvent, XidEvent
+from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_values import converter
@@ -74,8 +75,14 @@ def extract(
     out_dir: str | Path,
     max_raw_bytes: int = MAX_RAW_BYTES,
     replica_server_id: int | None = None,
+    stop_before: dt.datetime | None = None,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files under ``out_dir``.
+
+    With ``stop_before``, the range ends earlier: before the first transaction that began at or after that
+    moment (binlog event times are whole seconds). Binlog order is commit order, so the range is still a
+    state the source was in. ``result.end`` is then that transaction's position, without a GTID (the caller
+    looks it up).
 
     ``connection_settings`` holds host, port, user and password of the capture user (never logged).
     """
@@ -88,7 +95,9 @@ def extract(
     result = ExtractResult(start, high)
     try:
         if start.coordinate < high.coordinate:
-            result.events = _read(connection_settings, sinks, start, high, replica_server_id)
+            result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before)
+            if end is not None:
+                result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
         for sink in sinks.values():
             result.files[sink.header.table] = sink.writer.close()
             result.counts[sink.header.table] = dict(sink.writer.counts)
@@ -99,7 +108,9 @@ def extract(
     return result
 
 
-def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None) -> int:
+def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
+          stop_before: dt.datetime | None) -> tuple[int, tuple[str, int] | None]:
+    """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
     stream = BinLogStreamReader(
         connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
                              "password": settings["password"]},
@@ -111,7 +122,8 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
         blocking=False,
         # File and position are read as MySQL does on MariaDB too: the MariaDB mode re-reads the log forever.
         is_mariadb=False,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, RotateEvent, XidEvent, QueryEvent],
+        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, RotateEvent, XidEvent, QueryEvent,
+                     *((GtidEvent, MariadbGtidEvent) if stop_before else ())],
         only_schemas=sorted({schema for schema, _ in sinks}),
         only_tables=sorted({table for _, table in sinks}),
         enable_logging=False,
@@ -119,6 +131,8 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     high_at = high.coordinate
     seq = split_binlog_file(start.file)[1]
     last = start.coordinate
+    cut = stop_before.timestamp() if stop_before is not None else None
+    between_transactions = True
     events = 0
     try:
         for event in stream:
@@ -131,11 +145,18 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
                     raise ExtractionError(f"The binlog went backwards: {event.next_binlog} follows file {seq}.")
                 seq = next_seq
                 if last >= high_at:
-                    return events
+                    return events, None
+                if end_pos:  # a range that ends here ends at the start of the next file
+                    last = (seq, 4)
                 continue
             at = (seq, end_pos)
             if at > high_at:
-                return events  # the first event of a transaction after the high watermark: not ours
+                return events, None  # the first event of a transaction after the high watermark: not ours
+            if cut is not None and between_transactions and event.timestamp >= cut:
+                # The first event of a transaction that began at or after stop_before: the range ends before it.
+                return events, (_file_name(start.file, last[0]), last[1])
+            between_transactions = isinstance(event, XidEvent) or (
+                isinstance(event, QueryEvent) and _query_text(event) not in ("BEGIN", "XA START"))
             last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
@@ -143,18 +164,29 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
                     _write_rows(sink, event, at)
                     events += 1
             if last == high_at:
-                return events
+                return events, None
         # The server said end of log. Events the reader filters out (checkpoints, other tables) are not
         # yielded but still move its position: where it stopped tells whether the high watermark was passed.
         reached = (split_binlog_file(stream.log_file)[1], stream.log_pos or 0)
     finally:
         stream.close()
     if reached >= high_at:
-        return events
+        return events, None
     raise ExtractionError(
         f"The binlog ended at {stream.log_file}:{stream.log_pos}, before the high watermark {high}. The server "
         "may have been restarted or its binlog reset; run the task again."
     )
+
+
+def _query_text(event: QueryEvent) -> str:
+    query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
+    return query.strip().upper()
+
+
+def _file_name(like: str, sequence: int) -> str:
+    """The name of binlog file number ``sequence``, spelt like ``like`` (base name, zero-padded digits)."""
+    base, number = like.rsplit(".", 1)
+    return f"{base}.{sequence:0{len(number)}d}"
 
 
 def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:

@@ -10,6 +10,7 @@ chunk (as Debezium's incremental snapshot does) with the watermark of its first 
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 from collections.abc import Sequence
@@ -42,10 +43,11 @@ class SnapshotResult:
     chunks: int = 0
     files: list[str] = field(default_factory=list)
     resumed_after_chunk: int = 0
+    taken_at: str | None = None  # when the watermark was taken (UTC, ISO 8601): the moment the snapshot reflects
 
     def to_dict(self) -> dict[str, Any]:
         return {"watermark": self.watermark.to_dict(), "rows": self.rows, "chunks": self.chunks,
-                "files": self.files, "resumed_after_chunk": self.resumed_after_chunk}
+                "files": self.files, "resumed_after_chunk": self.resumed_after_chunk, "taken_at": self.taken_at}
 
 
 def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
@@ -84,7 +86,8 @@ class _Progress:
 
     def start(self, watermark: Watermark) -> None:
         self.state = {"table": self.header.table, "columns": [list(c) for c in self.header.columns],
-                      "watermark": watermark.to_dict(), "chunks": 0, "rows": 0, "files": [], "last_key": None,
+                      "watermark": watermark.to_dict(), "taken_at": dt.datetime.now(dt.timezone.utc).isoformat(),
+                      "chunks": 0, "rows": 0, "files": [], "last_key": None,
                       "done": False}
         self._save()
 
@@ -112,7 +115,7 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chun
         progress.start(source.current_watermark())
     state = progress.state
     result = SnapshotResult(Watermark.from_dict(state["watermark"]), state["rows"], state["chunks"],
-                            list(state["files"]), resumed_after_chunk=state["chunks"])
+                            list(state["files"]), resumed_after_chunk=state["chunks"], taken_at=state.get("taken_at"))
     if state["done"]:
         return result
     last_key = decode_values(json.dumps(state["last_key"])) if state["last_key"] is not None else None

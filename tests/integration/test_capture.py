@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import random
@@ -220,3 +221,45 @@ def test_range_ending_on_events_the_reader_does_not_yield(mariadb, items, captur
     assert high.sequence == start.sequence + 1
     result = extract(hook.connection_settings(), [header], start, high, tmp_path / "raw")
     assert result.end == high and result.counts[header.table]["I"] == 1
+
+
+def _next_whole_second() -> dt.datetime:
+    now = dt.datetime.now(dt.timezone.utc)
+    return (now + dt.timedelta(seconds=1)).replace(microsecond=0)
+
+
+def _sleep_until(moment: dt.datetime) -> None:
+    time.sleep(max(0.0, (moment - dt.datetime.now(dt.timezone.utc)).total_seconds()) + 0.05)
+
+
+@pytest.mark.parametrize("rotate", [False, True])
+def test_stop_before_ends_the_range_before_the_first_transaction_from_that_moment(
+    mariadb, items, capture_conn, tmp_path, rotate
+):
+    # A scheduled run reflects its data interval end: transactions that began before it, none after.
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items)
+    start = hook.current_watermark()
+    mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 1, 'before', 1, NULL, NULL)",
+                    "CREATE TABLE IF NOT EXISTS shop.cut_other (a INT PRIMARY KEY)",
+                    "INSERT INTO shop.cut_other VALUES (1) ON DUPLICATE KEY UPDATE a = a")
+    if rotate:
+        mariadb.execute("FLUSH BINARY LOGS")
+    boundary = hook.current_watermark()
+    cut = _next_whole_second()
+    _sleep_until(cut)
+    mariadb.execute(f"UPDATE {items.quoted} SET label = 'after' WHERE id = 1",
+                    f"INSERT INTO {items.quoted} VALUES ('eu', 2, 'after', 2, NULL, NULL)")
+    high = hook.current_watermark()
+    first = extract(hook.connection_settings(), [header], start, high, tmp_path / "r1", stop_before=cut)
+    assert first.counts[header.table] == {"I": 1, "U": 0, "D": 0}
+    assert first.end.coordinate <= boundary.coordinate if not rotate else first.end.coordinate == (boundary.sequence, 4)
+    assert first.end.gtid is None  # looked up by the caller
+    second = extract(hook.connection_settings(), [header], first.end, high, tmp_path / "r2")
+    assert second.end == high and second.counts[header.table] == {"I": 1, "U": 1, "D": 0}
+    none_yet = extract(hook.connection_settings(), [header], start, high, tmp_path / "r3",
+                       stop_before=cut - dt.timedelta(hours=1))
+    assert none_yet.end.coordinate == start.coordinate and none_yet.counts[header.table]["I"] == 0
+    all_ = extract(hook.connection_settings(), [header], start, high, tmp_path / "r4",
+                   stop_before=cut + dt.timedelta(hours=1))
+    assert all_.end == high and all_.counts[header.table] == {"I": 2, "U": 1, "D": 0}

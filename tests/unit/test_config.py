@@ -39,3 +39,18 @@ def test_bad_configs_say_what_is_wrong(data, message):
 def test_bad_table_name():
     with pytest.raises(InvalidIdentifier, match="'orders'"):
         CdcConfig.from_dict({"tables": ["orders"]})
+
+
+def test_hive_names_are_checked_and_lower_cased():
+    config = CdcConfig.from_dict({"tables": [{"source": "Shop.Orders"}], "hive": {"database": "ODS"}})
+    assert config.hive.database == "ods" and config.tables[0].hive_table(config.hive) == "ods.shop_orders"
+    with pytest.raises(ConfigError, match=r"'shop_order-lines' is not a valid Hive name.*Set `target:` for shop.order-lines"):
+        CdcConfig.from_dict({"tables": ["shop.`order-lines`"]})
+    with pytest.raises(InvalidIdentifier, match="'my.db' is not a valid Hive name"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"database": "my.db"}})
+
+
+@pytest.mark.parametrize(("key", "value"), [("keep_versions", 1), ("retries", -1), ("retries", "2"), ("keep_versions", True)])
+def test_counts_must_be_whole_numbers_in_range(key, value):
+    with pytest.raises(ConfigError, match=f"`{key}:`.*got {value!r}"):
+        CdcConfig.from_dict({"tables": ["shop.a"], key: value})

@@ -75,7 +75,7 @@ def test_rerun_repeats_the_recorded_plan():
 
 def test_plan_round_trips_through_json():
     plan = RunPlan(RUN, INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
-                   output_version=3)
+                   output_version=3, as_of=T0)
     assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
     c = committed()
     assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
