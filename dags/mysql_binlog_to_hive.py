@@ -1,6 +1,8 @@
 """Example DAG: keep the Hive copies of the MySQL tables listed in $CDC_CONFIG up to date from the binlog.
 
-One task group per table, built by the provider's factory.
+One task group per table, built by the provider's factory. Each run brings every table to the end of the
+run's data interval (scheduled and backfill runs) or to the moment it runs (manual runs). Trigger it with
+``fresh_snapshot`` set to reload every table from a new snapshot.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import yaml
 from airflow.sdk import DAG
 
 from airflow_cdc_provider.core.config import CdcConfig
-from airflow_cdc_provider.task_groups import cdc_table_group
+from airflow_cdc_provider.task_groups import cdc_params, cdc_table_group
 
 CONFIG_PATH = Path(os.environ.get("CDC_CONFIG") or Path(__file__).with_name("cdc_config.yaml"))
 config = CdcConfig.from_dict(yaml.safe_load(CONFIG_PATH.read_text()), origin=str(CONFIG_PATH))
@@ -25,8 +27,8 @@ with DAG(
     start_date=datetime(2026, 1, 1),
     catchup=False,
     max_active_runs=1,
+    params=cdc_params(),
     tags=["cdc", "mysql", "hive"],
-    default_args={"retries": 0},
 ):
     for table in config.tables:
         cdc_table_group(table, config)

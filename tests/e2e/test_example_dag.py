@@ -40,14 +40,15 @@ def run_dag(dag_id: str, config: dict, tmp_path: Path, env: dict[str, str]) -> t
     return result.returncode, result.stdout + result.stderr, latest_xcoms(dag_id)
 
 
-def latest_xcoms(dag_id: str) -> dict:
+def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
     from airflow.models.dagrun import DagRun
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
 
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
-        rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id).all()
+        rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
+                                               XComModel.key == key).all()
         return {row.task_id: row.value if not isinstance(row.value, str) else json.loads(row.value) for row in rows}
 
 

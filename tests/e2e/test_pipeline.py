@@ -1,0 +1,249 @@
+"""The example DAG end to end: real `airflow dags test` runs, a real MariaDB, real Spark, a real metastore.
+
+After every run the Hive table equals the source, row for row and value for value.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.ledger import Ledger, RunRef
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.testing.hive import read_hive_table
+from tests.conftest import ROOT
+from tests.e2e.test_example_dag import latest_xcoms
+from tests.integration.capture_helpers import source_rows
+from tests.integration.hive_helpers import hive_rows, plain
+
+DAG_ID = "mysql_binlog_to_hive"
+SCHEMA_DDL = [
+    "CREATE TABLE {s}.customers (id INT UNSIGNED NOT NULL AUTO_INCREMENT PRIMARY KEY, email VARCHAR(190) NOT NULL,"
+    " name VARCHAR(100) NOT NULL, city VARCHAR(100) NULL, created_at DATETIME(3) NOT NULL, UNIQUE KEY (email))",
+    "CREATE TABLE {s}.orders (order_no BIGINT NOT NULL, line_no SMALLINT NOT NULL, customer_id INT UNSIGNED NOT NULL,"
+    " amount DECIMAL(12,2) NOT NULL, note TEXT NULL, updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)"
+    " ON UPDATE CURRENT_TIMESTAMP(6), PRIMARY KEY (order_no, line_no))",
+    "INSERT INTO {s}.customers (email, name, city, created_at) VALUES ('ada@example.com', 'Ada', 'London',"
+    " '2026-01-02 03:04:05.678'), ('alan@example.com', 'Alan', NULL, '2026-01-03 00:00:00')",
+    "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) VALUES (1001, 1, 1, 19.99, 'first'),"
+    " (1001, 2, 1, 5.00, 'gift \"wrap\"'), (1002, 1, 2, 120.50, NULL), (1003, 1, 2, 7.25, 'line one\\nline two')",
+]
+
+
+class Pipeline:
+    """The example DAG on its own schema, warehouse and work directory; runs it and reads Hive back."""
+
+    def __init__(self, server, conn_id: str, tmp_path: Path, tables: list[str], retries: int = 0):
+        self.server, self.conn_id, self.tmp = server, conn_id, tmp_path
+        self.schema = f"e2e_{os.urandom(3).hex()}"
+        server.execute(f"CREATE DATABASE {self.schema}", *(s.format(s=self.schema) for s in SCHEMA_DDL))
+        self.tables = tables
+        self.config = {
+            "mysql_conn_id": conn_id, "spark_conn_id": "spark_e2e", "work_dir": str(tmp_path / "work"),
+            "hive": {"database": "ods", "warehouse_dir": str(tmp_path / "warehouse"), "metastore_uri": None},
+            "tables": [{"source": f"{self.schema}.{t}", "target": t} for t in tables], "retries": retries,
+        }
+        self.config_path = tmp_path / "cdc.yaml"
+        self.config_path.write_text(yaml.safe_dump(self.config))
+        self.env = {**os.environ, "CDC_CONFIG": str(self.config_path),
+                    "AIRFLOW_CONN_SPARK_E2E": json.dumps({"conn_type": "spark", "host": "local[2]"})}
+        self.hook = MySqlSourceHook(conn_id)
+
+    def command(self, logical_date: str, *conf: str) -> list[str]:
+        return [sys.executable, "-m", "tests.e2e.dag_run", DAG_ID, logical_date, *conf]
+
+    def run(self, logical_date: str, *conf: str) -> tuple[int, str]:
+        result = subprocess.run(self.command(logical_date, *conf), env=self.env, capture_output=True, text=True,
+                                timeout=900, cwd=ROOT)
+        return result.returncode, result.stdout + result.stderr
+
+    def start(self, logical_date: str) -> subprocess.Popen:
+        return subprocess.Popen(self.command(logical_date), env=self.env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+
+    def source(self, table: str) -> dict:
+        return plain(source_rows(self.server, self.hook.raw_header(TableName(self.schema, table))))
+
+    def hive(self, table: str) -> tuple[dict, str]:
+        rows, location = read_hive_table(str(self.tmp / "warehouse"), None, f"ods.{table}")
+        return hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+
+    def ledger(self, table: str) -> Ledger:
+        return Ledger(self.tmp / "work" / f"ods.{table}" / "ledger")
+
+    def assert_equal(self, table: str) -> tuple[dict, str]:
+        hive, location = self.hive(table)
+        assert hive == self.source(table), f"ods.{table} differs from {self.schema}.{table}"
+        return hive, location
+
+    def sql(self, *statements: str) -> None:
+        self.server.execute(*(s.format(s=self.schema) for s in statements))
+
+
+ROUNDS = [
+    [  # inserts, updates, a delete
+        "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) VALUES (1004, 1, 1, 3.10, 'new'),"
+        " (1004, 2, 1, 4.20, NULL)",
+        "UPDATE {s}.orders SET amount = amount + 1, note = CONCAT(IFNULL(note, ''), ' ✓') WHERE order_no = 1001",
+        "DELETE FROM {s}.orders WHERE order_no = 1002",
+        "INSERT INTO {s}.customers (email, name, city, created_at) VALUES ('grace@example.com', 'Grace', 'NYC', NOW(3))",
+        "UPDATE {s}.customers SET city = 'Manchester' WHERE id = 2",
+    ],
+    [  # key changes, and a delete followed by a re-insert of the same key
+        "UPDATE {s}.orders SET line_no = 9 WHERE order_no = 1004 AND line_no = 2",
+        "UPDATE {s}.orders SET order_no = 2001 WHERE order_no = 1003",
+        "DELETE FROM {s}.orders WHERE order_no = 1001 AND line_no = 1",
+        "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) VALUES (1001, 1, 2, 99.99, 'again')",
+        "UPDATE {s}.customers SET id = 10 WHERE id = 1",
+        "DELETE FROM {s}.customers WHERE email = 'alan@example.com'",
+        "INSERT INTO {s}.customers (id, email, name, city, created_at) VALUES (2, 'alan@example.com', 'Alan T',"
+        " 'Wilmslow', '2026-02-03 04:05:06.007')",
+    ],
+    [  # many rows in one transaction, then most of them gone again, and a row changed twice
+        "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) SELECT 5000 + seq, 1, 2, seq / 100,"
+        " CONCAT('bulk ', seq) FROM {s}.seq_1_to_500",
+        "DELETE FROM {s}.orders WHERE order_no > 5010 AND order_no < 5400",
+        "UPDATE {s}.orders SET note = 'first change' WHERE order_no = 2001",
+        "UPDATE {s}.orders SET note = 'second change' WHERE order_no = 2001",
+        "DELETE FROM {s}.customers WHERE id = 10",
+    ],
+]
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeats(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
+    code, output = pipeline.run("2026-03-01T00:00:00+00:00")
+    assert code == 0, output[-8000:]
+    xcoms = latest_xcoms(DAG_ID)
+    group = f"{pipeline.schema}__orders"
+    assert xcoms[f"{group}.merge"]["status"] == "committed" and xcoms[f"{group}.merge"]["version"] == 1
+    assert f"{group}.extract" not in xcoms, "the first run loads a snapshot"
+    for table in pipeline.tables:
+        pipeline.assert_equal(table)
+
+    for n, statements in enumerate(ROUNDS, start=1):
+        pipeline.sql(*statements)
+        code, output = pipeline.run(f"2026-03-01T0{n}:00:00+00:00")
+        assert code == 0, output[-8000:]
+        xcoms = latest_xcoms(DAG_ID)
+        assert xcoms[f"{group}.merge"]["version"] == n + 1 and f"{group}.snapshot" not in xcoms
+        for table in pipeline.tables:
+            pipeline.assert_equal(table)
+    password = json.loads(os.environ[f"AIRFLOW_CONN_{capture_conn.upper()}"])["password"]
+    assert password not in output
+
+    # Clearing and re-running the last run: the same range, onto the same input version, the same table;
+    # changes made since are left for the next run.
+    before, location_before = pipeline.hive("orders")
+    pipeline.sql("UPDATE {s}.orders SET amount = 0 WHERE order_no = 2001")
+    code, output = pipeline.run(f"2026-03-01T0{len(ROUNDS)}:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert "a re-run: it repeats what it planned" in output
+    after, location_after = pipeline.hive("orders")
+    assert after == before and location_after != location_before
+    code, output = pipeline.run("2026-03-01T09:00:00+00:00")
+    assert code == 0, output[-8000:]
+    pipeline.assert_equal("orders")
+
+    # Old versions are removed after keep_versions (3) runs.
+    versions = sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "orders").iterdir())
+    assert len(versions) == 3 and versions[-1] == Path(pipeline.hive("orders")[1]).name
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_fresh_snapshot_parameter_reloads_the_table(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["customers"])
+    assert pipeline.run("2026-04-01T00:00:00+00:00")[0] == 0
+    pipeline.sql(*ROUNDS[0][3:])
+    code, output = pipeline.run("2026-04-01T01:00:00+00:00", json.dumps({"fresh_snapshot": True}))
+    assert code == 0, output[-8000:]
+    xcoms = latest_xcoms(DAG_ID)
+    group = f"{pipeline.schema}__customers"
+    assert xcoms[f"{group}.snapshot"]["rows"] == 3 and f"{group}.extract" not in xcoms
+    assert xcoms[f"{group}.merge"]["version"] == 2
+    pipeline.assert_equal("customers")
+
+
+def _processes_running(fragment: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if fragment in (entry / "cmdline").read_bytes().decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
+    pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) SELECT seq, 1, 1, seq FROM {s}.seq_10000_to_60000")
+    assert pipeline.run("2026-05-01T00:00:00+00:00")[0] == 0
+    previous = pipeline.source("orders")
+    pipeline.sql(*ROUNDS[0][:3], *ROUNDS[1][:4])
+
+    run = pipeline.start("2026-05-01T01:00:00+00:00")
+    writing = tmp_path / "warehouse" / "ods.db" / "orders" / "v000002"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and run.poll() is None and not writing.exists():
+        time.sleep(0.02)
+    assert run.poll() is None, run.stdout.read()[-8000:]
+    spec_dir = str(tmp_path / "work")
+    killed = [pid for pid in _processes_running("merge_job.py") if spec_dir in Path(f"/proc/{pid}/cmdline").read_text()]
+    assert killed, "the Spark merge job is running"
+    for pid in killed:
+        os.kill(pid, signal.SIGKILL)
+    output, _ = run.communicate(timeout=600)
+    assert run.returncode != 0, output[-8000:]
+    assert not (writing / "_cdc_version.json").exists(), "killed in the middle of the merge"
+
+    rows, location = pipeline.hive("orders")
+    assert rows == previous and location.endswith("/v000001")
+    assert pipeline.ledger("orders").committed().version == 1
+
+    code, output = pipeline.run("2026-05-01T01:00:00+00:00")  # the same run again
+    assert code == 0, output[-8000:]
+    pipeline.assert_equal("orders")
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
+    assert pipeline.run("2026-06-01T00:00:00+00:00")[0] == 0
+    pipeline.sql(*ROUNDS[0][:3])
+
+    first = pipeline.start("2026-06-01T01:00:00+00:00")
+    runs_dir = tmp_path / "work" / "ods.orders" / "runs"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and first.poll() is None and not list(runs_dir.glob("*/merge-spec.json")):
+        time.sleep(0.05)
+    assert first.poll() is None, first.stdout.read()[-8000:]
+    holder = pipeline.ledger("orders").holder()
+    assert holder == RunRef(DAG_ID, "manual__2026-06-01T01:00:00+00:00")
+    run_dirs = sorted(p.name for p in runs_dir.iterdir())
+    ledger_files = sorted(p.name for p in (runs_dir.parent / "ledger" / "runs").iterdir())
+
+    code, output = pipeline.run("2026-06-01T02:00:00+00:00")
+    assert code != 0
+    assert "The table is being updated by run 'manual__2026-06-01T01:00:00+00:00'" in output
+    assert "this run changed nothing" in output
+    assert sorted(p.name for p in runs_dir.iterdir()) == run_dirs
+    assert sorted(p.name for p in (runs_dir.parent / "ledger" / "runs").iterdir()) == ledger_files
+    assert pipeline.ledger("orders").holder() == holder
+
+    output, _ = first.communicate(timeout=600)
+    assert first.returncode == 0, output[-8000:]
+    pipeline.assert_equal("orders")
+    assert pipeline.ledger("orders").holder() is None
