@@ -12,8 +12,10 @@ from typing import Any
 
 import pyarrow.parquet as pq
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseHook, BaseOperator
+from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import SNAPSHOT, Ledger, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import MergeSpec
 from airflow_cdc_provider.core.types import header_of, hive_type
@@ -51,6 +53,7 @@ class SparkMergeOperator(SparkSubmitOperator):
         self.keep_versions = keep_versions
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self._require_spark_connection()
         ti = context["ti"]
         planned = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
         plan = RunPlan.from_dict(planned)
@@ -91,6 +94,18 @@ class SparkMergeOperator(SparkSubmitOperator):
         result = json.loads(result_file.read_text())
         self.log.info("Merge of %s: %s", self.hive_table, json.dumps(result))
         return result
+
+
+    def _require_spark_connection(self) -> None:
+        # Without its connection, SparkSubmitHook quietly submits to YARN; say what is missing instead.
+        try:
+            BaseHook.get_connection(self._conn_id)
+        except AirflowNotFoundException:
+            raise CdcError(
+                f"The Spark connection {self._conn_id!r} does not exist. Create it with conn_type `spark` and the "
+                "master as its host (`local[*]` to run on the worker, or e.g. spark://host:7077), or set "
+                "`spark_conn_id:` in the configuration to an existing one."
+            ) from None
 
 
 class CdcFinishOperator(BaseOperator):

@@ -49,18 +49,33 @@ def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
         run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
         rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
                                                XComModel.key == key).all()
-        return {row.task_id: row.value if not isinstance(row.value, str) else json.loads(row.value) for row in rows}
+        return {row.task_id: _value(row.value) for row in rows}
+
+
+def _value(stored):
+    if not isinstance(stored, str):
+        return stored
+    try:
+        return json.loads(stored)
+    except ValueError:  # a plain string XCom
+        return stored
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_example_dag_checks_each_table_in_a_real_run(mariadb, capture_conn, tmp_path):
-    config = {"mysql_conn_id": capture_conn, "tables": [{"source": "shop.orders"}, {"source": "shop.customers"}]}
-    code, output, xcoms = run_dag("mysql_binlog_to_hive", config, tmp_path, {})
+def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, tmp_path):
+    config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_cli", "work_dir": str(tmp_path / "work"),
+              "hive": {"warehouse_dir": str(tmp_path / "warehouse")},
+              "tables": [{"source": "shop.orders"}, {"source": "shop.customers"}]}
+    spark = {"AIRFLOW_CONN_SPARK_CLI": json.dumps({"conn_type": "spark", "host": "local[1]"})}
+    code, output, xcoms = run_dag("mysql_binlog_to_hive", config, tmp_path, spark)
     assert code == 0, output[-5000:]
     orders = xcoms["shop__orders.check"]
     assert orders["key"] == ["order_no", "line_no"] and orders["flavor"] == "MariaDB"
     assert orders["watermark"]["file"].startswith("binlog.")
     assert xcoms["shop__customers.check"]["key"] == ["id"]
+    for group in ("shop__orders", "shop__customers"):
+        assert xcoms[f"{group}.merge"]["status"] == "committed" and xcoms[f"{group}.merge"]["version"] == 1
+        assert xcoms[f"{group}.finish"]["released"] is True
     password = json.loads(os.environ[conn_env(capture_conn)])["password"]
     assert password not in output
 
@@ -72,3 +87,25 @@ def test_a_table_without_key_fails_the_run_with_the_reason(mariadb, capture_conn
     code, output, _ = run_dag("mysql_binlog_to_hive", config, tmp_path, {})
     assert code != 0
     assert "The table shop.audit_log has no primary key and no unique key on NOT NULL columns" in output
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_missing_spark_connection_fails_the_merge_with_the_fix(mariadb, capture_conn, tmp_path):
+    config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_nowhere", "work_dir": str(tmp_path / "work"),
+              "hive": {"warehouse_dir": str(tmp_path / "warehouse")}, "tables": ["shop.customers"], "retries": 0}
+    code, output, _ = run_dag("mysql_binlog_to_hive", config, tmp_path, {})
+    assert code != 0
+    assert "The Spark connection 'spark_nowhere' does not exist. Create it with conn_type `spark`" in output
+    assert "--master yarn" not in output
+    assert not (tmp_path / "warehouse" / "ods.db").exists()
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_the_factory_reused_in_another_dag_runs_with_a_task_after_it(mariadb, capture_conn, tmp_path):
+    config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_reuse", "work_dir": str(tmp_path / "work"),
+              "hive": {"warehouse_dir": str(tmp_path / "warehouse")}, "tables": ["shop.customers"]}
+    spark = {"AIRFLOW_CONN_SPARK_REUSE": json.dumps({"conn_type": "spark", "host": "local[1]"})}
+    code, output, xcoms = run_dag("shop_orders_daily", config, tmp_path, spark)
+    assert code == 0, output[-5000:]
+    assert xcoms["report"] == "orders_daily: committed, version 1, 5 rows"
+    assert (tmp_path / "warehouse" / "ods.db" / "orders_daily" / "v000001").is_dir()
