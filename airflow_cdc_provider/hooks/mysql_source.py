@@ -198,7 +198,8 @@ class MySqlSourceHook(BaseHook):
             return (
                 f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
                 f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                f"{settings}. Take a fresh snapshot, and keep binlogs longer than the time between two runs."
+                f"{settings}. Trigger a run with the parameter fresh_snapshot=true, and keep binlogs longer than the "
+                "time between two runs."
             )
         if watermark.position > sizes[watermark.file]:
             return (

@@ -28,17 +28,22 @@ def spark_submit_command(application: str, *args: str, work_dir: str, master: st
             "--driver-java-options", f"-Dderby.system.home={work_dir}", application, *args]
 
 
-def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str) -> tuple[pa.Table, str]:
-    """The rows of ``database.table`` (an Arrow table) and the location the metastore gives for it."""
+def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list[str]) -> dict[str, tuple[pa.Table, str]]:
+    """For each ``database.table``: its rows (an Arrow table) and the location the metastore gives for it."""
     with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
-        out = os.path.join(tmp, "rows.parquet")
+        outs = [os.path.join(tmp, f"t{i}.parquet") for i in range(len(tables))]
+        pairs = [arg for table, out in zip(tables, outs) for arg in (table, out)]
         result = subprocess.run(
-            spark_submit_command(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", table, out, work_dir=tmp,
+            spark_submit_command(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
                                  master="local[1]"),
             env=spark_env(), capture_output=True, text=True, cwd=tmp, timeout=600,
         )
         if result.returncode != 0:
-            raise RuntimeError(f"Reading {table} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
-        rows = pq.read_table(out)
-        location = json.loads(Path(f"{out}.json").read_text())["location"]
-    return rows, location
+            raise RuntimeError(f"Reading {tables} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        return {table: (pq.read_table(out), json.loads(Path(f"{out}.json").read_text())["location"])
+                for table, out in zip(tables, outs)}
+
+
+def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str) -> tuple[pa.Table, str]:
+    """The rows of ``database.table`` (an Arrow table) and the location the metastore gives for it."""
+    return read_hive_tables(warehouse_dir, metastore_uri, [table])[table]
