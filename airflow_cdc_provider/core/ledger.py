@@ -137,6 +137,18 @@ class RunPlan:
                    _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")))
 
 
+# Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)
+# reflects the moment its extraction starts.
+INTERVAL_RUN_TYPES = frozenset({"scheduled", "backfill"})
+
+
+def run_target(run_type: str, data_interval_end: dt.datetime | None) -> dt.datetime | None:
+    """The moment a run's table should reflect: its data interval end for a scheduled or backfill run, else
+    None (the moment its extraction starts)."""
+    kind = str(run_type).lower().rsplit(".", 1)[-1]  # DagRunType.SCHEDULED or "scheduled"
+    return _utc(data_interval_end) if kind in INTERVAL_RUN_TYPES and data_interval_end is not None else None
+
+
 def plan_run(
     run: RunRef,
     committed: Committed | None,

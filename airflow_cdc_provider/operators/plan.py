@@ -9,12 +9,7 @@ from typing import Any
 from airflow.providers.standard.operators.branch import BaseBranchOperator
 
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Ledger, RunRef, plan_run
-
-# Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)
-# reflects the moment its extraction starts.
-INTERVAL_RUN_TYPES = {"scheduled", "backfill"}
-
+from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Ledger, RunRef, plan_run, run_target
 
 def table_dir(work_dir: str, hive_table: str) -> Path:
     """The directory of one Hive table's ledger and run files."""
@@ -74,8 +69,7 @@ class CdcPlanOperator(BaseBranchOperator):
             return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
 
         ledger.acquire(run, is_running, dt.datetime.now(dt.timezone.utc))
-        run_type = str(getattr(dag_run, "run_type", "")).lower().rsplit(".", 1)[-1]
-        target = dag_run.data_interval_end if run_type in INTERVAL_RUN_TYPES else None
+        target = run_target(dag_run.run_type, dag_run.data_interval_end)
         plan = plan_run(run, ledger.committed(), ledger.run_plan(run), target, _true(self.fresh_snapshot))
         self.log.info("Plan for %s → %s: %s (%s)", self.source, self.hive_table, plan.mode, plan.reason)
         run_dir = root / "runs" / run.key

@@ -186,3 +186,16 @@ def test_version_directories_and_retention():
     assert versions_to_remove({**versions, 6: False}, 5, 3) == [1, 2, 3]  # a newer attempt may be running
     with pytest.raises(ValueError, match="at least 2"):
         versions_to_remove(versions, 5, 1)
+
+
+def test_scheduled_and_backfill_runs_target_their_interval_end_manual_runs_now():
+    from airflow.utils.types import DagRunType
+
+    from airflow_cdc_provider.core.ledger import run_target
+
+    end = T0 + dt.timedelta(hours=1)
+    assert run_target(DagRunType.SCHEDULED, end) == end
+    assert run_target(DagRunType.BACKFILL_JOB, end) == end
+    assert run_target(DagRunType.MANUAL, end) is None
+    assert run_target(DagRunType.ASSET_TRIGGERED, end) is None
+    assert run_target("scheduled", None) is None
