@@ -72,11 +72,12 @@ def capture_after(hook, header, start, tmp_path, name="x"):
 
 
 def test_snapshot_during_writes_then_extract_and_replay_equals_source(mariadb, items, capture_conn, tmp_path):
-    fill(mariadb, items.quoted, 3000)
+    # Enough chunks that the snapshot outlasts many writes, however fast the machine.
+    fill(mariadb, items.quoted, 12000)
     hook = MySqlSourceHook(capture_conn)
     header = hook.raw_header(items)
     stop, during = threading.Event(), []
-    rng, next_id = random.Random(5), [3000]
+    rng, next_id = random.Random(5), [12000]
 
     def writer():
         while not stop.is_set():
