@@ -21,6 +21,7 @@ from airflow_cdc_provider.core.merge import MergeSpec
 from airflow_cdc_provider.core.types import header_of, hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.spark import MERGE_JOB
+from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
 
 
@@ -40,17 +41,20 @@ class SparkMergeOperator(SparkSubmitOperator):
     :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
     :param plan_task_id, snapshot_task_id, extract_task_id, replay_task_id: the tasks whose XComs it reads.
     :param keep_versions: versions of the table kept on disk (at least 2).
+    :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
+        throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
+        seconds off every merge.
     """
 
     def __init__(self, *, hive_table: str, warehouse_dir: str, metastore_uri: str | None, plan_task_id: str,
                  snapshot_task_id: str, extract_task_id: str, replay_task_id: str, keep_versions: int = 3,
-                 **kwargs: Any) -> None:
+                 class_archive: bool = True, **kwargs: Any) -> None:
         kwargs.setdefault("name", f"cdc-merge-{hive_table}")
         super().__init__(application=MERGE_JOB, **kwargs)
         self.hive_table, self.warehouse_dir, self.metastore_uri = hive_table, warehouse_dir, metastore_uri
         self.plan_task_id, self.snapshot_task_id = plan_task_id, snapshot_task_id
         self.extract_task_id, self.replay_task_id = extract_task_id, replay_task_id
-        self.keep_versions = keep_versions
+        self.keep_versions, self.class_archive = keep_versions, class_archive
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._require_spark_connection()
@@ -84,13 +88,27 @@ class SparkMergeOperator(SparkSubmitOperator):
         self.application_args = [str(spec_path)]
         self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **(self.conf or {}),
                      "spark.pyspark.driver.python": sys.executable}
+        java_options = [self.conf.get("spark.driver.extraJavaOptions", "")]
         if not self.metastore_uri:  # Derby writes derby.log into its home: keep it out of the worker's cwd
-            self.conf.setdefault("spark.driver.extraJavaOptions", f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
-        if shutil.which("spark-submit") is None:
+            java_options.append(f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
+        spark_submit = "spark-submit"
+        if shutil.which(spark_submit) is None:
             bin_dir = str(Path(sys.executable).parent)
             self.env_vars = {**(self.env_vars or {}), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+            spark_submit = str(Path(bin_dir) / spark_submit)
+        archive = ClassArchive(spark_submit) if self.class_archive else None
+        if archive is not None:
+            java_options += archive.java_options() + batch_gc_options(" ".join(java_options))
+        self.conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
         self._hook = None
-        super().execute(context)
+        try:
+            super().execute(context)
+        except BaseException:
+            if archive is not None:
+                archive.job_failed()
+            raise
+        if archive is not None:
+            archive.job_done()
         result = json.loads(result_file.read_text())
         self.log.info("Merge of %s: %s", self.hive_table, json.dumps(result))
         return result

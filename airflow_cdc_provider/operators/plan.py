@@ -73,15 +73,16 @@ class CdcPlanOperator(BaseBranchOperator):
         plan = plan_run(run, ledger.committed(), ledger.run_plan(run), target, _true(self.fresh_snapshot))
         self.log.info("Plan for %s → %s: %s (%s)", self.source, self.hive_table, plan.mode, plan.reason)
         run_dir = root / "runs" / run.key
+        if plan.mode != NOTHING:
+            ledger.save_run_plan(plan)
         ti.xcom_push(key="run_dir", value=str(run_dir))
-        if plan.mode == NOTHING:
-            ti.xcom_push(key="plan", value={**plan.to_dict(), "run_dir": str(run_dir), "ledger_dir": str(ledger.root)})
-            return []
-        ledger.save_run_plan(plan)
         ti.xcom_push(key="plan", value={**plan.to_dict(), "run_dir": str(run_dir), "ledger_dir": str(ledger.root)})
+        if plan.mode == NOTHING:
+            return []
         if plan.mode == SNAPSHOT:
             return list(self.snapshot_task_ids)
         assert plan.mode == INCREMENTAL and plan.start is not None
+        # XCom cannot hold a None (it reads as missing), so an absent end or stop is pushed empty.
         ti.xcom_push(key="start", value=plan.start.to_dict())
         ti.xcom_push(key="end", value=plan.end.to_dict() if plan.end else {})
         ti.xcom_push(key="stop_before", value=plan.stop_before.isoformat() if plan.stop_before else "")

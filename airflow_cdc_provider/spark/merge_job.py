@@ -19,6 +19,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import sys
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -121,15 +122,41 @@ def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]]) ->
     return frame.select([col(quote_identifier(name)).cast(hive).alias(name.lower()) for name, hive in columns])
 
 
+class _Clock:
+    """Seconds per phase, printed into the task log and returned in the result."""
+
+    def __init__(self) -> None:
+        self.last, self.phases = time.perf_counter(), {}
+
+    def lap(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.phases[phase] = round(now - self.last, 3)
+        self.last = now
+        print(f"cdc-merge: {phase} {self.phases[phase]:.1f} s", flush=True)
+
+
+def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None) -> Any:
+    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts; just the upserts without an origin."""
+    columns = [(name.lower(), hive) for name, hive in spec.columns]
+    key = [k.lower() for k in spec.key]
+    upserts = _hive_frame(spark, list(spec.upsert_files), columns)
+    if origin_version is None:
+        return upserts
+    old = spark.read.parquet(files.version_path(origin_version))
+    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in columns if name in key])
+    return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
+
+
 def merge(spec: MergeSpec) -> dict[str, Any]:
+    clock = _Clock()
     spark = hive_session(f"cdc-merge {spec.database}.{spec.table}", spec.warehouse_dir, spec.metastore_uri)
+    clock.lap("session")
     ledger = Ledger(spec.ledger_dir)
     holder = ledger.holder()
     if holder != spec.plan.run:
         raise LedgerConflict(f"This run does not hold the table's lock (held by {holder}); nothing was changed.")
 
     columns = [(name.lower(), hive) for name, hive in spec.columns]
-    key = [k.lower() for k in spec.key]
     location, current, table_columns = _current(spark, spec)
     if current is not None and [tuple(c) for c in table_columns] != columns:
         raise LedgerConflict(
@@ -137,6 +164,7 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
             f"gives {columns}. Changing a table's columns is not supported yet; nothing was changed."
         )
     origin = choose_origin(current, spec.plan, spec.end)
+    clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
     if origin.action == "skip":
         return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None}
@@ -149,30 +177,17 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
         root = location.rstrip("/").rsplit("/", 1)[0]
     files = _Files(spark, root)
     existing = files.versions()
-
-    upserts = _hive_frame(spark, list(spec.upsert_files), columns)
-    if origin.action == "load":
-        result = upserts
-    else:
-        if not existing.get(origin.version):
-            raise LedgerConflict(
-                f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
-                "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
-            )
-        old = spark.read.parquet(files.version_path(origin.version))
-        key_columns = [(name, hive) for name, hive in columns if name in key]
-        deletes = _hive_frame(spark, [spec.delete_file], key_columns)
-        result = (
-            old.join(deletes, key, "left_anti")
-            .join(upserts.select(*key), key, "left_anti")
-            .unionByName(upserts)
+    if origin.action == "merge" and not existing.get(origin.version):
+        raise LedgerConflict(
+            f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
+            "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
         )
-
     version = max([*existing, current.version if current else 0]) + 1
     path = files.version_path(version)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
-    result.write.mode("errorifexists").parquet(path)
+    _merged(spark, spec, files, origin.version).write.mode("errorifexists").parquet(path)
+    clock.lap("write")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
         "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
@@ -186,6 +201,7 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
         spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
     else:
         spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
+    clock.lap("commit")
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
 
     ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode))
@@ -193,8 +209,9 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
     for number in removed:
         files.delete(files.version_path(number))
+    clock.lap("cleanup")
     return {"status": "committed", "version": version, "location": path, "rows": rows, "origin": origin.version,
-            "reason": origin.reason, "removed_versions": removed}
+            "reason": origin.reason, "removed_versions": removed, "phases": clock.phases}
 
 
 def _literal(text: str) -> str:

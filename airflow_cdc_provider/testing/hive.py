@@ -13,6 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.spark import READ_TABLE_JOB
+from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 
 
 def spark_env() -> dict[str, str]:
@@ -22,10 +23,25 @@ def spark_env() -> dict[str, str]:
             "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
 
 
-def spark_submit_command(application: str, *args: str, work_dir: str, master: str = "local[2]") -> list[str]:
+def spark_submit_command(application: str, *args: str, work_dir: str, master: str = "local[2]",
+                         java_options: list[str] | None = None) -> list[str]:
     """A local spark-submit of one of the provider's jobs (Derby's log kept in ``work_dir``)."""
+    options = " ".join([f"-Dderby.system.home={work_dir}", *(java_options or [])])
     return ["spark-submit", "--master", master, "--conf", "spark.ui.enabled=false",
-            "--driver-java-options", f"-Dderby.system.home={work_dir}", application, *args]
+            "--driver-java-options", options, application, *args]
+
+
+def run_spark_job(application: str, *args: str, work_dir: str, master: str = "local[2]",
+                  timeout: float = 600) -> subprocess.CompletedProcess:
+    """spark-submit one job and wait for it, its driver JVM started from the class-data archive."""
+    archive = ClassArchive(str(Path(sys.executable).with_name("spark-submit")))
+    result = subprocess.run(
+        spark_submit_command(application, *args, work_dir=work_dir, master=master,
+                             java_options=archive.java_options() + batch_gc_options()),
+        env=spark_env(), capture_output=True, text=True, cwd=work_dir, timeout=timeout,
+    )
+    archive.job_done() if result.returncode == 0 else archive.job_failed()
+    return result
 
 
 def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list[str]) -> dict[str, tuple[pa.Table, str]]:
@@ -33,11 +49,8 @@ def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list
     with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
         outs = [os.path.join(tmp, f"t{i}.parquet") for i in range(len(tables))]
         pairs = [arg for table, out in zip(tables, outs) for arg in (table, out)]
-        result = subprocess.run(
-            spark_submit_command(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
-                                 master="local[1]"),
-            env=spark_env(), capture_output=True, text=True, cwd=tmp, timeout=600,
-        )
+        result = run_spark_job(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
+                               master="local[1]")
         if result.returncode != 0:
             raise RuntimeError(f"Reading {tables} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
         return {table: (pq.read_table(out), json.loads(Path(f"{out}.json").read_text())["location"])
