@@ -75,6 +75,15 @@ class MergeSpec:
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
 
     @property
+    def hive_columns(self) -> list[tuple[str, str]]:
+        """(name, type) as the Hive table has them: Hive keeps column names in lower case."""
+        return [(name.lower(), hive) for name, hive in self.columns]
+
+    @property
+    def hive_key(self) -> list[str]:
+        return [name.lower() for name in self.key]
+
+    @property
     def qualified_table(self) -> str:
         return f"{quote_identifier(self.database)}.{quote_identifier(self.table)}"
 

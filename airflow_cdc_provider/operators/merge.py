@@ -55,6 +55,7 @@ class SparkMergeOperator(SparkSubmitOperator):
         self.plan_task_id, self.snapshot_task_id = plan_task_id, snapshot_task_id
         self.extract_task_id, self.replay_task_id = extract_task_id, replay_task_id
         self.keep_versions, self.class_archive = keep_versions, class_archive
+        self._given: tuple[dict, dict] | None = None
 
     def execute(self, context: Any) -> dict[str, Any]:
         self._require_spark_connection()
@@ -86,15 +87,21 @@ class SparkMergeOperator(SparkSubmitOperator):
         spec_path = run_dir / "merge-spec.json"
         spec.write(spec_path)
         self.application_args = [str(spec_path)]
-        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **(self.conf or {}),
+        # What was given, kept apart from what is added here, so that running the same instance again (a
+        # retry in-process) does not add the options twice.
+        if self._given is None:
+            self._given = (dict(self.conf or {}), dict(self.env_vars or {}))
+        given_conf, given_env = self._given
+        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **given_conf,
                      "spark.pyspark.driver.python": sys.executable}
-        java_options = [self.conf.get("spark.driver.extraJavaOptions", "")]
+        self.env_vars = dict(given_env)
+        java_options = [given_conf.get("spark.driver.extraJavaOptions", "")]
         if not self.metastore_uri:  # Derby writes derby.log into its home: keep it out of the worker's cwd
             java_options.append(f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
         spark_submit = "spark-submit"
         if shutil.which(spark_submit) is None:
             bin_dir = str(Path(sys.executable).parent)
-            self.env_vars = {**(self.env_vars or {}), "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+            self.env_vars["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
             spark_submit = str(Path(bin_dir) / spark_submit)
         archive = ClassArchive(spark_submit) if self.class_archive else None
         if archive is not None:
@@ -112,7 +119,6 @@ class SparkMergeOperator(SparkSubmitOperator):
         result = json.loads(result_file.read_text())
         self.log.info("Merge of %s: %s", self.hive_table, json.dumps(result))
         return result
-
 
     def _require_spark_connection(self) -> None:
         # Without its connection, SparkSubmitHook quietly submits to YARN; say what is missing instead.

@@ -137,8 +137,7 @@ class _Clock:
 
 def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None) -> Any:
     """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts; just the upserts without an origin."""
-    columns = [(name.lower(), hive) for name, hive in spec.columns]
-    key = [k.lower() for k in spec.key]
+    columns, key = spec.hive_columns, spec.hive_key
     upserts = _hive_frame(spark, list(spec.upsert_files), columns)
     if origin_version is None:
         return upserts
@@ -156,7 +155,7 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     if holder != spec.plan.run:
         raise LedgerConflict(f"This run does not hold the table's lock (held by {holder}); nothing was changed.")
 
-    columns = [(name.lower(), hive) for name, hive in spec.columns]
+    columns = spec.hive_columns
     location, current, table_columns = _current(spark, spec)
     if current is not None and [tuple(c) for c in table_columns] != columns:
         raise LedgerConflict(
