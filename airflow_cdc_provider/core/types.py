@@ -1,51 +1,93 @@
-"""MySQL column types to Arrow types: what the upsert and delete files, and so Spark and Hive, hold.
+"""The type map: each MySQL and MariaDB column type to the Arrow type of the capture files and the Hive type.
 
-Values from either way in (the snapshot SELECT and the binlog) are Python values that ``pyarrow.array`` takes
-as they are for these types: ints, Decimal, str, bytes, date, naive datetime (TIMESTAMP: naive UTC, which Arrow
-stores as the UTC instant) and timedelta.
+``docs/types.md`` is this module as a table, with the reason for each awkward rule. Values reach
+``pyarrow.array`` already normalised by ``core.values`` (the same Python value from the snapshot and from the
+binlog): ints, bool, Decimal, str, bytes, date, naive datetime (TIMESTAMP: naive UTC, which Arrow stores as
+the UTC instant) and timedelta.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 
 HEADER_METADATA = "cdc.header"
+SPARK_MAX_PRECISION = 38
 
-_TYPE = re.compile(r"^\s*([a-z ]+?)\s*(?:\(([^)]*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.I)
+_TYPE = re.compile(r"^\s*([a-z0-9 ]+?)\s*(?:\((.*)\))?\s*(unsigned)?\s*(zerofill)?\s*$", re.I | re.S)
 _INTS = {"tinyint": 8, "smallint": 16, "mediumint": 24, "int": 32, "integer": 32, "bigint": 64}
-_STRINGS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "json"}
-_BINARIES = {"binary", "varbinary", "tinyblob", "blob", "mediumblob", "longblob", "bit", "geometry", "point",
-             "linestring", "polygon", "multipoint", "multilinestring", "multipolygon", "geometrycollection"}
+_TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext"}
+_BLOBS = {"varbinary", "tinyblob", "blob", "mediumblob", "longblob"}
+GEOMETRIES = {"geometry", "point", "linestring", "polygon", "multipoint", "multilinestring", "multipolygon",
+              "geometrycollection", "geomcollection"}
+
+
+class UnsupportedType(CdcError):
+    """A column type with no Hive mapping: named with its column, found before anything is read."""
+
+
+@dataclass(frozen=True)
+class ColumnType:
+    """A COLUMN_TYPE as information_schema spells it: ``int(10) unsigned``, ``set('a','b')``, ``decimal(65,30)``."""
+
+    base: str
+    args: str | None = None
+    unsigned: bool = False
+
+    @classmethod
+    def parse(cls, text: str) -> ColumnType:
+        match = _TYPE.match(text or "")
+        if not match:
+            raise UnsupportedType(f"Cannot read the column type {text!r}.")
+        return cls(" ".join(match[1].lower().split()), match[2], bool(match[3]))
+
+    def numbers(self) -> list[int]:
+        """The numeric arguments: ``decimal(12,2)`` gives [12, 2], ``bit(9)`` [9], ``datetime(6)`` [6]."""
+        return [int(a) for a in (self.args or "").split(",") if a.strip().isdigit()]
+
+    def members(self) -> list[str]:
+        """The members of an ENUM or SET, in definition order (quotes undone)."""
+        return [m.replace("''", "'").replace("\\\\", "\\") for m in re.findall(r"'((?:[^']|'')*)'", self.args or "")]
+
+    @property
+    def decimal(self) -> tuple[int, int]:
+        precision, scale = (self.numbers() + [10, 0])[:2] if self.args else (10, 0)
+        return precision, scale
+
+    @property
+    def bits(self) -> int:
+        return (self.numbers() or [1])[0]
 
 
 def arrow_type(column_type: str) -> pa.DataType:
-    """The Arrow type for a MySQL COLUMN_TYPE such as ``int(10) unsigned`` or ``decimal(12,2)``."""
-    match = _TYPE.match(column_type or "")
-    if not match:
-        raise ValueError(f"Cannot read the column type {column_type!r}.")
-    base, args, unsigned = match[1].lower(), match[2], bool(match[3])
+    """The Arrow type of the capture files for a MySQL COLUMN_TYPE."""
+    t = ColumnType.parse(column_type)
+    base = t.base
     if base in _INTS:
-        bits = _INTS[base] + (1 if unsigned else 0)
+        bits = _INTS[base] + (1 if t.unsigned else 0)
         if bits > 64:
             return pa.decimal128(20, 0)  # BIGINT UNSIGNED reaches 18446744073709551615
         return pa.int8() if bits <= 8 else pa.int16() if bits <= 16 else pa.int32() if bits <= 32 else pa.int64()
     if base in ("decimal", "numeric", "dec", "fixed"):
-        precision, _, scale = (args or "10,0").partition(",")
-        precision, scale = int(precision), int(scale or 0)
-        return pa.decimal128(precision, scale) if precision <= 38 else pa.string()
-    if base in ("float",):
+        precision, scale = t.decimal
+        # Spark's decimals stop at precision 38; wider ones land as their exact text.
+        return pa.decimal128(precision, scale) if precision <= SPARK_MAX_PRECISION else pa.string()
+    if base == "float":
         return pa.float32()
     if base in ("double", "real", "double precision"):
         return pa.float64()
-    if base in _STRINGS:
+    if base == "bit":
+        return pa.bool_() if t.bits == 1 else pa.binary()
+    if base in _TEXTS or base in ("enum", "set", "json", "inet4", "inet6", "uuid"):
         return pa.string()
-    if base in _BINARIES:
+    if base in _BLOBS or base == "binary" or base in GEOMETRIES:
         return pa.binary()
     if base == "date":
         return pa.date32()
@@ -57,10 +99,33 @@ def arrow_type(column_type: str) -> pa.DataType:
         return pa.duration("us")
     if base == "year":
         return pa.int16()
-    raise ValueError(f"The column type {column_type!r} has no mapping yet.")
+    raise UnsupportedType(f"The column type {column_type!r} has no Hive mapping (see docs/types.md).")
 
 
-def arrow_schema(columns: list[tuple[str, str]] | tuple[tuple[str, str], ...]) -> pa.Schema:
+def check_columns(table: str, columns: Sequence[tuple[str, str]]) -> None:
+    """Raise UnsupportedType naming every column of ``table`` whose type has no mapping."""
+    problems = []
+    for name, column_type in columns:
+        try:
+            arrow_type(column_type)
+        except UnsupportedType:
+            problems.append(f"{name} {column_type}")
+    if problems:
+        raise UnsupportedType(
+            f"The table {table} has columns whose type has no Hive mapping: {', '.join(problems)}. The mapped types "
+            "are listed in docs/types.md. Change the column's type, or leave the table out of the configuration."
+        )
+
+
+_JSON_CHECK = re.compile(r"^\s*json_valid\(`((?:[^`]|``)+)`\)\s*$", re.I)
+
+
+def json_checked_columns(check_clauses: Iterable[str]) -> set[str]:
+    """The columns a MariaDB table declares JSON: each has the check ``json_valid(`name`)``."""
+    return {m[1].replace("``", "`") for clause in check_clauses if (m := _JSON_CHECK.match(clause or ""))}
+
+
+def arrow_schema(columns: Sequence[tuple[str, str]]) -> pa.Schema:
     return pa.schema([pa.field(name, arrow_type(ctype)) for name, ctype in columns])
 
 
@@ -86,18 +151,15 @@ def hive_type(column_type: str) -> str:
     time-zone-less TIMESTAMP_NTZ; the merge writes the wall clock as a UTC instant, read back in UTC), and a
     TIME, held as a duration, lands as its count of microseconds (Hive tables have no interval type).
     """
-    return _HIVE.get(str(arrow_type(column_type)), None) or _hive_of(arrow_type(column_type))
+    arrow = arrow_type(column_type)
+    if pa.types.is_decimal(arrow):
+        return f"decimal({arrow.precision},{arrow.scale})"
+    return _HIVE[str(arrow)]
 
 
 _HIVE = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float": "float",
-         "double": "double", "string": "string", "binary": "binary", "date32[day]": "date",
+         "double": "double", "bool": "boolean", "string": "string", "binary": "binary", "date32[day]": "date",
          "timestamp[us]": "timestamp", "timestamp[us, tz=UTC]": "timestamp", "duration[us]": "bigint"}
-
-
-def _hive_of(arrow: pa.DataType) -> str:
-    if pa.types.is_decimal(arrow):
-        return f"decimal({arrow.precision},{arrow.scale})"
-    raise ValueError(f"The Arrow type {arrow} has no Hive type.")
 
 
 def arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:

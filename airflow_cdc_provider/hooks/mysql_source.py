@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.gtid import canonical_gtid
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import REQUIRED_SETTINGS, settings_problems
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 
@@ -227,12 +228,27 @@ class MySqlSourceHook(BaseHook):
         )
         if not rows:
             raise _table_not_found(table)
-        return [(name, ctype) for name, ctype in rows]
+        json_columns = self._mariadb_json_columns(table) if self.flavor.is_mariadb else set()
+        return [(name, "json" if name in json_columns else ctype) for name, ctype in rows]
+
+    def _mariadb_json_columns(self, table: TableName) -> set[str]:
+        """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the check is the only sign of the type."""
+        rows = self._query(
+            "SELECT CHECK_CLAUSE FROM information_schema.CHECK_CONSTRAINTS "
+            "WHERE CONSTRAINT_SCHEMA = %s AND TABLE_NAME = %s",
+            (table.schema, table.table),
+        )
+        return json_checked_columns(clause for (clause,) in rows)
 
     def raw_header(self, table: TableName) -> RawHeader:
-        """What the raw, upsert and delete files of ``table`` hold: its columns now, and its key."""
+        """What the raw, upsert and delete files of ``table`` hold: its columns now, and its key.
+
+        Raises UnsupportedType, naming the columns, when a column's type has no Hive mapping.
+        """
+        columns = self.table_columns(table)
+        check_columns(str(table), columns)
         key = self.table_key(table)
-        return RawHeader(str(table), tuple(self.table_columns(table)), key.columns)
+        return RawHeader(str(table), tuple(columns), key.columns)
 
     def table_key(self, table: TableName) -> TableKey:
         """The key replay and merge use for ``table``; raises NoUsableKey or TableNotFound."""

@@ -19,10 +19,10 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from airflow_cdc_provider.core.binlog_values import converter
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import RawHeader, key_uid
+from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
 
@@ -55,12 +55,12 @@ class _TableSink:
         self.header, self.writer = header, writer
         self.names = header.column_names
         self.key_indexes = header.key_indexes()
-        self.converters = [(i, c) for i, (_, ctype) in enumerate(header.columns) if (c := converter(ctype))]
+        self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
 
     def image(self, values: dict[str, Any]) -> list[Any]:
         row = list(values.values())
-        for i, convert in self.converters:
-            row[i] = convert(row[i])
+        if self.normalisers:
+            normalise_rows((row,), self.normalisers)
         return row
 
     def uid(self, row: list[Any]) -> str:

@@ -25,6 +25,7 @@ import pymysql.cursors
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema
+from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
 
 PROGRESS_FILE = "snapshot-progress.json"
@@ -57,7 +58,7 @@ def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
     index range; never OFFSET, whose cost grows with every chunk.
     """
     table = TableName.parse(header.table)
-    columns = ", ".join(quote_identifier(name) for name in header.column_names)
+    columns = ", ".join(snapshot_select(name, column_type) for name, column_type in header.columns)
     keys = [quote_identifier(k) for k in header.key]
     sql = f"SELECT {columns} FROM {table.quoted}"
     if after:
@@ -147,12 +148,16 @@ def _read_chunk(conn: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int
     """One keyset chunk, streamed (server-side cursor) into a Parquet file written beside and renamed."""
     tmp = path.with_suffix(".parquet.tmp")
     rows, last_row = 0, None
+    normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
     with pq.ParquetWriter(tmp, schema) as writer, conn.cursor(pymysql.cursors.SSCursor) as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
                        keyset_args(last_key) if last_key is not None else None)
         while batch := cursor.fetchmany(FETCH_ROWS):
+            last_row = list(batch[-1])  # the key as the server gave it, for the next chunk's WHERE
+            if normalisers:
+                batch = [list(row) for row in batch]
+                normalise_rows(batch, normalisers)
             writer.write_table(arrow_table(batch, schema))
             rows += len(batch)
-            last_row = list(batch[-1])
     os.replace(tmp, path)
     return rows, last_row

@@ -8,6 +8,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.replay import replay
+
+
+def capture_after(hook, header, start, tmp_path, name="x"):
+    """Extract from ``start`` to the server's position now, and replay: (extract result, replay result)."""
+    high = hook.current_watermark()
+    result = extract(hook.connection_settings(), [header], start, high, tmp_path / f"raw-{name}")
+    files = result.files[header.table]
+    replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet")
+    return result, replayed
 
 
 def read_rows(files: Iterable[str]) -> list[dict]:

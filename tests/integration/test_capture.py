@@ -20,7 +20,7 @@ from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import PROGRESS_FILE, snapshot
 from tests.conftest import ROOT
-from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
+from tests.integration.capture_helpers import apply_changes, capture_after, read_rows, source_rows
 
 ITEMS_DDL = (
     "CREATE TABLE {name} (region CHAR(2) NOT NULL, id INT NOT NULL, label VARCHAR(200) NULL,"
@@ -61,14 +61,6 @@ def random_change(server, table: TableName, rng: random.Random, next_id: list[in
     else:  # a delete, then the same key again
         server.execute(f"DELETE FROM {table.quoted} WHERE id = {target}",
                        f"INSERT IGNORE INTO {table.quoted} VALUES ('{region}', {target}, 'again', 2.25, NULL, X'')")
-
-
-def capture_after(hook, header, start, tmp_path, name="x"):
-    high = hook.current_watermark()
-    result = extract(hook.connection_settings(), [header], start, high, tmp_path / f"raw-{name}")
-    files = result.files[header.table]
-    replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet")
-    return result, replayed
 
 
 def test_snapshot_during_writes_then_extract_and_replay_equals_source(mariadb, items, capture_conn, tmp_path):

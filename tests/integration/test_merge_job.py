@@ -2,79 +2,18 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import random
 import signal
 import subprocess
 import time
-from pathlib import Path
 
-from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
-from airflow_cdc_provider.core.merge import MergeSpec
-from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.spark import MERGE_JOB
-from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_provider.testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import source_rows
-from tests.integration.test_capture import capture_after, fill, items, random_change  # noqa: F401
-from tests.integration.hive_helpers import hive_rows, plain
-
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
-
-
-class Table:
-    """One Hive target with its ledger, driven run by run as the operators will."""
-
-    def __init__(self, hook, header, tmp_path: Path):
-        self.hook, self.header, self.tmp = hook, header, tmp_path
-        self.warehouse = str(tmp_path / "warehouse")
-        self.ledger = Ledger(tmp_path / "ledger")
-        self.runs = 0
-
-    def spec(self, run: RunRef, plan, end, upserts, delete_file) -> Path:
-        spec = MergeSpec(
-            database="ods", table="items", source=self.header.table, warehouse_dir=self.warehouse,
-            metastore_uri=None, plan=plan, end=end, as_of=NOW,
-            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            upsert_files=tuple(upserts), delete_file=delete_file, ledger_dir=str(self.ledger.root),
-            result_file=str(self.tmp / f"result-{run.run_id}.json"), keep_versions=2,
-        )
-        path = self.tmp / f"spec-{run.run_id}.json"
-        spec.write(path)
-        return path
-
-    def prepare(self):
-        """The next run: take the lock, plan, capture, and write the merge spec."""
-        self.runs += 1
-        run = RunRef("test", f"r{self.runs}")
-        self.ledger.acquire(run, lambda holder: False, NOW)
-        plan = plan_run(run, self.ledger.committed(), None, None)
-        self.ledger.save_run_plan(plan)
-        if plan.mode == "snapshot":
-            snap = snapshot(self.hook, self.header, self.tmp / f"snap-{run.run_id}")
-            return run, self.spec(run, plan, snap.watermark, snap.files, None)
-        result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
-        return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
-
-    def submit(self, spec_path: Path) -> subprocess.Popen:
-        return subprocess.Popen(spark_submit_command(MERGE_JOB, str(spec_path), work_dir=str(self.tmp)),
-                                env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
-
-    def merge(self, spec_path: Path) -> dict:
-        proc = self.submit(spec_path)
-        output, _ = proc.communicate(timeout=600)
-        assert proc.returncode == 0, output[-6000:]
-        run = RunRef("test", json.loads(spec_path.read_text())["plan"]["run"]["run_id"])
-        self.ledger.release(run)
-        return json.loads(Path(json.loads(spec_path.read_text())["result_file"]).read_text())
-
-    def read(self):
-        rows, location = read_hive_table(self.warehouse, None, "ods.items")
-        return hive_rows(rows, self.header.key), location
+from tests.integration.hive_helpers import plain
+from tests.integration.merge_helpers import NOW, Table
+from tests.integration.test_capture import fill, items, random_change  # noqa: F401
 
 
 def test_initial_load_then_merges_equal_the_source_and_old_versions_go(mariadb, items, capture_conn, tmp_path):
