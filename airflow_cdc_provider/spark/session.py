@@ -30,4 +30,9 @@ def hive_session(app_name: str, warehouse_dir: str, metastore_uri: str | None) -
         builder = builder.config(key, value)
     # DATETIME values are written as UTC instants and read back in UTC, so they keep their wall clock.
     builder = builder.config("spark.sql.session.timeZone", "UTC")
+    # MySQL's calendar is the proleptic Gregorian one, as Arrow's and Spark's own: dates before 1582 are
+    # neither rebased nor refused, in the capture files read and in the table's files written.
+    for mode in ("datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
+                 "int96RebaseModeInWrite"):
+        builder = builder.config(f"spark.sql.parquet.{mode}", "CORRECTED")
     return builder.enableHiveSupport().getOrCreate()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pymysqlreplication import BinLogStreamReader
+from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
@@ -56,8 +57,13 @@ class _TableSink:
         self.names = header.column_names
         self.key_indexes = header.key_indexes()
         self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
+        self.sets = {name for name, ctype in header.columns if ctype.lower().startswith("set(")}
 
-    def image(self, values: dict[str, Any]) -> list[Any]:
+    def image(self, values: dict[str, Any], none_sources: dict[str, str]) -> list[Any]:
+        if self.sets and none_sources:
+            # The reader gives None for an empty SET too; only its none_sources tell it from NULL.
+            values = {name: set() if none_sources.get(name) == EMPTY_SET and name in self.sets else value
+                      for name, value in values.items()}
         row = list(values.values())
         if self.normalisers:
             normalise_rows((row,), self.normalisers)
@@ -216,7 +222,8 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
     seq, pos = at
     if isinstance(event, UpdateRowsEvent):
         for n, row in enumerate(event.rows):
-            before, after = sink.image(row["before_values"]), sink.image(row["after_values"])
+            before = sink.image(row["before_values"], row["before_none_sources"])
+            after = sink.image(row["after_values"], row["after_none_sources"])
             old_uid, new_uid = sink.uid(before), sink.uid(after)
             if old_uid != new_uid:  # the key changed: the old key is gone
                 write("D", old_uid, (seq, pos, n), before)
@@ -224,5 +231,5 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
     else:
         op = "I" if isinstance(event, WriteRowsEvent) else "D"
         for n, row in enumerate(event.rows):
-            image = sink.image(row["values"])
+            image = sink.image(row["values"], row["none_sources"])
             write(op, sink.uid(image), (seq, pos, n), image)

@@ -67,6 +67,7 @@ class ThrowawayServer:
     settings: dict[str, Any]
     process: subprocess.Popen | None = None
     owns_dir: bool = False
+    environment: dict[str, str] = field(default_factory=dict)  # e.g. {"TZ": "America/New_York"}: its system zone
 
     @property
     def data_dir(self) -> Path:
@@ -82,13 +83,14 @@ class ThrowawayServer:
 
     @classmethod
     def start(
-        cls, base_dir: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None, timeout: float = 60
+        cls, base_dir: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None, timeout: float = 60,
+        environment: Mapping[str, str] | None = None,
     ) -> ThrowawayServer:
         settings = {**CAPTURE_SETTINGS, **(overrides or {})}
         owns = base_dir is None
         base = Path(base_dir or tempfile.mkdtemp(prefix="cdc-mariadb-")).resolve()
         base.mkdir(parents=True, exist_ok=True)
-        server = cls(base, _free_port(), settings, owns_dir=owns)
+        server = cls(base, _free_port(), settings, owns_dir=owns, environment=dict(environment or {}))
         server._install()
         server._launch(timeout)
         return server
@@ -124,7 +126,8 @@ class ThrowawayServer:
         return args
 
     def _launch(self, timeout: float) -> None:
-        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.process = subprocess.Popen(self.command(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        env={**os.environ, **self.environment})
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -157,12 +160,13 @@ class ThrowawayServer:
         finally:
             conn.close()
 
-    def run_script(self, path: str | os.PathLike) -> None:
+    def run_script(self, path: str | os.PathLike, database: str | None = None) -> None:
         """Load a SQL file with the mariadb client, which understands DELIMITER and comments."""
         client = _binary("mariadb", "mysql")
         with open(path, "rb") as script:
             subprocess.run(
-                [client, "--no-defaults", f"--socket={self.socket_path}", "-uroot", "--default-character-set=utf8mb4"],
+                [client, "--no-defaults", f"--socket={self.socket_path}", "-uroot", "--default-character-set=utf8mb4",
+                 *([f"--database={database}"] if database else [])],
                 stdin=script, check=True, capture_output=True,
             )
 
@@ -224,10 +228,10 @@ class ExistingServer:
     execute = ThrowawayServer.execute
     create_user = ThrowawayServer.create_user
 
-    def run_script(self, path: str | os.PathLike) -> None:
+    def run_script(self, path: str | os.PathLike, database: str | None = None) -> None:
         """Run a plain SQL file (statements end with ``;`` at the end of a line)."""
         text = "\n".join(line for line in Path(path).read_text().splitlines() if not line.lstrip().startswith("--"))
-        self.execute(*[s.strip() for s in text.split(";\n") if s.strip().rstrip(";")])
+        self.execute(*[s.strip() for s in text.split(";\n") if s.strip().rstrip(";")], database=database)
 
     def connection_uri(self, login: CaptureUser) -> dict[str, Any]:
         return {"conn_type": "mysql", "host": self.host, "port": self.port, "login": login.user,

@@ -5,12 +5,14 @@ from __future__ import annotations
 import datetime as dt
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
 from airflow_cdc_provider.core.merge import MergeSpec
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.spark import MERGE_JOB
+from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_provider.testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import capture_after
@@ -54,14 +56,16 @@ class Table:
         result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
         return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
 
-    def submit(self, spec_path: Path) -> subprocess.Popen:
-        return subprocess.Popen(spark_submit_command(MERGE_JOB, str(spec_path), work_dir=str(self.tmp)),
-                                env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+    def submit(self, spec_path: Path, java_options: list[str] | None = None) -> subprocess.Popen:
+        command = spark_submit_command(MERGE_JOB, str(spec_path), work_dir=str(self.tmp), java_options=java_options)
+        return subprocess.Popen(command, env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
     def merge(self, spec_path: Path) -> dict:
-        proc = self.submit(spec_path)
+        archive = ClassArchive(str(Path(sys.executable).with_name("spark-submit")))
+        proc = self.submit(spec_path, archive.java_options() + batch_gc_options())
         output, _ = proc.communicate(timeout=600)
+        archive.job_done() if proc.returncode == 0 else archive.job_failed()
         assert proc.returncode == 0, output[-6000:]
         run = RunRef("test", json.loads(spec_path.read_text())["plan"]["run"]["run_id"])
         self.ledger.release(run)

@@ -145,3 +145,15 @@ def test_normalised_values_fit_their_arrow_types():
     table = arrow_table([[v for _, v in columns]], schema)
     assert table.to_pylist()[0]["c4"] == Decimal("18446744073709551615")
     assert table.to_pylist()[0]["c5"] == dt.timedelta(hours=-838, minutes=-59)
+
+
+@pytest.mark.parametrize(("read", "true"), [
+    (dt.timedelta(microseconds=-999999), dt.timedelta(microseconds=-1)),  # -00:00:00.000001
+    (dt.timedelta(seconds=-1.5), dt.timedelta(seconds=-1.5)),
+    (dt.timedelta(hours=-1, microseconds=-250000), dt.timedelta(hours=-1, microseconds=-750000)),
+    (dt.timedelta(seconds=-5), dt.timedelta(seconds=-5)),  # whole seconds are read right
+    (dt.timedelta(seconds=3, microseconds=1), dt.timedelta(seconds=3, microseconds=1)),
+])
+def test_negative_time_with_a_fraction_is_read_back_right(read, true):
+    assert binlog_normaliser("time(6)")(read) == true
+    assert binlog_normaliser("time") is None
