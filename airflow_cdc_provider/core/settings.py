@@ -15,6 +15,18 @@ REQUIRED_SETTINGS: tuple[tuple[str, str, str], ...] = (
 )
 
 
+# MySQL only (MariaDB has no such variable): with PARTIAL_JSON, an UPDATE of a JSON column logs the change to
+# the document, not the document, and the copy cannot be rebuilt from it.
+MYSQL_SETTINGS: tuple[tuple[str, str, str], ...] = (
+    ("binlog_row_value_options", "", "PARTIAL_JSON logs only the changed part of a JSON document, not its value"),
+)
+
+
+def required_settings(flavor: ServerFlavor) -> tuple[tuple[str, str, str], ...]:
+    """The settings capture needs on this server: REQUIRED_SETTINGS, and MYSQL_SETTINGS on MySQL."""
+    return REQUIRED_SETTINGS if flavor.is_mariadb else REQUIRED_SETTINGS + MYSQL_SETTINGS
+
+
 def _normalise(variable: str, value: object) -> str:
     text = "" if value is None else str(value).strip().upper()
     if variable == "log_bin":  # MariaDB reports 1/0, MySQL ON/OFF
@@ -25,11 +37,12 @@ def _normalise(variable: str, value: object) -> str:
 def settings_problems(variables: Mapping[str, object], flavor: ServerFlavor) -> list[str]:
     """The problems, one sentence each, with the server's binlog settings; empty when capture is possible.
 
-    ``variables`` maps each name in REQUIRED_SETTINGS to the server's global value (None when it is unknown).
+    ``variables`` maps each name in ``required_settings(flavor)`` to the server's global value (None when it is
+    unknown).
     """
     problems = []
     config_file = "my.cnf under [mariadbd]" if flavor.is_mariadb else "my.cnf under [mysqld]"
-    for variable, required, why in REQUIRED_SETTINGS:
+    for variable, required, why in required_settings(flavor):
         value = variables.get(variable)
         if _normalise(variable, value) == required:
             continue

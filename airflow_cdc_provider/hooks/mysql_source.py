@@ -19,7 +19,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
-from airflow_cdc_provider.core.settings import REQUIRED_SETTINGS, settings_problems
+from airflow_cdc_provider.core.settings import required_settings, settings_problems
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 
 
@@ -108,7 +108,7 @@ class MySqlSourceHook(BaseHook):
     def capture_problems(self, tables: Iterable[TableName] = ()) -> list[str]:
         """Every reason capture is not possible: binlog settings first, then the capture user's privileges."""
         tables = list(tables)
-        variables = self.global_variables(name for name, _, _ in REQUIRED_SETTINGS)
+        variables = self.global_variables(name for name, _, _ in required_settings(self.flavor))
         problems = settings_problems(variables, self.flavor)
         with self.cursor() as cursor:
             cursor.execute("SELECT CURRENT_USER()")

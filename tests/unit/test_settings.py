@@ -8,11 +8,18 @@ GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "bi
 
 def test_good_settings():
     assert settings_problems(GOOD, MARIADB) == []
-    assert settings_problems({**GOOD, "log_bin": 1, "binlog_format": "row"}, MYSQL) == []
+    assert settings_problems({**GOOD, "log_bin": 1, "binlog_format": "row", "binlog_row_value_options": ""}, MYSQL) == []
+
+
+def test_mysql_partial_json_is_refused():
+    (problem,) = settings_problems({**GOOD, "binlog_row_value_options": "PARTIAL_JSON"}, MYSQL)
+    assert "binlog_row_value_options is 'PARTIAL_JSON'" in problem
+    assert "SET PERSIST binlog_row_value_options=''" in problem
 
 
 def test_each_wrong_setting_names_value_and_fix():
-    problems = settings_problems({**GOOD, "binlog_format": "MIXED", "binlog_row_image": "MINIMAL"}, MYSQL)
+    problems = settings_problems({**GOOD, "binlog_format": "MIXED", "binlog_row_image": "MINIMAL",
+                                  "binlog_row_value_options": ""}, MYSQL)
     assert len(problems) == 2
     assert "binlog_format is 'MIXED'" in problems[0] and "SET PERSIST binlog_format='ROW'" in problems[0]
     assert "binlog_row_image is 'MINIMAL'" in problems[1]
