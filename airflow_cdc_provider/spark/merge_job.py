@@ -157,10 +157,11 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
 
     columns = spec.hive_columns
     location, current, table_columns = _current(spark, spec)
-    if current is not None and [tuple(c) for c in table_columns] != columns:
+    redefine = current is not None and [tuple(c) for c in table_columns] != columns
+    if redefine and spec.plan.mode != "snapshot":
         raise LedgerConflict(
-            f"The Hive table {spec.database}.{spec.table} has the columns {table_columns}, but the source now "
-            f"gives {columns}. Changing a table's columns is not supported yet; nothing was changed."
+            f"The Hive table {spec.database}.{spec.table} has the columns {table_columns}, but the source gives "
+            f"{columns}. Nothing was changed. Trigger a run with fresh_snapshot=true to reload it with its new columns."
         )
     origin = choose_origin(current, spec.plan, spec.end)
     clock.lap("metastore read")
@@ -195,7 +196,12 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     }, indent=1))
 
     # The commit: one metastore operation points the table at the new version.
-    if location is None:
+    if location is None or redefine:
+        if redefine:
+            # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
+            # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
+            # between the two statements leaves no table; its retry (the same snapshot run) creates it.
+            spark.sql(f"DROP TABLE {spec.qualified_table}")
         ddl = ", ".join(f"{quote_identifier(name)} {hive}" for name, hive in columns)
         spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
     else:

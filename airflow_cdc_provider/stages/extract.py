@@ -23,6 +23,8 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import RawHeader, key_uid
+from airflow_cdc_provider.core.binlog_columns import column_type_of
+from airflow_cdc_provider.core.schema import SchemaChange, SchemaChangeRefused, check_changes, ddl_targets, landing, logged_as
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
@@ -32,8 +34,12 @@ class ExtractionError(CdcError):
     """The binlog could not be read to the high watermark; nothing of this range is handed on."""
 
 
-class SchemaChanged(CdcError):
-    """A row event whose columns differ from the table's columns when the extraction started."""
+class MissingRowMetadata(CdcError):
+    """A row event without column names: the server does not log binlog_row_metadata=FULL."""
+
+
+class TableReplaced(CdcError):
+    """The table was truncated, dropped, renamed or created again in the range: row events cannot follow that."""
 
 
 @dataclass
@@ -43,21 +49,65 @@ class ExtractResult:
     files: dict[str, list[str]] = field(default_factory=dict)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     events: int = 0
+    headers: dict[str, RawHeader] = field(default_factory=dict)  # each table's columns at the end of the range
+    schema_changes: dict[str, list[SchemaChange]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start.to_dict(), "end": self.end.to_dict(), "files": self.files,
-                "counts": self.counts, "events": self.events}
+                "counts": self.counts, "events": self.events,
+                "columns": {t: [list(c) for c in h.columns] for t, h in self.headers.items()},
+                "schema_changes": {t: [c.to_dict() for c in cs] for t, cs in self.schema_changes.items()}}
 
 
 class _TableSink:
-    """One table's raw files, and what it needs to turn a row image into a record."""
+    """One table's raw files, the columns in force at the current point of the binlog, and the changes met."""
 
-    def __init__(self, header: RawHeader, writer: RawFileWriter) -> None:
-        self.header, self.writer = header, writer
+    def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None) -> None:
+        self.writer = writer
+        self.now = now or header  # the definition when the extraction began: the types of added columns
+        self.changes: list[SchemaChange] = []
+        self.last_ddl: str | None = None  # the last ALTER TABLE of this table, with its position
+        self.ddl_since_rows = False
+        self._columns: list[Any] | None = None  # the reader's column list last followed
+        self._use(header)
+
+    def _use(self, header: RawHeader) -> None:
+        self.header = header
         self.names = header.column_names
-        self.key_indexes = header.key_indexes()
+        self.key_indexes = header.key_indexes() if set(header.key) <= set(self.names) else ()
         self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
         self.sets = {name for name, ctype in header.columns if ctype.lower().startswith("set(")}
+
+    def follow(self, columns: list[Any], where: str) -> None:
+        """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
+
+        The reader makes a new column list for each table map (one per transaction); equal lists are the common
+        case and cost one comparison.
+        """
+        if columns is self._columns or columns == self._columns:
+            self._columns = columns
+            return
+        self._columns = columns
+        names = tuple(c.name for c in columns)
+        if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
+            raise MissingRowMetadata(
+                f"The row event of {self.header.table} at {where} carries no column names: the server wrote it with "
+                "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
+        known = {name: ctype for name, ctype in (*self.now.columns, *self.header.columns)}
+        layout = []
+        for column in columns:
+            logged = column_type_of(column)
+            # The definition's type when it lands the same: it knows what the binlog does not (MariaDB's JSON,
+            # INET6 and UUID are text and binary there).
+            ctype = known.get(column.name)
+            layout.append((column.name, ctype if ctype is not None and logged_as(ctype, logged) else logged))
+        if names == self.names and all(landing(a) == landing(b) for (_, a), (_, b) in zip(layout, self.header.columns)):
+            return
+        header = RawHeader(self.header.table, tuple(layout), self.header.key)
+        self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns, header.columns))
+        self.writer.switch(header)
+        self._use(header)
+        self.ddl_since_rows = False
 
     def image(self, values: dict[str, Any], none_sources: dict[str, str]) -> list[Any]:
         if self.sets and none_sources:
@@ -72,6 +122,15 @@ class _TableSink:
     def uid(self, row: list[Any]) -> str:
         return key_uid([row[i] for i in self.key_indexes])
 
+    def finish(self) -> None:
+        """A DDL after the last row event changed the table too: the definition now is its result."""
+        if self.ddl_since_rows and [(n, landing(t)) for n, t in self.now.columns] != [
+                (n, landing(t)) for n, t in self.header.columns]:
+            self.changes.append(SchemaChange(self.header.table, "the end of the range", self.last_ddl,
+                                             self.header.columns, self.now.columns))
+            self.writer.switch(self.now)
+            self._use(self.now)
+
 
 def extract(
     connection_settings: dict[str, Any],
@@ -82,8 +141,15 @@ def extract(
     max_raw_bytes: int = MAX_RAW_BYTES,
     replica_server_id: int | None = None,
     stop_before: dt.datetime | None = None,
+    definitions: Sequence[RawHeader] = (),
+    schema_changes: str = "strict",
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files under ``out_dir``.
+
+    ``headers`` are the tables' columns at ``start`` (as the previous run captured them); ``definitions`` their
+    definitions now, which give the types of columns added in the range. Each row event is decoded with its own
+    columns; where they change, the raw files go on with a new header, and the change is checked against the
+    ``schema_changes`` policy (``core.schema``) before the range is handed on.
 
     With ``stop_before``, the range ends earlier: before the first transaction that began at or after that
     moment (binlog event times are whole seconds). Binlog order is commit order, so the range is still a
@@ -94,10 +160,12 @@ def extract(
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
+    now = {d.table: d for d in definitions}
     sinks = {}
     for h in headers:
         name = TableName.parse(h.table)
-        sinks[(name.schema, name.table)] = _TableSink(h, RawFileWriter(out_dir, h.table, h, max_raw_bytes))
+        sinks[(name.schema, name.table)] = _TableSink(h, RawFileWriter(out_dir, h.table, h, max_raw_bytes),
+                                                      now.get(h.table))
     result = ExtractResult(start, high)
     try:
         if start.coordinate < high.coordinate:
@@ -105,8 +173,14 @@ def extract(
             if end is not None:
                 result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
         for sink in sinks.values():
-            result.files[sink.header.table] = sink.writer.close()
-            result.counts[sink.header.table] = dict(sink.writer.counts)
+            sink.finish()
+            check_changes(sink.changes, schema_changes, sink.header.key)
+            _refuse_column_changes(sink.changes)
+        for sink in sinks.values():
+            table = sink.header.table
+            result.files[table] = sink.writer.close()
+            result.counts[table] = dict(sink.writer.counts)
+            result.headers[table], result.schema_changes[table] = sink.header, sink.changes
     except BaseException:
         for sink in sinks.values():
             sink.writer.abort()
@@ -163,6 +237,8 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
                 return events, (_file_name(start.file, last[0]), last[1])
             between_transactions = isinstance(event, XidEvent) or (
                 isinstance(event, QueryEvent) and _query_text(event) not in ("BEGIN", "XA START"))
+            if isinstance(event, QueryEvent) and between_transactions:
+                _note_ddl(sinks, event, at)
             last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
@@ -182,6 +258,37 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
         f"The binlog ended at {stream.log_file}:{stream.log_pos}, before the high watermark {high}. The server "
         "may have been restarted or its binlog reset; run the task again."
     )
+
+
+def _refuse_column_changes(changes: Sequence[SchemaChange]) -> None:
+    """Replay and merge take one set of columns per range for now: a change the policy allows still stops here."""
+    for change in changes:
+        if change.added or change.dropped:
+            ddl = f" by {change.ddl}" if change.ddl else ""
+            raise SchemaChangeRefused(
+                f"The table {change.table} changed{ddl} (first seen at {change.at}): {change.describe()}. Carrying "
+                "added or dropped columns into the Hive table within a run is not built yet. Nothing was written; "
+                "the Hive table is as it was. Trigger a run with fresh_snapshot=true to reload it with its new columns.")
+
+
+def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
+    """Remember an ALTER TABLE of a captured table; stop at a statement that replaces its rows wholesale."""
+    query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
+    default_schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
+    kind, tables = ddl_targets(query, default_schema)
+    if kind is None:
+        return
+    for (schema, table), sink in sinks.items():
+        if (schema.lower(), table.lower()) not in tables:
+            continue
+        statement = f"`{' '.join(query.split())[:300]}` (binlog file {at[0]}, end position {at[1]})"
+        if kind == "alter":
+            sink.last_ddl, sink.ddl_since_rows = statement, True
+            continue
+        raise TableReplaced(
+            f"The table {schema}.{table} was changed by {statement}: its rows changed without row events, so the "
+            "copy cannot follow them. Nothing was written; the Hive table is as it was. Trigger a run with "
+            "fresh_snapshot=true.")
 
 
 def _query_text(event: QueryEvent) -> str:
@@ -205,19 +312,8 @@ def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:
 
 
 def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
-    columns = tuple(c.name for c in event.columns)
-    if columns != sink.names:
-        where = f"binlog file {at[0]}, end position {at[1]}"
-        if any(name.startswith("UNKNOWN_COL") for name in columns):
-            raise SchemaChanged(
-                f"The row event of {sink.header.table} at {where} carries no column names: the server wrote it "
-                "with binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot."
-            )
-        raise SchemaChanged(
-            f"The row event of {sink.header.table} at {where} has the columns {list(columns)}, but the table had "
-            f"{list(sink.names)} when this extraction started: its definition changed in the range. Take a fresh "
-            "snapshot of the table."
-        )
+    sink.follow(event.columns, f"binlog file {at[0]}, end position {at[1]}")
+    sink.ddl_since_rows = False
     write = sink.writer.write
     seq, pos = at
     if isinstance(event, UpdateRowsEvent):

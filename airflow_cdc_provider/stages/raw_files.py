@@ -13,7 +13,8 @@ MAX_RAW_BYTES = 256 * 1024 * 1024
 
 
 class RawFileWriter:
-    """Writes ``<prefix>-00001.raw``, ``-00002.raw``… in binlog order, starting a new file past ``max_bytes``.
+    """Writes ``<prefix>-00001.raw``, ``-00002.raw``… in binlog order, starting a new file past ``max_bytes``,
+    and at each change of the table's columns (``switch``), so that each file has one header.
 
     Each file is written as ``.tmp`` and renamed when closed, so a killed task leaves no file that looks whole.
     """
@@ -37,6 +38,12 @@ class RawFileWriter:
         self._file.close()
         os.replace(self._path.with_suffix(".raw.tmp"), self._path)
         self.files.append(str(self._path))
+
+    def switch(self, header: RawHeader) -> None:
+        """Go on in a new file with another header: the table's columns changed at this point of the binlog."""
+        self._seal()
+        self.header = header
+        self._open()
 
     def write(self, op: str, uid: str, coordinate: tuple[int, int, int], values: Sequence[Any]) -> None:
         if self._written >= self.max_bytes:

@@ -1,0 +1,242 @@
+"""Schema changes met in the binlog between two watermarks, and what a run may do about each.
+
+Row events carry their own columns (the table map, with ``binlog_row_metadata=FULL``), so each event is decoded
+with the columns in force when it was written. When they differ from the columns before, the table's
+definition changed in the range. Two policies decide what happens:
+
+- ``strict`` (the default): a column added (nullable, or with a constant default) is taken on: the Hive table
+  gains it, rows from before the change get the value the server gave them (the default). Anything else, a
+  dropped or renamed column or a type that lands differently in Hive, stops the run before anything is written,
+  with the DDL and its binlog position.
+- ``evolve``: as Apache Paimon's MySQL sync does, what can be kept is kept. A dropped column stays in Hive and
+  holds NULL in rows changed afterwards; a renamed column is a new column, the old one kept as if dropped. A
+  type change that lands as the same Hive type (``VARCHAR(10)`` → ``VARCHAR(50)``, ``INT`` → ``MEDIUMINT``)
+  passes; one that does not still stops the run, as Hive cannot change a column's type in place.
+
+In both policies a change to the key columns stops the run: rows could no longer be matched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+import pyarrow as pa
+
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.types import ColumnType, arrow_type, hive_type
+
+POLICIES = ("strict", "evolve")
+Columns = Sequence[tuple[str, str]]
+
+
+class SchemaChangeRefused(CdcError):
+    """A schema change the table's policy does not take on; nothing of the run was written."""
+
+
+class UnknownDefault(CdcError):
+    """An added column whose value in the rows that existed before cannot be known."""
+
+
+def landing(column_type: str) -> tuple[Any, ...]:
+    """What decides how a column's values land: its Hive type and what its value rule depends on.
+
+    Two types with the same landing are the same to Hive (``varchar(10)`` and ``varchar(50)``).
+    """
+    t = ColumnType.parse(column_type)
+    detail: Any = None
+    if t.base == "set":
+        detail = tuple(t.members())  # the members' order orders a SET's text
+    elif t.base in ("binary", "bit"):
+        detail = tuple(t.numbers())  # padding, width
+    return hive_type(column_type), detail
+
+
+_AS_LOGGED = {"inet4": "binary(4)", "inet6": "binary(16)", "uuid": "binary(16)", "json": "longtext"}
+
+
+def logged_as(known: str, logged: str) -> bool:
+    """Whether a column defined as ``known`` shows in the binlog as ``logged`` (``column_type_of``).
+
+    MariaDB logs INET4, INET6 and UUID as fixed binary strings and JSON as LONGTEXT, so the binlog alone
+    cannot tell them; the definition can, as long as the two agree.
+    """
+    base = ColumnType.parse(known).base
+    return landing(known) == landing(logged) or landing(_AS_LOGGED.get(base, known)) == landing(logged)
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """The table's columns before and after a point in the binlog, and the DDL found there."""
+
+    table: str
+    at: str  # where the new columns were first seen: "binlog.000003, position 1234"
+    ddl: str | None  # the statement that changed the table, as logged, with its position
+    before: tuple[tuple[str, str], ...]
+    after: tuple[tuple[str, str], ...]
+
+    @property
+    def added(self) -> list[str]:
+        old = {name.lower() for name, _ in self.before}
+        return [name for name, _ in self.after if name.lower() not in old]
+
+    @property
+    def dropped(self) -> list[str]:
+        new = {name.lower() for name, _ in self.after}
+        return [name for name, _ in self.before if name.lower() not in new]
+
+    @property
+    def retyped(self) -> list[tuple[str, str, str]]:
+        old = {name.lower(): ctype for name, ctype in self.before}
+        return [(name, old[name.lower()], ctype) for name, ctype in self.after
+                if name.lower() in old and landing(old[name.lower()]) != landing(ctype)]
+
+    def describe(self) -> str:
+        parts = [f"added {', '.join(self.added)}" if self.added else "",
+                 f"dropped or renamed {', '.join(self.dropped)}" if self.dropped else "",
+                 ", ".join(f"{name} changed from {old} to {new}" for name, old, new in self.retyped)]
+        return "; ".join(p for p in parts if p) or "no column change"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"table": self.table, "at": self.at, "ddl": self.ddl, "before": [list(c) for c in self.before],
+                "after": [list(c) for c in self.after], "change": self.describe()}
+
+
+def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None:
+    """Why ``policy`` does not take ``change`` on, or None when it does."""
+    if policy not in POLICIES:
+        raise ValueError(f"The schema change policy {policy!r} is not one of {POLICIES}.")
+    keys = {k.lower() for k in key}
+    touched = [name for name in change.dropped if name.lower() in keys]
+    touched += [name for name, _, _ in change.retyped if name.lower() in keys]
+    if touched:
+        reason = f"it changes the key column(s) {', '.join(touched)}, so rows can no longer be matched"
+    elif change.retyped and policy == "evolve":
+        reason = "a column's type changed to one that lands as another Hive type, which Hive cannot change in place"
+    elif (change.retyped or change.dropped) and policy == "strict":
+        reason = "the policy `schema_changes: strict` takes on added columns only"
+    else:
+        return None
+    ddl = f" by {change.ddl}" if change.ddl else ""
+    fix = "Trigger a run with fresh_snapshot=true to reload the table with its new columns"
+    if policy == "strict" and not touched and not change.retyped:
+        fix += ", or set `schema_changes: evolve` for the table to keep dropped and renamed columns in Hive"
+    return (f"The table {change.table} changed{ddl} (first seen at {change.at}): {change.describe()}. It is not "
+            f"taken on: {reason}. Nothing was written; the Hive table is as it was. {fix}.")
+
+
+def check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[str]) -> None:
+    """Raise SchemaChangeRefused for the first change ``policy`` does not take on."""
+    for change in changes:
+        reason = refusal(change, policy, key)
+        if reason:
+            raise SchemaChangeRefused(reason)
+
+
+# --- DDL statements in the binlog ---------------------------------------------------------------------
+
+_NAME = r"(?:`((?:[^`]|``)+)`|([\w$]+))"
+_QUALIFIED = re.compile(rf"{_NAME}(?:\s*\.\s*{_NAME})?")
+_STATEMENT = re.compile(
+    r"^\s*(?:/\*.*?\*/\s*)*(?:"
+    r"(?P<alter>ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?)"
+    r"|(?P<truncate>TRUNCATE\s+(?:TABLE\s+)?)"
+    r"|(?P<drop>DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?)"
+    r"|(?P<rename>RENAME\s+TABLES?\s+)"
+    r"|(?P<create>CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?))",
+    re.I | re.S)
+
+
+def ddl_targets(query: str, default_schema: str) -> tuple[str | None, set[tuple[str, str]]]:
+    """The kind of a table DDL (alter, truncate, drop, rename, create) and the tables it names, lower-cased.
+
+    ALTER, TRUNCATE and CREATE name one table, the first after the keywords; DROP and RENAME name lists (a
+    RENAME's ``TO`` is read as a name too, which only adds a table no one captures). Other statements: (None, ∅).
+    """
+    match = _STATEMENT.match(query or "")
+    if not match:
+        return None, set()
+    kind = match.lastgroup
+    rest = query[match.end():]
+    names = [_QUALIFIED.match(rest)] if kind in ("alter", "truncate", "create") else list(_QUALIFIED.finditer(rest))
+    tables = set()
+    for name in names:
+        if name is None:
+            continue
+        first, second = name[1] or name[2], name[3] or name[4]
+        schema, table = (first, second) if second else (default_schema, first)
+        tables.add((schema.replace("``", "`").lower(), table.replace("``", "`").lower()))
+    return kind, tables
+
+
+# --- the value rows from before an ADD COLUMN got ------------------------------------------------------
+
+_NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+_QUOTED = re.compile(r"^'((?:[^'\\]|''|\\.)*)'$", re.S)
+
+
+def added_column_default(column: str, column_type: str, default: str | None, nullable: bool,
+                         mariadb: bool) -> Any:
+    """The value the server gave existing rows for a column added with this definition.
+
+    ``default`` is information_schema's COLUMN_DEFAULT: on MariaDB an SQL literal (``'abc'``, ``5``, ``NULL``)
+    or an expression, on MySQL the bare value. Only constants are known; an expression (``current_timestamp()``,
+    ``uuid()``) gave each row its own value, and UnknownDefault says so.
+    """
+    text = default
+    if mariadb and text is not None:
+        if text.upper() == "NULL":
+            text = None
+        elif (quoted := _QUOTED.match(text)) is not None:
+            text = quoted[1].replace("''", "'").replace("\\\\", "\\")
+        elif not _NUMBER.match(text):
+            text = "\0expression"
+    if text is None:
+        if nullable:
+            return None
+        text = _implicit_default(column_type)
+        if text is None:
+            return None
+    if text == "\0expression":
+        raise UnknownDefault(
+            f"The column {column} ({column_type}) was added with the default {default}, an expression: each row that "
+            "existed got its own value, which the binlog does not hold. Trigger a run with fresh_snapshot=true.")
+    return _typed(column, column_type, text)
+
+
+def _implicit_default(column_type: str) -> str | None:
+    """What MySQL gives a NOT NULL column without a default: 0, '', an ENUM's first member, the zero date (NULL)."""
+    t = ColumnType.parse(column_type)
+    if t.base in ("date", "datetime", "timestamp", "year"):
+        return None  # the zero date, which lands as NULL
+    if t.base == "enum":
+        return (t.members() or [""])[0]
+    arrow = arrow_type(column_type)
+    number = pa.types.is_integer(arrow) or pa.types.is_floating(arrow) or pa.types.is_decimal(arrow)
+    return "0" if number else ""
+
+
+def _typed(column: str, column_type: str, text: str) -> Any:
+    arrow = arrow_type(column_type)
+    try:
+        if pa.types.is_integer(arrow):
+            return int(Decimal(text))
+        if pa.types.is_decimal(arrow):
+            return Decimal(text)
+        if pa.types.is_floating(arrow):
+            return float(text)
+        if pa.types.is_string(arrow):
+            return text
+        if pa.types.is_date(arrow):
+            return dt.date.fromisoformat(text)
+        if pa.types.is_timestamp(arrow) and arrow.tz is None:
+            return dt.datetime.fromisoformat(text)
+    except (ValueError, InvalidOperation):
+        pass
+    raise UnknownDefault(
+        f"The column {column} ({column_type}) was added with the default {text!r}, which this pipeline cannot turn "
+        "into the value existing rows got. Trigger a run with fresh_snapshot=true.")

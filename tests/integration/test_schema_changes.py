@@ -1,0 +1,104 @@
+"""Schema changes in the binlog against a real server: refused with the DDL and its position, nothing written;
+a fresh snapshot reloads the Hive table with the new columns."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.ledger import RunRef, plan_run
+from airflow_cdc_provider.core.schema import SchemaChangeRefused
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.stages.extract import TableReplaced, extract
+from airflow_cdc_provider.stages.snapshot import snapshot
+from tests.integration.capture_helpers import source_rows
+from tests.integration.hive_helpers import plain
+from tests.integration.merge_helpers import NOW, Table
+
+
+@pytest.fixture
+def orders(mariadb):
+    table = TableName(f"ddl_{os.urandom(3).hex()}", "orders")
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (id INT PRIMARY KEY, label VARCHAR(20), price DECIMAL(10,2))",
+                    f"INSERT INTO {table.quoted} VALUES (1, 'one', 1.50), (2, 'two', 2.50)")
+    yield table
+    mariadb.execute(f"DROP DATABASE {table.schema}")
+
+
+def _extract_after(hook, header, start, tmp_path, **kwargs):
+    out = tmp_path / "raw"
+    return out, lambda: extract(hook.connection_settings(), [header], start, hook.current_watermark(), out, **kwargs)
+
+
+@pytest.mark.parametrize(("ddl", "described"), [
+    ("ALTER TABLE {t} DROP COLUMN label", "dropped or renamed label"),
+    ("ALTER TABLE {t} RENAME COLUMN label TO title", "dropped or renamed label"),
+    ("ALTER TABLE {t} MODIFY price DECIMAL(12,2)", "price changed from decimal(10,2) to decimal(12,2)"),
+])
+def test_a_column_change_stops_the_range_naming_the_ddl_and_its_position(mariadb, orders, capture_conn, tmp_path,
+                                                                           ddl, described):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(orders)
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {orders.quoted} SET price = 9 WHERE id = 1", ddl.format(t=orders.quoted))
+    (file, position), = [(f, p) for f, p, *_ in mariadb.execute("SHOW MASTER STATUS")]
+    mariadb.execute(f"INSERT INTO {orders.quoted} (id) VALUES (3)")
+    out, run = _extract_after(hook, header, start, tmp_path)
+    with pytest.raises(SchemaChangeRefused) as refused:
+        run()
+    message = str(refused.value)
+    assert ddl.format(t=orders.quoted) in message and described in message
+    assert f"end position {position}" in message, "the DDL's own position: the binlog status right after it"
+    assert "Nothing was written; the Hive table is as it was" in message and "fresh_snapshot=true" in message
+    assert not list(out.glob("*")), "no raw file is left"
+
+
+def test_a_widened_varchar_lands_the_same_and_passes(mariadb, orders, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(orders)
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {orders.quoted} SET label = 'before' WHERE id = 1",
+                    f"ALTER TABLE {orders.quoted} MODIFY label VARCHAR(200)",
+                    f"UPDATE {orders.quoted} SET label = '{'x' * 150}' WHERE id = 2")
+    _, run = _extract_after(hook, header, start, tmp_path)
+    result = run()
+    assert result.counts[str(orders)] == {"I": 0, "U": 2, "D": 0}
+    assert result.schema_changes[str(orders)] == []
+
+
+@pytest.mark.parametrize("ddl", ["TRUNCATE TABLE {t}", "RENAME TABLE {t} TO {t}_old, {t}_new TO {t}"])
+def test_a_truncate_or_a_replaced_table_stops_the_range(mariadb, orders, capture_conn, tmp_path, ddl):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(orders)
+    start = hook.current_watermark()
+    new = f"`{orders.schema}`.`orders_new`"
+    mariadb.execute(f"CREATE TABLE {new} LIKE {orders.quoted}")
+    mariadb.execute(ddl.format(t=orders.quoted).replace(f"{orders.quoted}_old", f"`{orders.schema}`.`orders_old`")
+                    .replace(f"{orders.quoted}_new", new))
+    out, run = _extract_after(hook, header, start, tmp_path)
+    with pytest.raises(TableReplaced, match="rows changed without row events.*fresh_snapshot=true"):
+        run()
+    assert not list(out.glob("*"))
+
+
+def test_a_fresh_snapshot_reloads_the_hive_table_with_its_new_columns(mariadb, orders, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    target = Table(hook, hook.raw_header(orders), tmp_path, target="ods.orders")
+    target.merge(target.prepare()[1])
+    mariadb.execute(f"ALTER TABLE {orders.quoted} DROP COLUMN label, ADD COLUMN note TEXT DEFAULT 'n/a'",
+                    f"INSERT INTO {orders.quoted} VALUES (3, 3.50, 'three')")
+    target.header = hook.raw_header(orders)
+    run = RunRef("test", "fresh")
+    target.ledger.acquire(run, lambda holder: False, NOW)
+    plan = plan_run(run, target.ledger.committed(), None, None, fresh_snapshot=True)
+    target.ledger.save_run_plan(plan)
+    snap = snapshot(hook, target.header, tmp_path / "snap-fresh")
+    result = target.merge(target.spec(run, plan, snap.watermark, snap.files, None))
+    assert result["status"] == "committed" and result["version"] == 2
+    rows, location = target.read()
+    assert location.endswith("/v000002")
+    assert rows == plain(source_rows(mariadb, target.header))
+    assert set(rows[(1,)]) == {"id", "price", "note"} and rows[(1,)]["note"] == "n/a"

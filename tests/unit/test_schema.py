@@ -1,0 +1,119 @@
+"""Schema changes: what each policy takes on, the message when it does not, DDL targets, added columns' values."""
+
+from __future__ import annotations
+
+import datetime as dt
+from decimal import Decimal
+
+import pytest
+
+from airflow_cdc_provider.core.schema import (
+    SchemaChange,
+    SchemaChangeRefused,
+    UnknownDefault,
+    added_column_default,
+    check_changes,
+    ddl_targets,
+    landing,
+    logged_as,
+    refusal,
+)
+
+BEFORE = (("id", "int(11)"), ("name", "varchar(10)"), ("price", "decimal(10,2)"))
+DDL = "`ALTER TABLE items DROP COLUMN name` (binlog file 3, end position 1234)"
+
+
+def change(*after, ddl=DDL):
+    return SchemaChange("shop.items", "binlog file 3, end position 1300", ddl, BEFORE, tuple(after))
+
+
+def test_an_added_column_is_taken_on_by_both_policies():
+    added = change(*BEFORE, ("note", "text"))
+    assert added.added == ["note"] and not added.dropped and not added.retyped
+    assert refusal(added, "strict", ["id"]) is None and refusal(added, "evolve", ["id"]) is None
+
+
+def test_strict_refuses_a_drop_naming_the_ddl_its_position_and_the_ways_out():
+    dropped = change(BEFORE[0], BEFORE[2])
+    message = refusal(dropped, "strict", ["id"])
+    assert "ALTER TABLE items DROP COLUMN name` (binlog file 3, end position 1234)" in message
+    assert "dropped or renamed name" in message and "the Hive table is as it was" in message
+    assert "fresh_snapshot=true" in message and "schema_changes: evolve" in message
+    assert refusal(dropped, "evolve", ["id"]) is None
+    with pytest.raises(SchemaChangeRefused, match="DROP COLUMN name"):
+        check_changes([dropped], "strict", ["id"])
+
+
+def test_a_rename_is_a_drop_and_an_add():
+    renamed = change(BEFORE[0], ("title", "varchar(10)"), BEFORE[2])
+    assert renamed.added == ["title"] and renamed.dropped == ["name"]
+    assert refusal(renamed, "strict", ["id"]) and refusal(renamed, "evolve", ["id"]) is None
+
+
+def test_type_changes_that_land_the_same_pass_others_stop_in_both_policies():
+    wider = change(BEFORE[0], ("name", "varchar(50)"), BEFORE[2])
+    assert not wider.retyped and refusal(wider, "strict", ["id"]) is None
+    money = change(BEFORE[0], BEFORE[1], ("price", "decimal(12,2)"))
+    assert money.retyped == [("price", "decimal(10,2)", "decimal(12,2)")]
+    assert "Hive cannot change in place" in refusal(money, "evolve", ["id"])
+    assert "takes on added columns only" in refusal(money, "strict", ["id"])
+    assert "schema_changes: evolve" not in refusal(money, "strict", ["id"])
+
+
+def test_a_change_to_the_key_stops_every_policy():
+    key_gone = change(("item_id", "int(11)"), BEFORE[1], BEFORE[2])
+    assert "key column(s) id" in refusal(key_gone, "evolve", ["id"])
+    with pytest.raises(ValueError, match="not one of"):
+        refusal(key_gone, "lenient", ["id"])
+
+
+def test_landing_sees_what_changes_values():
+    assert landing("set('a','b')") != landing("set('b','a')")
+    assert landing("binary(4)") != landing("binary(8)")
+    assert landing("int(11)") == landing("mediumint(9)") and landing("enum('a')") == landing("enum('a','b')")
+
+
+@pytest.mark.parametrize(("query", "kind", "tables"), [
+    ("ALTER TABLE items ADD COLUMN note TEXT", "alter", {("shop", "items")}),
+    ("alter online ignore table `other`.`items` drop x", "alter", {("other", "items")}),
+    ("/* app */ ALTER TABLE shop . items RENAME COLUMN a TO b", "alter", {("shop", "items")}),
+    ("ALTER TABLE orders ADD COLUMN items INT", "alter", {("shop", "orders")}),
+    ("TRUNCATE items", "truncate", {("shop", "items")}),
+    ("TRUNCATE TABLE `we``ird`", "truncate", {("shop", "we`ird")}),
+    ("DROP TABLE IF EXISTS a, shop.items", "drop", {("shop", "a"), ("shop", "items")}),
+    ("RENAME TABLE items TO items_old, items_new TO items", "rename",
+     {("shop", "items"), ("shop", "to"), ("shop", "items_old"), ("shop", "items_new")}),
+    ("CREATE TABLE IF NOT EXISTS items (id INT)", "create", {("shop", "items")}),
+    ("INSERT INTO items VALUES (1)", None, set()),
+    ("BEGIN", None, set()),
+])
+def test_ddl_targets(query, kind, tables):
+    assert ddl_targets(query, "shop") == (kind, tables)
+
+
+@pytest.mark.parametrize(("column_type", "default", "nullable", "mariadb", "value"), [
+    ("int(11)", None, True, True, None),
+    ("int(11)", "NULL", True, True, None),
+    ("int(11)", "5", False, True, 5),
+    ("int(11)", None, False, True, 0),  # NOT NULL without a default: MySQL's implicit 0
+    ("varchar(20)", "'it''s'", True, True, "it's"),
+    ("varchar(20)", "it's", True, False, "it's"),  # MySQL's COLUMN_DEFAULT is the bare value
+    ("varchar(20)", None, False, False, ""),
+    ("decimal(10,2)", "1.50", True, True, Decimal("1.50")),
+    ("enum('new','old')", None, False, True, "new"),
+    ("date", "'2020-01-31'", True, True, dt.date(2020, 1, 31)),
+    ("datetime", None, False, True, None),  # the zero date
+])
+def test_the_value_existing_rows_got_for_an_added_column(column_type, default, nullable, mariadb, value):
+    assert added_column_default("c", column_type, default, nullable, mariadb) == value
+
+
+def test_an_expression_default_cannot_be_known():
+    with pytest.raises(UnknownDefault, match=r"c \(datetime\) was added with the default current_timestamp\(\)"):
+        added_column_default("c", "datetime", "current_timestamp()", False, True)
+
+
+def test_mariadb_types_the_binlog_cannot_tell_are_known_by_their_definition():
+    assert logged_as("inet6", "binary(16)") and logged_as("uuid", "binary(16)") and logged_as("inet4", "binary(4)")
+    assert logged_as("json", "longtext") and logged_as("int(11)", "int")
+    assert not logged_as("inet6", "binary(4)") and not logged_as("int(11)", "bigint")
