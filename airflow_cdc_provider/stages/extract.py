@@ -68,7 +68,8 @@ class _TableSink:
         self.changes: list[SchemaChange] = []
         self.last_ddl: str | None = None  # the last ALTER TABLE of this table, with its position
         self.ddl_since_rows = False
-        self._columns: list[Any] | None = None  # the reader's column list last followed
+        self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
+        self._attributes: list[dict[str, Any]] | None = None
         self._use(header)
 
     def _use(self, header: RawHeader) -> None:
@@ -82,12 +83,15 @@ class _TableSink:
         """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
 
         The reader makes a new column list for each table map (one per transaction); equal lists are the common
-        case and cost one comparison.
+        case and cost one comparison of the columns' attributes.
         """
-        if columns is self._columns or columns == self._columns:
+        if columns is self._columns:
+            return
+        attributes = [vars(c) for c in columns]  # compared in C: Column.__eq__ builds a dict per call
+        if attributes == self._attributes:
             self._columns = columns
             return
-        self._columns = columns
+        self._columns, self._attributes = columns, attributes
         names = tuple(c.name for c in columns)
         if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
             raise MissingRowMetadata(
