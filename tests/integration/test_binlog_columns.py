@@ -23,7 +23,7 @@ from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, hive_type
 from airflow_cdc_provider.testing.server import ThrowawayServer
 from tests.integration.fidelity_helpers import DDL
 
-CONFORMANCE_SQL = Path(__file__).resolve().parents[3] / "shared" / "conformance" / "flink_cdc_column_type_test.sql"
+CONFORMANCE_SQL = Path(__file__).resolve().parent / "conformance" / "flink_cdc_column_type_test.sql"
 BINARY_STANDINS = {"inet4": "binary(4)", "inet6": "binary(16)", "uuid": "binary(16)"}
 
 # Beyond the fidelity table's and the conformance table's columns: binary-charset strings, odd fsp, member
