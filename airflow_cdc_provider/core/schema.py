@@ -31,7 +31,6 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.types import ColumnType, arrow_type, hive_type
 
 POLICIES = ("strict", "evolve")
-Columns = Sequence[tuple[str, str]]
 
 
 class SchemaChangeRefused(CdcError):
@@ -101,6 +100,11 @@ class SchemaChange:
                  ", ".join(f"{name} changed from {old} to {new}" for name, old, new in self.retyped)]
         return "; ".join(p for p in parts if p) or "no column change"
 
+    def headline(self) -> str:
+        """The change in one sentence: the table, the DDL with its position, where it was seen, the columns."""
+        ddl = f" by {self.ddl}" if self.ddl else ""
+        return f"The table {self.table} changed{ddl} (first seen at {self.at}): {self.describe()}."
+
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "at": self.at, "ddl": self.ddl, "before": [list(c) for c in self.before],
                 "after": [list(c) for c in self.after], "change": self.describe()}
@@ -121,12 +125,10 @@ def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None
         reason = "the policy `schema_changes: strict` takes on added columns only"
     else:
         return None
-    ddl = f" by {change.ddl}" if change.ddl else ""
     fix = "Trigger a run with fresh_snapshot=true to reload the table with its new columns"
     if policy == "strict" and not touched and not change.retyped:
         fix += ", or set `schema_changes: evolve` for the table to keep dropped and renamed columns in Hive"
-    return (f"The table {change.table} changed{ddl} (first seen at {change.at}): {change.describe()}. It is not "
-            f"taken on: {reason}. Nothing was written; the Hive table is as it was. {fix}.")
+    return f"{change.headline()} It is not taken on: {reason}. Nothing was written; the Hive table is as it was. {fix}."
 
 
 def check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[str]) -> None:

@@ -111,7 +111,6 @@ class _TableSink:
         self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns, header.columns))
         self.writer.switch(header)
         self._use(header)
-        self.ddl_since_rows = False
 
     def image(self, values: dict[str, Any], none_sources: dict[str, str]) -> list[Any]:
         if self.sets and none_sources:
@@ -268,11 +267,10 @@ def _refuse_column_changes(changes: Sequence[SchemaChange]) -> None:
     """Replay and merge take one set of columns per range for now: a change the policy allows still stops here."""
     for change in changes:
         if change.added or change.dropped:
-            ddl = f" by {change.ddl}" if change.ddl else ""
             raise SchemaChangeRefused(
-                f"The table {change.table} changed{ddl} (first seen at {change.at}): {change.describe()}. Carrying "
-                "added or dropped columns into the Hive table within a run is not built yet. Nothing was written; "
-                "the Hive table is as it was. Trigger a run with fresh_snapshot=true to reload it with its new columns.")
+                f"{change.headline()} Carrying added or dropped columns into the Hive table within a run is not "
+                "built yet. Nothing was written; the Hive table is as it was. Trigger a run with "
+                "fresh_snapshot=true to reload it with its new columns.")
 
 
 def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
