@@ -24,7 +24,14 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import RawHeader, key_uid
 from airflow_cdc_provider.core.binlog_columns import column_type_of
-from airflow_cdc_provider.core.schema import SchemaChange, SchemaChangeRefused, check_changes, ddl_targets, landing, logged_as
+from airflow_cdc_provider.core.schema import (
+    SchemaChange,
+    SchemaChangeRefused,
+    check_changes,
+    ddl_targets,
+    landing,
+    logged_as,
+)
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
