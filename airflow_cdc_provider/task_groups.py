@@ -51,8 +51,9 @@ def cdc_table_group(table: TableConfig, config: CdcConfig, group_id: str | None 
                                          mysql_conn_id=config.mysql_conn_id, **retry)
         extract = MySqlBinlogExtractOperator(
             task_id="extract", table=source, start_watermark=plan.output["start"], end_watermark=plan.output["end"],
-            stop_before=plan.output["stop_before"], work_dir=plan.output["run_dir"],
-            mysql_conn_id=config.mysql_conn_id, **retry,
+            stop_before=plan.output["stop_before"], start_columns=plan.output["start_columns"],
+            work_dir=plan.output["run_dir"], schema_changes=config.policy(table), mysql_conn_id=config.mysql_conn_id,
+            **retry,
         )
         replay = RawReplayOperator(task_id="replay", extraction=extract.output, work_dir=plan.output["run_dir"], **retry)
         merge = SparkMergeOperator(

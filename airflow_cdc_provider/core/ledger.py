@@ -90,15 +90,27 @@ class Committed:
     as_of: dt.datetime
     run: RunRef
     mode: str
+    # The source table's columns (name, MySQL type) at the watermark: the next extraction starts from them.
+    columns: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "location": self.location, "watermark": self.watermark.to_dict(),
-                "as_of": _iso(self.as_of), "run": self.run.to_dict(), "mode": self.mode}
+                "as_of": _iso(self.as_of), "run": self.run.to_dict(), "mode": self.mode,
+                "columns": _columns_out(self.columns)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Committed:
         return cls(int(data["version"]), str(data["location"]), Watermark.from_dict(data["watermark"]),
-                   _utc(data["as_of"]), RunRef.from_dict(data["run"]), str(data["mode"]))
+                   _utc(data["as_of"]), RunRef.from_dict(data["run"]), str(data["mode"]),
+                   _columns_in(data.get("columns")))
+
+
+def _columns_out(columns: tuple[tuple[str, str], ...] | None) -> list[list[str]] | None:
+    return [list(c) for c in columns] if columns is not None else None
+
+
+def _columns_in(data: Any) -> tuple[tuple[str, str], ...] | None:
+    return tuple((str(n), str(t)) for n, t in data) if data else None
 
 
 @dataclass(frozen=True)
@@ -119,6 +131,8 @@ class RunPlan:
     stop_before: dt.datetime | None = None
     output_version: int | None = None
     as_of: dt.datetime | None = None  # set at commit: the moment the output version reflects
+    # The source's columns at ``start`` (the input version's); None when the ledger predates recording them.
+    start_columns: tuple[tuple[str, str], ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run.to_dict(), "mode": self.mode, "reason": self.reason,
@@ -126,7 +140,7 @@ class RunPlan:
                 "start": self.start.to_dict() if self.start else None,
                 "end": self.end.to_dict() if self.end else None,
                 "stop_before": _iso(self.stop_before), "output_version": self.output_version,
-                "as_of": _iso(self.as_of)}
+                "as_of": _iso(self.as_of), "start_columns": _columns_out(self.start_columns)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunPlan:
@@ -134,7 +148,8 @@ class RunPlan:
                    data.get("input_version"),
                    Watermark.from_dict(data["start"]) if data.get("start") else None,
                    Watermark.from_dict(data["end"]) if data.get("end") else None,
-                   _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")))
+                   _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")),
+                   _columns_in(data.get("start_columns")))
 
 
 # Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)
@@ -173,7 +188,8 @@ def plan_run(
                        f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
                        "the table is left as it is")
     return RunPlan(run, INCREMENTAL, f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
-                   input_version=committed.version, start=committed.watermark, stop_before=target_time)
+                   input_version=committed.version, start=committed.watermark, stop_before=target_time,
+                   start_columns=committed.columns)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
-from airflow_cdc_provider.core.ledger import RunPlan
+from airflow_cdc_provider.core.ledger import LedgerConflict, RunPlan
 from airflow_cdc_provider.core.watermark import Watermark
 
 _VERSION_DIR = re.compile(r"^v(\d{6,})$")
@@ -62,6 +62,9 @@ class MergeSpec:
     ledger_dir: str
     result_file: str
     keep_versions: int = 3
+    # The source's columns (name, MySQL type) at ``end``: recorded with the commit, where the next run starts.
+    source_columns: tuple[tuple[str, str], ...] = ()
+    fills_file: str | None = None  # what columns added in the range hold in the table's other rows (replay)
 
     def __post_init__(self) -> None:
         validate_identifier(self.database, "Hive database name")
@@ -94,7 +97,8 @@ class MergeSpec:
                 "columns": [list(c) for c in self.columns], "key": list(self.key),
                 "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
                 "ledger_dir": self.ledger_dir, "result_file": self.result_file,
-                "keep_versions": self.keep_versions}
+                "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
+                "fills_file": self.fills_file}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
@@ -107,6 +111,8 @@ class MergeSpec:
             upsert_files=tuple(data["upsert_files"]), delete_file=data.get("delete_file"),
             ledger_dir=data["ledger_dir"], result_file=data["result_file"],
             keep_versions=int(data.get("keep_versions", 3)),
+            source_columns=tuple((str(n), str(t)) for n, t in data.get("source_columns") or ()),
+            fills_file=data.get("fills_file") or None,
         )
 
     def write(self, path: str | Path) -> None:
@@ -115,3 +121,25 @@ class MergeSpec:
     @classmethod
     def read(cls, path: str | Path) -> MergeSpec:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def next_columns(table: list[tuple[str, str]], run: list[tuple[str, str]], filled: set[str],
+                 table_name: str) -> list[tuple[str, str]]:
+    """The Hive table's columns after an incremental merge: its own, then the run's new ones at the end.
+
+    ``table`` and ``run`` are (Hive name, Hive type); ``filled`` the columns added in the run's range. A column
+    the table keeps but the run lacks (dropped at the source, kept by ``schema_changes: evolve``) stays. A
+    column whose Hive type differs, or a new one the range did not add, cannot be merged in place.
+    """
+    have = dict(table)
+    fix = "Nothing was changed. Trigger a run with fresh_snapshot=true to reload it with the source's columns."
+    for name, hive in run:
+        if name in have and have[name] != hive:
+            raise LedgerConflict(f"The column {name} of the Hive table {table_name} is {have[name]}, but this run "
+                                 f"gives it as {hive}: Hive cannot change a column's type in place. {fix}")
+    new = [(name, hive) for name, hive in run if name not in have]
+    unexplained = [name for name, _ in new if name not in filled]
+    if unexplained:
+        raise LedgerConflict(f"The columns {unexplained} are not in the Hive table {table_name}, and this run did "
+                             f"not see them added, so their values in the table's other rows are unknown. {fix}")
+    return [*table, *new]

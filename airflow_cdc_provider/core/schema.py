@@ -9,9 +9,10 @@ definition changed in the range. Two policies decide what happens:
   dropped or renamed column or a type that lands differently in Hive, stops the run before anything is written,
   with the DDL and its binlog position.
 - ``evolve``: as Apache Paimon's MySQL sync does, what can be kept is kept. A dropped column stays in Hive and
-  holds NULL in rows changed afterwards; a renamed column is a new column, the old one kept as if dropped. A
-  type change that lands as the same Hive type (``VARCHAR(10)`` → ``VARCHAR(50)``, ``INT`` → ``MEDIUMINT``)
-  passes; one that does not still stops the run, as Hive cannot change a column's type in place.
+  holds NULL in rows changed afterwards; a renamed column is a new column holding the renamed one's values
+  (the DDL names the pair), the old one kept as if dropped. A type change that lands as the same Hive type
+  (``VARCHAR(10)`` → ``VARCHAR(50)``, ``INT`` → ``MEDIUMINT``) passes; one that does not still stops the run,
+  as Hive cannot change a column's type in place.
 
 In both policies a change to the key columns stops the run: rows could no longer be matched.
 """
@@ -77,16 +78,35 @@ class SchemaChange:
     ddl: str | None  # the statement that changed the table, as logged, with its position
     before: tuple[tuple[str, str], ...]
     after: tuple[tuple[str, str], ...]
+    renames: tuple[tuple[str, str], ...] = ()  # (old, new) as the DDL statements in between name them
+
+    @property
+    def renamed(self) -> list[tuple[str, str]]:
+        """(old, new) pairs of a column renamed: named so by the DDL, the old name gone, the new one new."""
+        old_names = {name.lower(): name for name, _ in self.before}
+        new_names = {name.lower(): name for name, _ in self.after}
+        origin = {name: name for name in old_names}  # a column's name now → its name before the change
+        for old, new in self.renames:
+            if old.lower() in origin:
+                origin[new.lower()] = origin.pop(old.lower())
+        return [(old_names[first], new_names[now]) for now, first in origin.items()
+                if now != first and now in new_names and now not in old_names and first not in new_names]
 
     @property
     def added(self) -> list[str]:
-        old = {name.lower() for name, _ in self.before}
+        old = {name.lower() for name, _ in self.before} | {new.lower() for _, new in self.renamed}
         return [name for name, _ in self.after if name.lower() not in old]
 
     @property
     def dropped(self) -> list[str]:
-        new = {name.lower() for name, _ in self.after}
+        new = {name.lower() for name, _ in self.after} | {old.lower() for old, _ in self.renamed}
         return [name for name, _ in self.before if name.lower() not in new]
+
+    def renamed_retyped(self) -> list[tuple[str, str]]:
+        """Renamed columns whose type lands differently too: their values cannot be carried over."""
+        old = {name.lower(): ctype for name, ctype in self.before}
+        new = {name.lower(): ctype for name, ctype in self.after}
+        return [(a, b) for a, b in self.renamed if landing(old[a.lower()]) != landing(new[b.lower()])]
 
     @property
     def retyped(self) -> list[tuple[str, str, str]]:
@@ -96,7 +116,8 @@ class SchemaChange:
 
     def describe(self) -> str:
         parts = [f"added {', '.join(self.added)}" if self.added else "",
-                 f"dropped or renamed {', '.join(self.dropped)}" if self.dropped else "",
+                 ", ".join(f"renamed {old} to {new}" for old, new in self.renamed),
+                 f"dropped {', '.join(self.dropped)}" if self.dropped else "",
                  ", ".join(f"{name} changed from {old} to {new}" for name, old, new in self.retyped)]
         return "; ".join(p for p in parts if p) or "no column change"
 
@@ -107,7 +128,8 @@ class SchemaChange:
 
     def to_dict(self) -> dict[str, Any]:
         return {"table": self.table, "at": self.at, "ddl": self.ddl, "before": [list(c) for c in self.before],
-                "after": [list(c) for c in self.after], "change": self.describe()}
+                "after": [list(c) for c in self.after], "renames": [list(r) for r in self.renames],
+                "change": self.describe()}
 
 
 def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None:
@@ -117,16 +139,18 @@ def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None
     keys = {k.lower() for k in key}
     touched = [name for name in change.dropped if name.lower() in keys]
     touched += [name for name, _, _ in change.retyped if name.lower() in keys]
+    touched += [old for old, _ in change.renamed if old.lower() in keys]
+    retyped = change.retyped or change.renamed_retyped()
     if touched:
         reason = f"it changes the key column(s) {', '.join(touched)}, so rows can no longer be matched"
-    elif change.retyped and policy == "evolve":
+    elif retyped and policy == "evolve":
         reason = "a column's type changed to one that lands as another Hive type, which Hive cannot change in place"
-    elif (change.retyped or change.dropped) and policy == "strict":
+    elif (retyped or change.dropped or change.renamed) and policy == "strict":
         reason = "the policy `schema_changes: strict` takes on added columns only"
     else:
         return None
     fix = "Trigger a run with fresh_snapshot=true to reload the table with its new columns"
-    if policy == "strict" and not touched and not change.retyped:
+    if policy == "strict" and not touched and not retyped:
         fix += ", or set `schema_changes: evolve` for the table to keep dropped and renamed columns in Hive"
     return f"{change.headline()} It is not taken on: {reason}. Nothing was written; the Hive table is as it was. {fix}."
 
@@ -173,6 +197,107 @@ def ddl_targets(query: str, default_schema: str) -> tuple[str | None, set[tuple[
         schema, table = (first, second) if second else (default_schema, first)
         tables.add((schema.replace("``", "`").lower(), table.replace("``", "`").lower()))
     return kind, tables
+
+
+_RENAME = re.compile(
+    rf"(?:\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}"
+    rf"|\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME})", re.I)
+
+
+def renames_in(query: str) -> list[tuple[str, str]]:
+    """The (old, new) column names an ALTER TABLE renames, by RENAME COLUMN or CHANGE, in statement order."""
+    pairs = []
+    for match in _RENAME.finditer(query or ""):
+        groups = [g for g in match.groups()]
+        names = [(a or b).replace("``", "`") for a, b in zip(groups[0::2], groups[1::2]) if a or b]
+        pairs.append((names[0], names[1]))
+    return pairs
+
+
+# --- carrying added columns into rows that predate them -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Fill:
+    """The value an added column has in the rows that existed before it was added.
+
+    A renamed column has the values of the column it was renamed from (``sources``, its earlier names, newest
+    first); a new column has the constant its definition gave the existing rows (``value``).
+    """
+
+    column: str
+    sources: tuple[str, ...] = ()
+    value: Any = None
+    needs_value: bool = True  # False when every earlier layout holds one of the sources
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"column": self.column, "sources": list(self.sources), "needs_value": self.needs_value}
+
+
+def added_columns(start: Sequence[tuple[str, str]], changes: Sequence[SchemaChange]) -> list[Fill]:
+    """What each column added over ``changes`` holds in rows that predate it (values still to be looked up)."""
+    sources: dict[str, tuple[str, ...]] = {}
+    names: dict[str, str] = {}
+    for change in changes:
+        for old, new in change.renamed:
+            sources[new.lower()] = (old, *sources.pop(old.lower(), ()))
+            names[new.lower()] = new
+        for name in change.added:
+            sources[name.lower()] = ()  # added again after a drop: the rows got the default, not their old value
+            names[name.lower()] = name
+    first = {name.lower() for name, _ in start}
+    return [Fill(names[key], chain, needs_value=not any(s.lower() in first for s in chain))
+            for key, chain in sources.items()]
+
+
+def combined_columns(layouts: Sequence[Sequence[tuple[str, str]]]) -> tuple[tuple[str, str], ...]:
+    """Every column of the layouts, by name: the first layout's order, then the others' new ones as met.
+
+    Each column has the type of the last layout that holds it (the policies let through only type changes
+    that land the same). The Hive table gains columns at its end, whatever their place in MySQL.
+    """
+    order: dict[str, tuple[str, str]] = {}
+    for layout in layouts:
+        for name, ctype in layout:
+            order[name.lower()] = (name, ctype)
+    seen: list[str] = []
+    for layout in layouts:
+        seen += [name.lower() for name, _ in layout if name.lower() not in seen]
+    return tuple(order[key] for key in seen)
+
+
+def layout_plans(layouts: Sequence[Sequence[tuple[str, str]]], fills: Sequence[Fill]
+                 ) -> tuple[tuple[tuple[str, str], ...], list[list[tuple[int | None, Any]]]]:
+    """The combined columns, and for each layout how its rows become rows of them.
+
+    A plan has one ``(index, constant)`` per combined column: the value at ``index`` of the layout's row, or
+    ``constant`` when index is None. A column a layout holds is taken from it, unless the column was dropped
+    and added again later (the rows got the new default). A column a layout lacks is its fill: the earliest
+    of its sources the layout holds (the newest), else the constant; or NULL for a dropped column that was not added again.
+    """
+    target = combined_columns(layouts)
+    lowered = [[name.lower() for name, _ in layout] for layout in layouts]
+    last_added = {}
+    for i, names in enumerate(lowered):
+        for name in names:
+            if i == 0 or name not in lowered[i - 1]:
+                last_added[name] = i
+    by_column = {f.column.lower(): f for f in fills}
+    plans = []
+    for i, names in enumerate(lowered):
+        plan: list[tuple[int | None, Any]] = []
+        for name, _ in target:
+            key = name.lower()
+            fill = by_column.get(key)
+            if key in names and last_added[key] <= i:
+                plan.append((names.index(key), None))
+            elif fill is not None:
+                held = [s.lower() for s in fill.sources if s.lower() in names]
+                plan.append((names.index(held[0]), None) if held else (None, fill.value))
+            else:
+                plan.append((None, None))
+        plans.append(plan)
+    return target, plans
 
 
 # --- the value rows from before an ADD COLUMN got ------------------------------------------------------

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.gtid import canonical_gtid
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
@@ -230,6 +231,28 @@ class MySqlSourceHook(BaseHook):
             raise _table_not_found(table)
         json_columns = self._mariadb_json_columns(table) if self.flavor.is_mariadb else set()
         return [(name, "json" if name in json_columns else ctype) for name, ctype in rows]
+
+    def added_column_defaults(self, table: TableName | str, columns: Sequence[str]) -> dict[str, Any]:
+        """The values the server gave existing rows for ``columns``, added to ``table`` since: their defaults.
+
+        Raises UnknownDefault for a default that is an expression, or a column no longer in the table.
+        """
+        name = TableName.parse(str(table))
+        rows = self._query(
+            "SELECT COLUMN_NAME, COLUMN_TYPE, COLUMN_DEFAULT, IS_NULLABLE FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
+            (name.schema, name.table),
+        )
+        found = {column.lower(): (column, ctype, default, nullable == "YES") for column, ctype, default, nullable in rows}
+        values = {}
+        for column in columns:
+            if column.lower() not in found:
+                raise UnknownDefault(
+                    f"The column {column} was added to {name} in the range but is no longer in the table, so the "
+                    "value existing rows got cannot be looked up. Trigger a run with fresh_snapshot=true.")
+            real, ctype, default, nullable = found[column.lower()]
+            values[column] = added_column_default(real, ctype, default, nullable, self.flavor.is_mariadb)
+        return values
 
     def _mariadb_json_columns(self, table: TableName) -> set[str]:
         """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the check is the only sign of the type."""

@@ -63,17 +63,23 @@ class SparkMergeOperator(SparkSubmitOperator):
         planned = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
         plan = RunPlan.from_dict(planned)
         run_dir = Path(planned["run_dir"])
+        fills_file = None
         if plan.mode == SNAPSHOT:
             snap = ti.xcom_pull(task_ids=self.snapshot_task_id)
             upserts, delete_file = snap["files"], None
             end, as_of = Watermark.from_dict(snap["watermark"]), snap["taken_at"]
+            source_columns = None
         else:
             extraction, replayed = ti.xcom_pull(task_ids=self.extract_task_id), ti.xcom_pull(task_ids=self.replay_task_id)
             upserts, delete_file = [replayed["upsert_file"]], replayed["delete_file"]
             end, as_of = Watermark.from_dict(extraction["end"]), extraction["as_of"]
+            source_columns = extraction.get("columns")
+            fills_file = replayed.get("fills_file") or None
         # A re-run keeps the moment its first commit reflected; the range is the same.
         as_of = plan.as_of or dt.datetime.fromisoformat(as_of)
         header = header_of(pq.read_schema(upserts[0]))
+        # The columns at the end of the range; a snapshot's are its files'.
+        source_columns = tuple((str(n), str(t)) for n, t in source_columns or header.columns)
         database, table = self.hive_table.split(".", 1)
         result_file = run_dir / "merge-result.json"
         result_file.unlink(missing_ok=True)
@@ -82,7 +88,8 @@ class SparkMergeOperator(SparkSubmitOperator):
             metastore_uri=self.metastore_uri, plan=plan, end=end, as_of=as_of,
             columns=tuple((name, hive_type(ctype)) for name, ctype in header.columns), key=header.key,
             upsert_files=tuple(upserts), delete_file=delete_file, ledger_dir=planned["ledger_dir"],
-            result_file=str(result_file), keep_versions=self.keep_versions,
+            result_file=str(result_file), keep_versions=self.keep_versions, source_columns=source_columns,
+            fills_file=fills_file,
         )
         spec_path = run_dir / "merge-spec.json"
         spec.write(spec_path)

@@ -35,7 +35,8 @@ class CdcPlanOperator(BaseBranchOperator):
     - While another run of the same table is running, this one fails and changes nothing.
 
     Pushes the plan under the XCom key ``plan`` and the run's directory under ``run_dir``; for an incremental
-    run also ``start``, ``end`` (empty unless repeated) and ``stop_before`` (empty for a manual run).
+    run also ``start``, ``end`` (empty unless repeated), ``stop_before`` (empty for a manual run) and
+    ``start_columns`` (the source's columns at ``start``, as committed; empty if the ledger did not record them).
 
     :param source: the source table, ``schema.table``.
     :param hive_table: the target, ``database.table``: the lock and the ledger are per target.
@@ -86,4 +87,5 @@ class CdcPlanOperator(BaseBranchOperator):
         ti.xcom_push(key="start", value=plan.start.to_dict())
         ti.xcom_push(key="end", value=plan.end.to_dict() if plan.end else {})
         ti.xcom_push(key="stop_before", value=plan.stop_before.isoformat() if plan.stop_before else "")
+        ti.xcom_push(key="start_columns", value=[list(c) for c in plan.start_columns or ()])
         return list(self.incremental_task_ids)

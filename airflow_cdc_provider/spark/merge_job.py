@@ -6,7 +6,10 @@
                  LEFT ANTI JOIN upserts ON key
           UNION ALL upserts
 
-The first load (and a fresh snapshot) is the same with no origin. Spark can neither MERGE INTO a Hive table
+The first load (and a fresh snapshot) is the same with no origin. Columns added at the source in the range
+are appended to the table: the origin's rows get their fill (the renamed column's values, or the default the
+server gave existing rows), and a column dropped at the source but kept by the ``evolve`` policy is NULL in
+the upserts. Spark can neither MERGE INTO a Hive table
 nor overwrite a table it reads, and it need not: each version is a directory of its own, ``<table>/vNNNNNN``,
 holding the data and a version file with the watermark it reflects. One metastore operation, CREATE TABLE on
 the first load and ALTER TABLE … SET LOCATION after, switches the table to it; that is the commit. A job killed
@@ -33,7 +36,13 @@ from airflow_cdc_provider.core.ledger import (
     VersionInfo,
     choose_origin,
 )
-from airflow_cdc_provider.core.merge import MergeSpec, parse_version_dir, version_dir_name, versions_to_remove
+from airflow_cdc_provider.core.merge import (
+    MergeSpec,
+    next_columns,
+    parse_version_dir,
+    version_dir_name,
+    versions_to_remove,
+)
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.spark.session import hive_session
 
@@ -135,14 +144,55 @@ class _Clock:
         print(f"cdc-merge: {phase} {self.phases[phase]:.1f} s", flush=True)
 
 
-def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None) -> Any:
-    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts; just the upserts without an origin."""
-    columns, key = spec.hive_columns, spec.hive_key
-    upserts = _hive_frame(spark, list(spec.upsert_files), columns)
+def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
+    """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns."""
+    from pyspark.sql.functions import col
+
+    if not spec.fills_file:
+        return None, {}
+    import pyarrow.parquet as pq  # the file is local: the replay task wrote it beside the upsert file
+
+    from airflow_cdc_provider.stages.replay import FILLS_METADATA
+
+    meta = json.loads(pq.read_schema(spec.fills_file).metadata[FILLS_METADATA.encode()])
+    types = dict(spec.hive_columns)
+    names = [f["column"].lower() for f in meta]
+    frame = _hive_frame(spark, [spec.fills_file], [(f["column"], types[f["column"].lower()]) for f in meta])
+    frame = frame.select([col(quote_identifier(name)).alias(f"__fill_{name}") for name in names])
+    return frame, {f["column"].lower(): [s.lower() for s in f["sources"]] for f in meta}
+
+
+def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None,
+            columns: list[tuple[str, str]]) -> Any:
+    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``; just the upserts without
+    an origin."""
+    from pyspark.sql.functions import broadcast, col, lit
+
+    key = spec.hive_key
+    upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns)
+    have = set(upserts.columns)
+    upserts = upserts.select([col(quote_identifier(name)) if name in have else lit(None).cast(hive).alias(name)
+                              for name, hive in columns])
     if origin_version is None:
         return upserts
     old = spark.read.parquet(files.version_path(origin_version))
-    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in columns if name in key])
+    fill_row, sources = _fills(spark, spec)
+    held = set(old.columns)
+    if fill_row is not None:
+        old = old.crossJoin(broadcast(fill_row))
+
+    def origin_value(name: str, hive: str) -> Any:
+        if name in sources:  # added in the range: the rows here predate it
+            source = next((s for s in sources[name] if s in held), None)
+            value = col(quote_identifier(source)) if source else col(quote_identifier(f"__fill_{name}"))
+        elif name in held:
+            value = col(quote_identifier(name))
+        else:
+            value = lit(None)
+        return value.cast(hive).alias(name)
+
+    old = old.select([origin_value(name, hive) for name, hive in columns])
+    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in spec.hive_columns if name in key])
     return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
 
 
@@ -155,19 +205,19 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     if holder != spec.plan.run:
         raise LedgerConflict(f"This run does not hold the table's lock (held by {holder}); nothing was changed.")
 
-    columns = spec.hive_columns
     location, current, table_columns = _current(spark, spec)
-    redefine = current is not None and [tuple(c) for c in table_columns] != columns
-    if redefine and spec.plan.mode != "snapshot":
-        raise LedgerConflict(
-            f"The Hive table {spec.database}.{spec.table} has the columns {table_columns}, but the source gives "
-            f"{columns}. Nothing was changed. Trigger a run with fresh_snapshot=true to reload it with its new columns."
-        )
     origin = choose_origin(current, spec.plan, spec.end)
     clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
     if origin.action == "skip":
         return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None}
+    if origin.action == "load":
+        columns = spec.hive_columns  # a snapshot defines the table's columns anew
+    else:
+        _, filled = _fills(spark, spec)
+        columns = next_columns(table_columns, spec.hive_columns, set(filled), f"{spec.database}.{spec.table}")
+    redefine = current is not None and origin.action == "load" and table_columns != columns
+    added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
     if location is None:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(spec.database)}")
@@ -186,13 +236,13 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     path = files.version_path(version)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
-    _merged(spark, spec, files, origin.version).write.mode("errorifexists").parquet(path)
+    _merged(spark, spec, files, origin.version, columns).write.mode("errorifexists").parquet(path)
     clock.lap("write")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
         "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
         "run": spec.plan.run.to_dict(), "input_version": spec.plan.input_version, "mode": spec.plan.mode,
-        "source": spec.source, "rows": rows,
+        "source": spec.source, "rows": rows, "source_columns": [list(c) for c in spec.source_columns],
     }, indent=1))
 
     # The commit: one metastore operation points the table at the new version.
@@ -206,16 +256,24 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
         spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
     else:
         spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
+        if added:
+            # After the switch: until the ADD, readers see the columns they knew, over the new rows. A job killed
+            # in between is not recorded as committed; its retry merges again and adds them.
+            ddl = ", ".join(f"{quote_identifier(name)} {hive}" for name, hive in added)
+            spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({ddl})")
+            print(f"cdc-merge: added the columns {added}", flush=True)
     clock.lap("commit")
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
 
-    ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode))
+    ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode,
+                                   spec.source_columns or None))
     ledger.save_run_plan(replace(spec.plan, end=spec.end, output_version=version, as_of=spec.as_of))
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
     for number in removed:
         files.delete(files.version_path(number))
     clock.lap("cleanup")
     return {"status": "committed", "version": version, "location": path, "rows": rows, "origin": origin.version,
+            "added_columns": [name for name, _ in added],
             "reason": origin.reason, "removed_versions": removed, "phases": clock.phases}
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,15 +22,18 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.records import RawHeader, key_uid
 from airflow_cdc_provider.core.binlog_columns import column_type_of
+from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
 from airflow_cdc_provider.core.schema import (
+    Fill,
     SchemaChange,
-    SchemaChangeRefused,
+    UnknownDefault,
+    added_columns,
     check_changes,
     ddl_targets,
     landing,
     logged_as,
+    renames_in,
 )
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
@@ -58,12 +61,24 @@ class ExtractResult:
     events: int = 0
     headers: dict[str, RawHeader] = field(default_factory=dict)  # each table's columns at the end of the range
     schema_changes: dict[str, list[SchemaChange]] = field(default_factory=dict)
+    fills: dict[str, list[Fill]] = field(default_factory=dict)  # what added columns hold in earlier rows
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start.to_dict(), "end": self.end.to_dict(), "files": self.files,
                 "counts": self.counts, "events": self.events,
                 "columns": {t: [list(c) for c in h.columns] for t, h in self.headers.items()},
-                "schema_changes": {t: [c.to_dict() for c in cs] for t, cs in self.schema_changes.items()}}
+                "schema_changes": {t: [c.to_dict() for c in cs] for t, cs in self.schema_changes.items()},
+                "fills": {t: fills_to_json(fs) for t, fs in self.fills.items()}}
+
+
+def fills_to_json(fills: Sequence[Fill]) -> list[dict[str, Any]]:
+    """Fills as plain JSON (an XCom): each constant in the raw records' encoding, which keeps its type."""
+    return [{**f.to_dict(), "value": encode_values([f.value])} for f in fills]
+
+
+def fills_from_json(data: Sequence[dict[str, Any]]) -> list[Fill]:
+    return [Fill(d["column"], tuple(d["sources"]), decode_values(d["value"])[0], bool(d["needs_value"]))
+            for d in data]
 
 
 class _TableSink:
@@ -72,8 +87,10 @@ class _TableSink:
     def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None) -> None:
         self.writer = writer
         self.now = now or header  # the definition when the extraction began: the types of added columns
+        self.start = header.columns
         self.changes: list[SchemaChange] = []
         self.last_ddl: str | None = None  # the last ALTER TABLE of this table, with its position
+        self.renames: list[tuple[str, str]] = []  # columns the ALTERs since the last change renamed
         self.ddl_since_rows = False
         self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
         self._attributes: list[dict[str, Any]] | None = None
@@ -114,8 +131,12 @@ class _TableSink:
             layout.append((column.name, ctype if ctype is not None and logged_as(ctype, logged) else logged))
         if names == self.names and all(landing(a) == landing(b) for (_, a), (_, b) in zip(layout, self.header.columns)):
             return
-        header = RawHeader(self.header.table, tuple(layout), self.header.key)
-        self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns, header.columns))
+        self._change(RawHeader(self.header.table, tuple(layout), self.header.key), where)
+
+    def _change(self, header: RawHeader, where: str) -> None:
+        self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns,
+                                         header.columns, tuple(self.renames)))
+        self.renames = []
         self.writer.switch(header)
         self._use(header)
 
@@ -136,10 +157,19 @@ class _TableSink:
         """A DDL after the last row event changed the table too: the definition now is its result."""
         if self.ddl_since_rows and [(n, landing(t)) for n, t in self.now.columns] != [
                 (n, landing(t)) for n, t in self.header.columns]:
-            self.changes.append(SchemaChange(self.header.table, "the end of the range", self.last_ddl,
-                                             self.header.columns, self.now.columns))
-            self.writer.switch(self.now)
-            self._use(self.now)
+            self._change(self.now, "the end of the range")
+
+    def fills(self, defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None) -> list[Fill]:
+        """The added columns' fills, with the constants the server gave existing rows looked up."""
+        fills = added_columns(self.start, self.changes)
+        wanted = [f.column for f in fills if f.needs_value]
+        if not wanted:
+            return fills
+        if defaults is None:
+            raise UnknownDefault(f"The columns {wanted} were added to {self.header.table} in the range, and no way to "
+                                 "look up their defaults was given.")
+        values = defaults(self.header.table, wanted)
+        return [Fill(f.column, f.sources, values[f.column], True) if f.needs_value else f for f in fills]
 
 
 def extract(
@@ -153,13 +183,15 @@ def extract(
     stop_before: dt.datetime | None = None,
     definitions: Sequence[RawHeader] = (),
     schema_changes: str = "strict",
+    defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None = None,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files under ``out_dir``.
 
     ``headers`` are the tables' columns at ``start`` (as the previous run captured them); ``definitions`` their
     definitions now, which give the types of columns added in the range. Each row event is decoded with its own
     columns; where they change, the raw files go on with a new header, and the change is checked against the
-    ``schema_changes`` policy (``core.schema``) before the range is handed on.
+    ``schema_changes`` policy (``core.schema``) before the range is handed on. ``defaults(table, columns)``
+    gives the values existing rows got for columns added in the range (``MySqlSourceHook.added_column_defaults``).
 
     With ``stop_before``, the range ends earlier: before the first transaction that began at or after that
     moment (binlog event times are whole seconds). Binlog order is commit order, so the range is still a
@@ -185,7 +217,7 @@ def extract(
         for sink in sinks.values():
             sink.finish()
             check_changes(sink.changes, schema_changes, sink.header.key)
-            _refuse_column_changes(sink.changes)
+            result.fills[sink.header.table] = sink.fills(defaults)
         for sink in sinks.values():
             table = sink.header.table
             result.files[table] = sink.writer.close()
@@ -270,16 +302,6 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     )
 
 
-def _refuse_column_changes(changes: Sequence[SchemaChange]) -> None:
-    """Replay and merge take one set of columns per range for now: a change the policy allows still stops here."""
-    for change in changes:
-        if change.added or change.dropped:
-            raise SchemaChangeRefused(
-                f"{change.headline()} Carrying added or dropped columns into the Hive table within a run is not "
-                "built yet. Nothing was written; the Hive table is as it was. Trigger a run with "
-                "fresh_snapshot=true to reload it with its new columns.")
-
-
 def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
     """Remember an ALTER TABLE of a captured table; stop at a statement that replaces its rows wholesale."""
     query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
@@ -293,6 +315,7 @@ def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
         statement = f"`{' '.join(query.split())[:300]}` (binlog file {at[0]}, end position {at[1]})"
         if kind == "alter":
             sink.last_ddl, sink.ddl_since_rows = statement, True
+            sink.renames += renames_in(query)
             continue
         raise TableReplaced(
             f"The table {schema}.{table} was changed by {statement}: its rows changed without row events, so the "

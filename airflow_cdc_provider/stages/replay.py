@@ -3,10 +3,15 @@
 The raw files are read from the end backwards in blocks, never copied reversed. Past the memory budget the
 work is split into hash partitions of the uid on disk; each partition holds every record of its keys in the
 original order, so the result is the same for any input size.
+
+When the table's columns changed in the range, each raw file holds the columns in force when it was written,
+and the upsert file holds them all (``core.schema.layout_plans``): a row from before an ADD COLUMN gets the
+value the server gave it (its ``Fill``), a row from after a drop (kept by ``schema_changes: evolve``) NULL.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -20,7 +25,10 @@ import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
-from airflow_cdc_provider.core.types import arrow_table, file_schema
+from airflow_cdc_provider.core.schema import Fill, layout_plans
+from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
+
+FILLS_METADATA = "cdc.fills"
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
@@ -32,6 +40,7 @@ BYTES_PER_KEY = 96
 class ReplayResult:
     upsert_file: str
     delete_file: str
+    fills_file: str = ""  # one row: what added columns hold in rows that predate them; "" when none were added
     records: int = 0
     upserts: int = 0
     deletes: int = 0
@@ -158,10 +167,36 @@ class _OverBudget(Exception):
         self.keys, self.bytes_read = keys, bytes_read
 
 
-def _replay_into(files: Sequence[Path], output: _Output, key_limit: int, block_size: int) -> tuple[int, int]:
+class _Layouts:
+    """Each raw file's columns (its layout) and how its rows become rows of the combined columns."""
+
+    def __init__(self, files: Sequence[Path], fills: Sequence[Fill]) -> None:
+        headers = [read_header(path)[0] for path in files]
+        first = headers[0]
+        self.layouts: list[RawHeader] = []
+        self.of: dict[Path, int] = {}
+        for path, header in zip(files, headers):
+            if (header.table, header.key) != (first.table, first.key):
+                raise CorruptRawFile(path, 1, f"its header {header} is of another table or key than {files[0]}'s {first}")
+            if not self.layouts or header != self.layouts[-1]:
+                self.layouts.append(header)
+            self.of[path] = len(self.layouts) - 1
+        columns, plans = layout_plans([h.columns for h in self.layouts], fills)
+        self.header = RawHeader(first.table, columns, first.key)
+        # None for a layout that is the combined one already: its rows are taken as they are.
+        self.plans = [None if all(i == n for n, (i, _) in enumerate(plan)) and len(h.columns) == len(plan) else plan
+                      for h, plan in zip(self.layouts, plans)]
+
+    def plan(self, path: Path) -> list[tuple[int | None, object]] | None:
+        return self.plans[self.of[path]]
+
+
+def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_limit: int,
+                 block_size: int) -> tuple[int, int]:
     """Replay ``files`` (binlog order) into ``output``; returns (records, peak keys)."""
     seen, records, bytes_read = SeenKeys(), 0, 0
     for path in reversed(files):
+        plan = layouts.plan(path)
         for block in blocks_backwards(path, block_size):
             records += len(block.starts)
             bytes_read += len(block.data)
@@ -176,20 +211,35 @@ def _replay_into(files: Sequence[Path], output: _Output, key_limit: int, block_s
                     values = decode_values(payload.decode("utf-8"))
                 except ValueError as exc:
                     raise CorruptRawFile(path, None, f"a record's values cannot be read ({exc}): {line[:200]!r}")
+                if plan is not None:
+                    values = [values[j] if j is not None else constant for j, constant in plan]
                 output.add(int(block.ops[i]), values)
             if len(seen) > key_limit:
                 raise _OverBudget(len(seen), bytes_read)
     return records, len(seen)
 
 
-def _partition(files: Sequence[Path], header: RawHeader, parts: int, digit: int, work: Path, block_size: int) -> list[Path]:
-    """Split records by hex digits [digit, digit+4) of their uid into ``parts`` files, keeping their order."""
-    paths = [work / f"part-{digit}-{p:05d}-{os.urandom(4).hex()}.raw" for p in range(parts)]
-    outs = [open(p, "wb") for p in paths]
+def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int, work: Path,
+               block_size: int) -> list[list[Path]]:
+    """Split records by hex digits [digit, digit+4) of their uid into ``parts`` groups of files, keeping their
+    order; each group has one file per layout met, with that layout's header."""
+    groups: list[list[Path]] = [[] for _ in range(parts)]
+    outs: list = []
+    layout = None
     try:
-        for out in outs:
-            out.write(header.format().encode("utf-8"))
         for path in files:
+            if layouts.of[path] != layout:  # the columns changed: every group goes on in a new file
+                for out in outs:
+                    out.close()
+                layout = layouts.of[path]
+                header = layouts.layouts[layout].format().encode("utf-8")
+                outs = []
+                for p in range(parts):
+                    part = work / f"part-{digit}-{p:05d}-{os.urandom(4).hex()}.raw"
+                    layouts.of[part] = layout
+                    groups[p].append(part)
+                    outs.append(open(part, "wb"))
+                    outs[-1].write(header)
             for block in blocks_forwards(path, block_size):
                 which = uid_buckets(block, digit, parts)
                 data = block.data
@@ -199,7 +249,7 @@ def _partition(files: Sequence[Path], header: RawHeader, parts: int, digit: int,
     finally:
         for out in outs:
             out.close()
-    return paths
+    return groups
 
 
 def _concat(parts: Sequence[Path], target: Path) -> None:
@@ -210,25 +260,37 @@ def _concat(parts: Sequence[Path], target: Path) -> None:
                 writer.write_batch(batch)
 
 
+def write_fills(path: Path, header: RawHeader, fills: Sequence[Fill]) -> None:
+    """One row holding each added column's constant, typed as the upsert file's column; the sources (the
+    columns a renamed one takes its values from) in the metadata. The merge fills the table's rows from it."""
+    types = {name.lower(): (name, ctype) for name, ctype in header.columns}
+    columns = [types[f.column.lower()] for f in fills]
+    schema = arrow_schema(columns).with_metadata(
+        {FILLS_METADATA: json.dumps([{"column": f.column, "sources": list(f.sources)} for f in fills])})
+    pq.write_table(arrow_table([[f.value for f in fills]], schema), path)
+
+
 def replay(
     raw_files: Sequence[str | os.PathLike],
     upsert_file: str | os.PathLike,
     delete_file: str | os.PathLike,
     memory_budget: int = 512 * 1024 * 1024,
     block_size: int = BLOCK_SIZE,
+    fills: Sequence[Fill] = (),
+    fills_file: str | os.PathLike | None = None,
 ) -> ReplayResult:
     """Replay ``raw_files`` (in binlog order) into ``upsert_file`` and ``delete_file``.
 
-    Both files appear only when the whole replay succeeded (written beside, then renamed).
+    ``fills`` (from the extraction) say what columns added in the range hold in rows that predate them; with
+    any, they are written to ``fills_file`` too (default: ``fills.parquet`` beside the upsert file), for the
+    merge to fill the table's other rows. The files appear only when the whole replay succeeded (written
+    beside, then renamed).
     """
     files = [Path(f) for f in raw_files]
     if not files:
         raise ValueError("replay needs at least one raw file (an extraction with no changes still writes one).")
-    header, _ = read_header(files[0])
-    for path in files[1:]:
-        other, _ = read_header(path)
-        if other != header:
-            raise CorruptRawFile(path, 1, f"its header {other} differs from {files[0]}'s {header}")
+    layouts = _Layouts(files, fills)
+    header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)
     key_limit = max(1024, memory_budget // BYTES_PER_KEY)
     upsert_path.parent.mkdir(parents=True, exist_ok=True)
@@ -243,7 +305,7 @@ def replay(
             n = len(done)
             output = _Output(header, work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet")
             try:
-                records, peak = _replay_into(group, output, key_limit, block_size)
+                records, peak = _replay_into(group, output, layouts, key_limit, block_size)
             except _OverBudget as over:
                 output.close()
                 if digit + 4 > 28:
@@ -252,7 +314,7 @@ def replay(
                 estimate = over.keys * total / max(1, over.bytes_read)
                 parts = int(min(4096, max(2, np.ceil(2 * estimate / key_limit))))
                 result.partitions += parts
-                pending.extend(([p], digit + 4) for p in _partition(group, header, parts, digit, work, block_size))
+                pending.extend((g, digit + 4) for g in _partition(group, layouts, parts, digit, work, block_size))
                 continue
             except BaseException:
                 output.close()
@@ -263,6 +325,11 @@ def replay(
             result.upserts += output.upsert_count
             result.deletes += output.delete_count
             done.append((work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet"))
+        if fills:
+            fills_path = Path(fills_file) if fills_file else upsert_path.with_name("fills.parquet")
+            write_fills(work / "fills.parquet", header, fills)
+            os.replace(work / "fills.parquet", fills_path)
+            result.fills_file = str(fills_path)
         if len(done) == 1:
             os.replace(done[0][0], upsert_path)
             os.replace(done[0][1], delete_path)

@@ -34,8 +34,8 @@ def _extract_after(hook, header, start, tmp_path, **kwargs):
 
 
 @pytest.mark.parametrize(("ddl", "described"), [
-    ("ALTER TABLE {t} DROP COLUMN label", "dropped or renamed label"),
-    ("ALTER TABLE {t} RENAME COLUMN label TO title", "dropped or renamed label"),
+    ("ALTER TABLE {t} DROP COLUMN label", "dropped label"),
+    ("ALTER TABLE {t} RENAME COLUMN label TO title", "renamed label to title"),
     ("ALTER TABLE {t} MODIFY price DECIMAL(12,2)", "price changed from decimal(10,2) to decimal(12,2)"),
 ])
 def test_a_column_change_stops_the_range_naming_the_ddl_and_its_position(mariadb, orders, capture_conn, tmp_path,

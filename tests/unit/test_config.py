@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from airflow_cdc_provider.core.config import CdcConfig, ConfigError
+from airflow_cdc_provider.core.config import CdcConfig, ConfigError, TableConfig
 from airflow_cdc_provider.core.errors import InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import DAGS
@@ -54,3 +54,13 @@ def test_hive_names_are_checked_and_lower_cased():
 def test_counts_must_be_whole_numbers_in_range(key, value):
     with pytest.raises(ConfigError, match=f"`{key}:`.*got {value!r}"):
         CdcConfig.from_dict({"tables": ["shop.a"], key: value})
+
+
+def test_schema_changes_is_strict_unless_set_for_all_or_per_table():
+    config = CdcConfig.from_dict({"schema_changes": "evolve",
+                                  "tables": ["shop.a", {"source": "shop.b", "schema_changes": "strict"}]})
+    assert [config.policy(t) for t in config.tables] == ["evolve", "strict"]
+    assert CdcConfig.from_dict({"tables": ["shop.a"]}).policy(TableConfig(TableName("shop", "a"), "a")) == "strict"
+    with pytest.raises(ConfigError, match="`schema_changes:` of shop.a in the configuration must be one of strict, "
+                                          "evolve, got 'loose'"):
+        CdcConfig.from_dict({"tables": [{"source": "shop.a", "schema_changes": "loose"}]})

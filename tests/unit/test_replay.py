@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, format_record, key_uid
+from airflow_cdc_provider.core.schema import Fill
 from airflow_cdc_provider.stages.replay import replay
 
 HEADER = RawHeader("shop.users", (("id", "varchar(10)"), ("name", "varchar(50)"), ("score", "int(11)")), ("id",))
@@ -182,3 +183,73 @@ def test_fast_encoding_is_the_json_encoders_text():
         assert encode_values(row) == _ENCODER.encode(row)
         json.loads(encode_values(row))
         assert decode_values(encode_values(row)) == row
+
+
+# --- columns that change in the range ---------------------------------------------------------------------
+
+WIDER = RawHeader("shop.users", HEADER.columns[:2] + (("city", "varchar(20)"),) + HEADER.columns[2:], ("id",))
+RENAMED = RawHeader("shop.users", (("id", "varchar(10)"), ("title", "varchar(50)"), ("score", "int(11)")), ("id",))
+
+
+def layered(tmp_path: Path, *parts) -> list[Path]:
+    """Raw files in binlog order, one per (header, changes); coordinates keep rising across them."""
+    files, n = [], 0
+    for i, (header, changes) in enumerate(parts):
+        files.append(write_raw(tmp_path / f"raw-{i}", changes, header, start=n))
+        n += len(changes)
+    return files
+
+
+def test_rows_from_before_an_added_column_get_its_fill_and_later_rows_their_value(tmp_path):
+    files = layered(tmp_path,
+                    (HEADER, [("I", ["a", "A", 1]), ("U", ["b", "B", 2]), ("D", ["c", "C", 3])]),
+                    (WIDER, [("U", ["b", "B2", "Oslo", 5]), ("I", ["d", "D", None, 4])]))
+    fills = [Fill("city", (), "n/a")]
+    result, upserts, deletes = run(tmp_path, *files, fills=fills)
+    assert upserts == [("a", "A", 1, "n/a"), ("b", "B2", 5, "Oslo"), ("d", "D", 4, None)]
+    assert deletes == [("c",)]
+    assert [f.name for f in pq.read_schema(result.upsert_file)] == ["id", "name", "score", "city"]
+    assert pq.read_table(result.fills_file).to_pylist() == [{"city": "n/a"}]
+
+
+def test_partitioned_replay_across_a_change_of_columns_gives_the_same_result(tmp_path):
+    rng = random.Random(7)
+    before = [(rng.choice("IUD"), [f"k{rng.randrange(3000)}", f"v{n}", n]) for n in range(8000)]
+    after = [(rng.choice("IUD"), [f"k{rng.randrange(3000)}", f"w{n}", f"c{n}", n]) for n in range(8000)]
+    files = layered(tmp_path, (HEADER, before), (WIDER, after))
+    fills = [Fill("city", (), "n/a")]
+    whole, upserts, deletes = run(tmp_path, *files, fills=fills)
+    split, upserts2, deletes2 = run(tmp_path, *files, fills=fills, memory_budget=1024 * 96, block_size=16384)
+    assert whole.partitions == 0 and split.partitions >= 2
+    assert (upserts2, deletes2) == (upserts, deletes)
+    assert {u[3] == "n/a" for u in upserts} == {True, False}, "rows from both sides of the change survive"
+
+
+def test_a_renamed_column_carries_its_values_and_the_old_one_is_kept_until_the_rename(tmp_path):
+    files = layered(tmp_path,
+                    (HEADER, [("I", ["a", "A", 1]), ("I", ["b", "B", 2])]),
+                    (RENAMED, [("U", ["b", "B2", 3])]))
+    fills = [Fill("title", ("name",), None, needs_value=False)]
+    result, upserts, _ = run(tmp_path, *files, fills=fills)
+    # The row last changed before the rename has both names; the one changed after, only the new one.
+    assert upserts == [("a", "A", 1, "A"), ("b", None, 3, "B2")]
+    meta = pq.read_schema(result.fills_file).metadata[b"cdc.fills"]
+    assert b'"sources": ["name"]' in meta
+
+
+def test_a_column_dropped_and_added_again_holds_the_new_default_for_rows_from_before(tmp_path):
+    dropped = RawHeader("shop.users", HEADER.columns[:1] + HEADER.columns[2:], ("id",))
+    files = layered(tmp_path,
+                    (HEADER, [("I", ["a", "A", 1])]),
+                    (dropped, [("I", ["b", 2])]),
+                    (HEADER, [("I", ["c", "C", 3])]))
+    _, upserts, _ = run(tmp_path, *files, fills=[Fill("name", (), "fresh")])
+    assert upserts == [("a", "fresh", 1), ("b", "fresh", 2), ("c", "C", 3)]
+
+
+def test_files_of_another_key_are_refused(tmp_path):
+    other = RawHeader("shop.users", HEADER.columns, ("name",))
+    files = layered(tmp_path, (HEADER, [("I", ["a", "A", 1])]), (other, [("I", ["b", "B", 2])]))
+    with pytest.raises(CorruptRawFile, match="another table or key"):
+        run(tmp_path, *files)
+    assert not (tmp_path / "upsert.parquet").exists()

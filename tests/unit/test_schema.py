@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from decimal import Decimal
 
 import pytest
@@ -12,11 +13,14 @@ from airflow_cdc_provider.core.schema import (
     SchemaChangeRefused,
     UnknownDefault,
     added_column_default,
+    added_columns,
     check_changes,
     ddl_targets,
     landing,
+    layout_plans,
     logged_as,
     refusal,
+    renames_in,
 )
 
 BEFORE = (("id", "int(11)"), ("name", "varchar(10)"), ("price", "decimal(10,2)"))
@@ -37,7 +41,7 @@ def test_strict_refuses_a_drop_naming_the_ddl_its_position_and_the_ways_out():
     dropped = change(BEFORE[0], BEFORE[2])
     message = refusal(dropped, "strict", ["id"])
     assert "ALTER TABLE items DROP COLUMN name` (binlog file 3, end position 1234)" in message
-    assert "dropped or renamed name" in message and "the Hive table is as it was" in message
+    assert "dropped name" in message and "the Hive table is as it was" in message
     assert "fresh_snapshot=true" in message and "schema_changes: evolve" in message
     assert refusal(dropped, "evolve", ["id"]) is None
     with pytest.raises(SchemaChangeRefused, match="DROP COLUMN name"):
@@ -117,3 +121,42 @@ def test_mariadb_types_the_binlog_cannot_tell_are_known_by_their_definition():
     assert logged_as("inet6", "binary(16)") and logged_as("uuid", "binary(16)") and logged_as("inet4", "binary(4)")
     assert logged_as("json", "longtext") and logged_as("int(11)", "int")
     assert not logged_as("inet6", "binary(4)") and not logged_as("int(11)", "bigint")
+
+
+@pytest.mark.parametrize(("query", "pairs"), [
+    ("ALTER TABLE t RENAME COLUMN label TO title", [("label", "title")]),
+    ("alter table t change column `a``b` `c d` int not null, CHANGE x y TEXT", [("a`b", "c d"), ("x", "y")]),
+    ("ALTER TABLE t RENAME COLUMN IF EXISTS a TO b, ADD COLUMN c INT", [("a", "b")]),
+    ("ALTER TABLE t RENAME TO t2", []),
+    ("ALTER TABLE t RENAME INDEX a TO b, MODIFY c INT", []),
+])
+def test_renames_are_read_from_the_alter_statement(query, pairs):
+    assert renames_in(query) == pairs
+
+
+def test_a_rename_named_by_the_ddl_is_a_rename_that_evolve_takes_on():
+    renamed = change(BEFORE[0], ("title", "varchar(10)"), BEFORE[2], ddl="ALTER ... RENAME COLUMN name TO title")
+    renamed = SchemaChange(renamed.table, renamed.at, renamed.ddl, renamed.before, renamed.after, (("name", "title"),))
+    assert renamed.renamed == [("name", "title")] and not renamed.added and not renamed.dropped
+    assert renamed.describe() == "renamed name to title"
+    assert "takes on added columns only" in refusal(renamed, "strict", ["id"])
+    assert refusal(renamed, "evolve", ["id"]) is None
+    retyped = SchemaChange("t", "x", None, BEFORE, (BEFORE[0], ("title", "int(11)"), BEFORE[2]), (("name", "title"),))
+    assert "Hive cannot change in place" in refusal(retyped, "evolve", ["id"])
+    key = SchemaChange("t", "x", None, BEFORE, (("item", "int(11)"), *BEFORE[1:]), (("id", "item"),))
+    assert "key column(s) id" in refusal(key, "evolve", ["id"])
+
+
+def test_renames_chain_and_a_re_added_column_starts_afresh():
+    first = SchemaChange("t", "x", None, BEFORE, (BEFORE[0], ("b", "varchar(10)"), BEFORE[2], ("n", "int")),
+                         (("name", "b"),))
+    second = SchemaChange("t", "y", None, first.after, (BEFORE[0], ("c", "varchar(10)"), BEFORE[2], ("n", "int")),
+                          (("b", "c"),))
+    fills = {f.column: f for f in added_columns(BEFORE, [first, second])}
+    assert fills["c"].sources == ("b", "name") and not fills["c"].needs_value
+    assert fills["n"].sources == () and fills["n"].needs_value
+    columns, plans = layout_plans([BEFORE, first.after, second.after], [replace(fills["n"], value=0), fills["c"]])
+    assert [name for name, _ in columns] == ["id", "name", "price", "b", "n", "c"]
+    assert plans[0] == [(0, None), (1, None), (2, None), (None, None), (None, 0), (1, None)]
+    assert plans[1] == [(0, None), (None, None), (2, None), (1, None), (3, None), (1, None)]
+    assert plans[2] == [(0, None), (None, None), (2, None), (None, None), (3, None), (1, None)]
