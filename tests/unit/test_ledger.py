@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import threading
+from dataclasses import replace
 
 import pytest
 
@@ -22,7 +23,7 @@ from airflow_cdc_provider.core.ledger import (
     choose_origin,
     plan_run,
 )
-from airflow_cdc_provider.core.merge import parse_version_dir, version_dir_name, versions_to_remove
+from airflow_cdc_provider.core.merge import next_columns, parse_version_dir, version_dir_name, versions_to_remove
 from airflow_cdc_provider.core.watermark import Watermark
 
 UTC = dt.timezone.utc
@@ -71,6 +72,18 @@ def test_rerun_repeats_the_recorded_plan():
     plan = plan_run(RUN, committed(version=5, position=900), recorded, T0 - dt.timedelta(days=1))
     assert (plan.mode, plan.input_version, plan.start, plan.end) == (INCREMENTAL, 2, wm(100), wm(300))
     assert "re-run" in plan.reason
+
+
+def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_keeps_them():
+    columns = (("id", "int(11)"), ("label", "varchar(20)"))
+    c = replace(committed(), columns=columns)
+    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    plan = plan_run(RUN, c, None, T0 + dt.timedelta(hours=1))
+    assert plan.start_columns == columns
+    # The first attempt committed with other columns: the re-run still starts from the ones it planned with.
+    later = replace(c, version=4, columns=(*columns, ("note", "text")))
+    assert plan_run(RUN, later, RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))), None).start_columns == columns
+    assert plan_run(RUN, committed(), None, None).start_columns is None, "a ledger from before columns were kept"
 
 
 def test_plan_round_trips_through_json():
@@ -199,3 +212,14 @@ def test_scheduled_and_backfill_runs_target_their_interval_end_manual_runs_now()
     assert run_target(DagRunType.MANUAL, end) is None
     assert run_target(DagRunType.ASSET_TRIGGERED, end) is None
     assert run_target("scheduled", None) is None
+
+
+def test_next_columns_appends_added_ones_keeps_dropped_ones_and_refuses_the_rest():
+    table = [("id", "int"), ("label", "string")]
+    assert next_columns(table, [("id", "int"), ("note", "string"), ("label", "string")], {"note"}, "ods.t") == [
+        ("id", "int"), ("label", "string"), ("note", "string")]
+    assert next_columns(table, [("id", "int")], set(), "ods.t") == table, "evolve: a dropped column stays"
+    with pytest.raises(LedgerConflict, match="label of the Hive table ods.t is string, but this run gives it as int"):
+        next_columns(table, [("id", "int"), ("label", "int")], set(), "ods.t")
+    with pytest.raises(LedgerConflict, match=r"\['note'\] are not in the Hive table ods.t, and this run did not see"):
+        next_columns(table, [*table, ("note", "string")], set(), "ods.t")

@@ -1,0 +1,111 @@
+"""Schema changes between two runs of the real DAG: the Hive table gains added columns within the run, rows from
+before and after the change land right, and `schema_changes: evolve` keeps dropped and renamed columns."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from airflow_cdc_provider.testing.hive import read_hive_table
+from tests.e2e.test_example_dag import latest_xcoms
+from tests.e2e.test_pipeline import DAG_ID, Pipeline
+
+
+def hive_columns(pipeline: Pipeline, table: str) -> list[str]:
+    rows, _ = read_hive_table(str(pipeline.tmp / "warehouse"), None, f"ods.{table}")
+    return rows.column_names
+
+
+def run_ok(pipeline: Pipeline, date: str) -> dict:
+    code, output = pipeline.run(date)
+    assert code == 0, output[-8000:]
+    return latest_xcoms(DAG_ID)
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_added_columns_land_in_hive_within_the_run_with_rows_before_and_after(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
+    group = f"{pipeline.schema}__orders"
+    run_ok(pipeline, "2026-05-01T00:00:00+00:00")
+
+    pipeline.sql(
+        # Before the change: a row changed, a row added; 1001/2 and 1003/1 stay as loaded.
+        "UPDATE {s}.orders SET amount = 20.00 WHERE order_no = 1001 AND line_no = 1",
+        "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) VALUES (1005, 1, 2, 1.00)",
+        "ALTER TABLE {s}.orders ADD COLUMN channel VARCHAR(20) NOT NULL DEFAULT 'web',"
+        " ADD COLUMN discount DECIMAL(5,2) NULL, ADD COLUMN placed DATE NOT NULL DEFAULT '2020-02-29'",
+        # After it: rows with the new columns set, and a row from before changed again.
+        "UPDATE {s}.orders SET channel = 'shop', discount = 0.50 WHERE order_no = 1002",
+        "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, channel, placed) VALUES"
+        " (1006, 1, 1, 9.99, 'app', '2026-05-01')",
+        "UPDATE {s}.orders SET amount = 21.00 WHERE order_no = 1005",
+    )
+    xcoms = run_ok(pipeline, "2026-05-01T01:00:00+00:00")
+    assert xcoms[f"{group}.merge"]["added_columns"] == ["channel", "discount", "placed"]
+    assert [c["change"] for c in xcoms[f"{group}.extract"]["schema_changes"]] == ["added channel, discount, placed"]
+    hive, _ = pipeline.assert_equal("orders")
+    assert hive_columns(pipeline, "orders")[-3:] == ["channel", "discount", "placed"]
+    assert hive[(1003, 1)]["channel"] == "web" and hive[(1003, 1)]["discount"] is None, "untouched: the default"
+    assert hive[(1001, 1)]["channel"] == "web", "changed before the ALTER: the default too"
+    assert hive[(1002, 1)]["channel"] == "shop"
+    # Cleared and run again after its commit: onto its input version (without the columns) once more, into a
+    # table that has them already.
+    code, output = pipeline.run("2026-05-01T01:00:00+00:00")
+    assert code == 0 and "a re-run: it repeats what it planned" in output, output[-8000:]
+    assert latest_xcoms(DAG_ID)[f"{group}.merge"]["added_columns"] == []
+    assert pipeline.assert_equal("orders")[0] == hive
+
+    # A column added in the middle of the MySQL table, after the last row event of the range: no row carries
+    # it, the DDL does. Hive appends it; a later run starts from the columns this one committed.
+    pipeline.sql("UPDATE {s}.orders SET note = 'x' WHERE order_no = 1006",
+                 "ALTER TABLE {s}.orders ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'EU' AFTER line_no")
+    xcoms = run_ok(pipeline, "2026-05-01T02:00:00+00:00")
+    assert xcoms[f"{group}.merge"]["added_columns"] == ["region"]
+    hive, _ = pipeline.assert_equal("orders")
+    assert {row["region"] for row in hive.values()} == {"EU"}
+    assert hive_columns(pipeline, "orders")[-1] == "region"
+    assert pipeline.ledger("orders").committed().columns[2] == ("region", "char(2)")
+
+    pipeline.sql("UPDATE {s}.orders SET region = 'US' WHERE order_no = 1001")
+    xcoms = run_ok(pipeline, "2026-05-01T03:00:00+00:00")
+    assert xcoms[f"{group}.merge"]["added_columns"] == [] and xcoms[f"{group}.extract"]["schema_changes"] == []
+    pipeline.assert_equal("orders")
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_evolve_keeps_dropped_and_renamed_columns_in_hive(mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["customers"])
+    pipeline.config["schema_changes"] = "evolve"
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) VALUES ('bob@example.com', 'Bob', 'Rome',"
+                 " '2026-01-04 00:00:00')")
+    run_ok(pipeline, "2026-06-01T00:00:00+00:00")
+
+    pipeline.sql(
+        "UPDATE {s}.customers SET city = 'Paris' WHERE id = 1",
+        "ALTER TABLE {s}.customers RENAME COLUMN city TO town",
+        "UPDATE {s}.customers SET town = 'Leeds' WHERE id = 2",
+        "ALTER TABLE {s}.customers DROP COLUMN name",
+        "INSERT INTO {s}.customers (email, town, created_at) VALUES ('grace@example.com', 'NYC', NOW(3))",
+    )
+    xcoms = run_ok(pipeline, "2026-06-01T01:00:00+00:00")
+    changes = [c["change"] for c in xcoms[f"{pipeline.schema}__customers.extract"]["schema_changes"]]
+    assert changes == ["renamed city to town", "dropped name"]
+    assert hive_columns(pipeline, "customers") == ["id", "email", "name", "city", "created_at", "town"]
+    hive, _ = pipeline.hive("customers")
+    source = pipeline.source("customers")
+    kept = {key: (row.pop("name"), row.pop("city")) for key, row in hive.items()}
+    assert hive == source, "every column the source has holds the source's values"
+    assert kept == {
+        (1,): ("Ada", "Paris"),  # last changed before the rename and the drop: both hold its last values
+        (2,): ("Alan", None),    # changed after the rename: the old name no longer holds its value
+        (3,): ("Bob", "Rome"),   # untouched: as loaded
+        (4,): (None, None),      # inserted after both
+    }
+    assert source[(3,)]["town"] == "Rome", "the renamed column carries the values of the old one"
+
+    pipeline.sql("UPDATE {s}.customers SET town = 'York' WHERE id = 1")
+    run_ok(pipeline, "2026-06-01T02:00:00+00:00")
+    hive, _ = pipeline.hive("customers")
+    assert (hive[(1,)]["name"], hive[(1,)]["city"], hive[(1,)]["town"]) == (None, None, "York")
+    assert (hive[(3,)]["name"], hive[(3,)]["city"]) == ("Bob", "Rome")
