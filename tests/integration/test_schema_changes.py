@@ -3,13 +3,14 @@ a fresh snapshot reloads the Hive table with the new columns."""
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 
 import pytest
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
-from airflow_cdc_provider.core.schema import SchemaChangeRefused
+from airflow_cdc_provider.core.schema import SchemaChangeRefused, UnknownDefault
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import TableReplaced, extract
 from airflow_cdc_provider.stages.snapshot import snapshot
@@ -102,3 +103,31 @@ def test_a_fresh_snapshot_reloads_the_hive_table_with_its_new_columns(mariadb, o
     assert location.endswith("/v000002")
     assert rows == plain(source_rows(mariadb, target.header))
     assert set(rows[(1,)]) == {"id", "price", "note"} and rows[(1,)]["note"] == "n/a"
+
+
+def test_an_added_column_whose_default_is_an_expression_stops_the_range(mariadb, orders, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(orders)
+    start = hook.current_watermark()
+    mariadb.execute(f"ALTER TABLE {orders.quoted} ADD COLUMN seen DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
+                    f"INSERT INTO {orders.quoted} (id) VALUES (3)")
+    out, run = _extract_after(hook, header, start, tmp_path, definitions=[hook.raw_header(orders)],
+                              defaults=hook.added_column_defaults)
+    with pytest.raises(UnknownDefault, match=r"seen \(datetime\(6\)\) was added with the default current_timestamp\(6\), "
+                                             r"an expression.*fresh_snapshot=true"):
+        run()
+    assert not list(out.glob("*")), "no raw file is left"
+
+
+def test_added_columns_get_the_defaults_the_server_gave_existing_rows(mariadb, orders, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(orders)
+    start = hook.current_watermark()
+    mariadb.execute(f"ALTER TABLE {orders.quoted} ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'it''s',"
+                    " ADD COLUMN qty INT NOT NULL, ADD COLUMN due DATE DEFAULT '2026-02-28', ADD COLUMN opt TEXT")
+    _, run = _extract_after(hook, header, start, tmp_path, definitions=[hook.raw_header(orders)],
+                            defaults=hook.added_column_defaults)
+    fills = {f.column: f.value for f in run().fills[str(orders)]}
+    assert fills == {"note": "it's", "qty": 0, "due": dt.date(2026, 2, 28), "opt": None}
+    existing = mariadb.execute(f"SELECT note, qty, due, opt FROM {orders.quoted}")
+    assert set(existing) == {tuple(fills.values())}, "the rows that existed hold exactly these values"
