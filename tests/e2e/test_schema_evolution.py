@@ -3,6 +3,8 @@ before and after the change land right, and `schema_changes: evolve` keeps dropp
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import yaml
 
@@ -109,3 +111,24 @@ def test_evolve_keeps_dropped_and_renamed_columns_in_hive(mariadb, capture_conn,
     hive, _ = pipeline.hive("customers")
     assert (hive[(1,)]["name"], hive[(1,)]["city"], hive[(1,)]["town"]) == (None, None, "York")
     assert (hive[(3,)]["name"], hive[(3,)]["city"]) == ("Bob", "Rome")
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_dropped_column_fails_the_run_under_strict_leaves_hive_as_it_was_and_a_fresh_snapshot_recovers(
+        mariadb, capture_conn, tmp_path):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
+    run_ok(pipeline, "2026-07-01T00:00:00+00:00")
+    before, location = pipeline.hive("orders")
+    pipeline.sql("UPDATE {s}.orders SET amount = 1.00 WHERE order_no = 1003",
+                 "ALTER TABLE {s}.orders DROP COLUMN note")
+    (file, position), = [(f, p) for f, p, *_ in mariadb.execute("SHOW MASTER STATUS")]
+    code, output = pipeline.run("2026-07-01T01:00:00+00:00")
+    assert code != 0
+    assert f"DROP COLUMN note` (binlog file {int(file.rsplit('.', 1)[1])}, end position {position})" in output
+    assert "dropped note" in output and "schema_changes: evolve" in output and "fresh_snapshot=true" in output
+    assert pipeline.hive("orders") == (before, location), "the Hive table is as it was"
+
+    code, output = pipeline.run("2026-07-01T02:00:00+00:00", json.dumps({"fresh_snapshot": True}))
+    assert code == 0, output[-8000:]
+    hive, _ = pipeline.assert_equal("orders")
+    assert "note" not in hive[(1003, 1)]
