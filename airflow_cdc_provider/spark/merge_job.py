@@ -163,9 +163,9 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
 
 
 def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None,
-            columns: list[tuple[str, str]]) -> Any:
+            columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
     """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``; just the upserts without
-    an origin."""
+    an origin. ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
     from pyspark.sql.functions import broadcast, col, lit
 
     key = spec.hive_key
@@ -176,7 +176,7 @@ def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | No
     if origin_version is None:
         return upserts
     old = spark.read.parquet(files.version_path(origin_version))
-    fill_row, sources = _fills(spark, spec)
+    fill_row, sources = fills
     held = set(old.columns)
     if fill_row is not None:
         old = old.crossJoin(broadcast(fill_row))
@@ -211,11 +211,11 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
     if origin.action == "skip":
         return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None}
+    fills = _fills(spark, spec)
     if origin.action == "load":
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
     else:
-        _, filled = _fills(spark, spec)
-        columns = next_columns(table_columns, spec.hive_columns, set(filled), f"{spec.database}.{spec.table}")
+        columns = next_columns(table_columns, spec.hive_columns, set(fills[1]), f"{spec.database}.{spec.table}")
     redefine = current is not None and origin.action == "load" and table_columns != columns
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
@@ -236,7 +236,7 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     path = files.version_path(version)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
-    _merged(spark, spec, files, origin.version, columns).write.mode("errorifexists").parquet(path)
+    _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
     clock.lap("write")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
