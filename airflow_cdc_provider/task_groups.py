@@ -1,24 +1,32 @@
-"""The task group factory: the whole chain for one table, for the example DAG and for users' own DAGs.
+"""The task group factories: a whole source (every table of one server, by name or pattern), or one table.
 
-    check → plan ─┬─ snapshot ─────────────┬─ merge → finish
+    check → plan ─┬─ snapshot ─────────────┬─ merge → table (one mapped task per table)
                   └─ extract → replay ─────┘
 
-``plan`` takes the table's lock and branches: the first run (or one asked for a fresh snapshot) loads a
-snapshot; later runs read the binlog from the committed watermark. ``merge`` writes the next version of the
-Hive table on Spark and commits it with its watermark in one metastore switch. ``finish`` releases the lock.
+``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
+decides what the run does to it: a snapshot (first run, fresh snapshot), the binlog from its committed
+watermark, or nothing. ``snapshot`` loads the new tables, a few at a time. ``extract`` reads the binlog once
+for every incremental table, over one replication connection; ``replay`` turns each changed table's raw
+files into upserts and deletes. ``merge`` runs one Spark application for every table with changes (none when
+none has), commits each table on its own, and records each commit in its ledger; an idle table's watermark
+advances without Spark. ``table`` shows each table's outcome, releases its lock, and fails for a table that
+failed, after the others have committed.
+
+Each task hands the next one typed value (``core.contract``), wired here as XComArgs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import Param, TaskGroup
 
-from airflow_cdc_provider.core.config import CdcConfig, TableConfig
+from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
-from airflow_cdc_provider.operators.merge import CdcFinishOperator, SparkMergeOperator
+from airflow_cdc_provider.operators.merge import CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
 
 FRESH_SNAPSHOT_PARAM = "fresh_snapshot"
@@ -30,42 +38,54 @@ def cdc_params() -> dict[str, Param]:
                                         description="Reload every table from a new snapshot instead of the binlog.")}
 
 
+def cdc_source_group(config: CdcConfig, group_id: str = "cdc", **task_kwargs: Any) -> TaskGroup:
+    """Build the task group that brings every table of ``config`` (one source server) up to date in Hive.
+
+    Call it inside a DAG context; the DAG should carry ``cdc_params()``. ``task_kwargs`` go to every task
+    (``pool``, ``queue``…). The group's ``outcomes`` attribute is the merge task's output (a list of
+    ``TableOutcome`` as JSON), for a task of yours to take as its argument.
+    """
+    names = ", ".join(str(t.source) if isinstance(t, TableConfig) else str(t) for t in config.tables)
+    return _chain(config.tables, config, group_id, f"{names} → Hive {config.hive.database}", task_kwargs)
+
+
 def cdc_table_group(table: TableConfig, config: CdcConfig, group_id: str | None = None,
                     **task_kwargs: Any) -> TaskGroup:
-    """Build the task group that brings ``table`` up to date in Hive. Call it inside a DAG context.
+    """Build the task group that brings one table up to date in Hive: the source's chain over that table alone.
 
-    ``task_kwargs`` go to every task (``pool``, ``queue``…). The DAG should carry ``cdc_params()``.
+    Call it inside a DAG context; the DAG should carry ``cdc_params()``. ``task_kwargs`` go to every task.
     """
-    gid = group_id or table.group_id
-    source, hive_table = str(table.source), table.hive_table(config.hive)
+    if not isinstance(table, TableConfig):
+        raise TypeError(f"cdc_table_group takes one named table, got the pattern {table}: use cdc_source_group.")
+    return _chain((table,), config, group_id or table.group_id,
+                  f"{table.source} → Hive {table.hive_table(config.hive)}", task_kwargs)
+
+
+def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,
+           task_kwargs: dict[str, Any]) -> TaskGroup:
     retry = {"retries": config.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
-    with TaskGroup(group_id=gid, tooltip=f"{source} → Hive {hive_table}") as group:
-        check = CaptureCheckOperator(task_id="check", table=source, mysql_conn_id=config.mysql_conn_id, **retry)
-        # No retry: the plan fails only on a decision (another run holds the table) that a retry would repeat.
-        plan = CdcPlanOperator(
-            task_id="plan", source=source, hive_table=hive_table, work_dir=config.work_dir,
-            snapshot_task_ids=[f"{gid}.snapshot"], incremental_task_ids=[f"{gid}.extract", f"{gid}.replay"],
-            fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **{**retry, "retries": 0},
-        )
-        snapshot = MySqlSnapshotOperator(task_id="snapshot", table=source, work_dir=plan.output["run_dir"],
-                                         mysql_conn_id=config.mysql_conn_id, **retry)
-        extract = MySqlBinlogExtractOperator(
-            task_id="extract", table=source, start_watermark=plan.output["start"], end_watermark=plan.output["end"],
-            stop_before=plan.output["stop_before"], start_columns=plan.output["start_columns"],
-            work_dir=plan.output["run_dir"], schema_changes=config.policy(table), mysql_conn_id=config.mysql_conn_id,
-            **retry,
-        )
-        replay = RawReplayOperator(task_id="replay", extraction=extract.output, work_dir=plan.output["run_dir"], **retry)
+    conn = {"mysql_conn_id": config.mysql_conn_id}
+    with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
+        check = CaptureCheckOperator(task_id="check", tables=tables, hive=config.hive, work_dir=config.work_dir,
+                                     schema_changes=config.schema_changes, **conn, **retry)
+        # No retry: the plan fails only on a decision (another run holds a table) that a retry would repeat.
+        plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
+                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}",
+                               **{**retry, "retries": 0})
+        snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
+                                         concurrency=config.snapshot_concurrency, **conn, **retry)
+        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **retry)
+        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, **retry)
+        # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
-            task_id="merge", conn_id=config.spark_conn_id, hive_table=hive_table,
-            warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
-            plan_task_id=f"{gid}.plan", snapshot_task_id=f"{gid}.snapshot", extract_task_id=f"{gid}.extract",
-            replay_task_id=f"{gid}.replay", keep_versions=config.keep_versions,
-            trigger_rule="none_failed_min_one_success", **retry,
+            task_id="merge", conn_id=config.spark_conn_id, plan=plan.output, snapshot=snapshot.output,
+            extraction=extract.output, replay=replay.output, warehouse_dir=config.hive.warehouse_dir,
+            metastore_uri=config.hive.metastore_uri, keep_versions=config.keep_versions,
+            applications=config.merge_applications, trigger_rule="all_done", **retry,
         )
-        finish = CdcFinishOperator(task_id="finish", plan_task_id=f"{gid}.plan", keep_runs=config.keep_versions,
-                                   trigger_rule="none_failed", **retry)
-        check >> plan >> [snapshot, extract]
-        extract >> replay
-        [snapshot, replay] >> merge >> finish
+        CdcTableOperator.partial(
+            task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions,
+            map_index_template="{{ task.outcome['source'] }}", **retry,
+        ).expand(outcome=merge.output)
+    group.outcomes = merge.output
     return group

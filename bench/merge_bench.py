@@ -37,7 +37,7 @@ import pymysql.cursors  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
-from airflow_cdc_provider.core.merge import MergeSpec  # noqa: E402
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
 from airflow_cdc_provider.core.types import arrow_table, file_schema, hive_type  # noqa: E402
 from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
@@ -133,15 +133,16 @@ class Incremental:
             database="ods", table="incremental", source=self.header.table, warehouse_dir=str(self.work / "warehouse"),
             metastore_uri=None, plan=plan, end=end, as_of=dt.datetime.now(dt.timezone.utc),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            upsert_files=tuple(upserts), delete_file=deletes, ledger_dir=str(self.ledger.root),
-            result_file=str(out / "result.json"),
+            upsert_files=tuple(upserts), delete_file=deletes,
         )
-        spec.write(out / "spec.json")
-        merge_s = submit(MERGE_JOB, str(out / "spec.json"), cwd=out)
+        MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).write(out / "job.json")
+        merge_s = submit(MERGE_JOB, str(out / "job.json"), cwd=out)
+        result = json.loads((out / "result.json").read_text())["tables"]["ods.incremental"]
+        self.ledger.commit(plan, spec.committed(result["version"], result["location"]))
         self.ledger.release(run)
         if parts:
             parts["merge"] = merge_s
-        return time.perf_counter() - t0, read, {**parts, **json.loads((out / "result.json").read_text())}
+        return time.perf_counter() - t0, read, {**parts, **result}
 
 
 def full_reload(source, header, work: Path) -> tuple[float, int]:

@@ -1,7 +1,7 @@
 """Reusing the provider in a DAG of your own: one table, once a day, and a task of yours after it.
 
-The task group is the same one the example DAG builds; here it feeds a downstream report that reads what the
-merge committed.
+The task group is the example DAG's chain over one table; here it feeds a downstream report that reads what
+the merge committed (the group's ``outcomes``).
 """
 
 from __future__ import annotations
@@ -26,11 +26,10 @@ with DAG(dag_id="shop_orders_daily", schedule="@daily", start_date=datetime(2026
     orders = cdc_table_group(config.tables[0], config, group_id="orders")
 
     @task
-    def report(ti=None) -> str:
-        merged = ti.xcom_pull(task_ids="orders.merge") or {}
-        line = f"orders_daily: {merged.get('status', 'nothing to do')}, version {merged.get('version')}, " \
-               f"{merged.get('rows')} rows"
+    def report(outcomes: list[dict]) -> str:
+        (merged,) = outcomes
+        line = f"{merged['hive_table']}: {merged['status']}, version {merged['version']}, {merged['rows']} rows"
         print(line)
         return line
 
-    orders >> report()
+    report(orders.outcomes)

@@ -130,20 +130,15 @@ def report() -> None:
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == "mysql_binlog_to_hive").order_by(DagRun.id.desc()).first()
         print(f"   run {run.run_id}: {run.state}")
-        rows = session.query(XComModel).filter(XComModel.run_id == run.run_id, XComModel.key == "return_value")
-        for row in rows.order_by(XComModel.task_id):
+        rows = session.query(XComModel).filter(XComModel.run_id == run.run_id, XComModel.key == "return_value",
+                                               XComModel.task_id == "source.merge").all()
+        for row in rows:
             value = row.value if not isinstance(row.value, str) else json.loads(row.value)
-            task = row.task_id.rsplit(".", 1)[-1]
-            if task == "snapshot":
-                print(f"   {row.task_id}: {value['rows']} rows read, watermark {value['watermark']['file']}:"
-                      f"{value['watermark']['position']}")
-            elif task == "extract":
-                print(f"   {row.task_id}: {value['counts']} from the binlog, up to {value['end']['file']}:"
-                      f"{value['end']['position']}")
-            elif task == "replay":
-                print(f"   {row.task_id}: {value['upserts']} upserts, {value['deletes']} deletes")
-            elif task == "merge":
-                print(f"   {row.task_id}: {value['status']} version {value['version']} ({value.get('rows')} rows)")
+            for outcome in value:
+                version = f" version {outcome['version']}" if outcome.get("version") is not None else ""
+                print(f"   {outcome['source']} → {outcome['hive_table']}: {outcome['mode']}, {outcome['status']}"
+                      f"{version}; {outcome['upserts']} upserts, {outcome['deletes']} deletes"
+                      f"{'; ' + outcome['reason'] if outcome['reason'] else ''}")
 
 
 def source_rows(server, table: str) -> list[dict]:

@@ -48,9 +48,10 @@ def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
 
-def _split_qualified(text: str) -> list[str]:
-    """Split ``a.b`` on unquoted dots; backtick-quoted parts may hold dots and doubled backticks."""
-    parts: list[str] = []
+def split_qualified(text: str) -> list[tuple[str, bool]]:
+    """Split ``a.b`` on unquoted dots into (name, quoted) pairs; backtick-quoted parts may hold dots and doubled
+    backticks. ``quoted`` tells a caller that the part was written as a literal (a pattern's glob never is)."""
+    parts: list[tuple[str, bool]] = []
     current: list[str] = []
     i, quoted, was_quoted = 0, False, False
     while i < len(text):
@@ -67,7 +68,7 @@ def _split_qualified(text: str) -> list[str]:
         elif ch == "`" and not current and not was_quoted:
             quoted = was_quoted = True
         elif ch == ".":
-            parts.append("".join(current))
+            parts.append(("".join(current), was_quoted))
             current, was_quoted = [], False
         elif was_quoted:
             raise InvalidIdentifier(f"Unexpected {ch!r} after a quoted name in {text!r}.")
@@ -76,7 +77,7 @@ def _split_qualified(text: str) -> list[str]:
         i += 1
     if quoted:
         raise InvalidIdentifier(f"Unclosed backtick in {text!r}.")
-    parts.append("".join(current))
+    parts.append(("".join(current), was_quoted))
     return parts
 
 
@@ -96,7 +97,7 @@ class TableName:
         """Parse ``schema.table`` (parts may be backtick-quoted), as written in the configuration."""
         if not isinstance(text, str):
             raise InvalidIdentifier(f"The table {text!r} is not a string: write it as schema.table.")
-        parts = _split_qualified(text.strip())
+        parts = [name for name, _ in split_qualified(text.strip())]
         if len(parts) != 2:
             raise InvalidIdentifier(
                 f"The table {text!r} is not of the form schema.table: name its schema too, "
@@ -109,8 +110,9 @@ class TableName:
         return f"{quote_identifier(self.schema)}.{quote_identifier(self.table)}"
 
     def __str__(self) -> str:
-        """``schema.table``; a part holding a dot or backtick is quoted, so that ``parse(str(t)) == t``."""
+        """``schema.table``; a part holding a dot or backtick is quoted, so that ``parse(str(t)) == t``, and so is
+        one holding ``*``, ``?`` or ``[``, which the configuration would otherwise read as a pattern."""
         return ".".join(
-            "`" + part.replace("`", "``") + "`" if "." in part or "`" in part else part
+            "`" + part.replace("`", "``") + "`" if any(ch in part for ch in ".`*?[") else part
             for part in (self.schema, self.table)
         )

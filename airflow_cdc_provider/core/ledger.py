@@ -117,9 +117,9 @@ def _columns_in(data: Any) -> tuple[tuple[str, str], ...] | None:
 class RunPlan:
     """What one run does to the table, decided once and recorded, so that a re-run does the same.
 
-    ``end`` is known up front only on a re-run whose first attempt committed: the range is then repeated
-    exactly. Otherwise the extraction finds it: the position at ``stop_before`` (a scheduled run's data
-    interval end), or the server's position when it starts (a manual run, ``stop_before`` None).
+    The extraction finds the range's end: the position at ``stop_before`` (a scheduled run's data interval end),
+    or the server's position when it starts (a manual run, ``stop_before`` None). ``end``, ``output_version``
+    and ``as_of`` are filled in at the commit; a re-run of a run that committed does nothing.
     """
 
     run: RunRef
@@ -177,6 +177,11 @@ def plan_run(
     or None for a manual run (the moment its extraction starts).
     """
     if recorded is not None and recorded.mode != NOTHING:
+        if recorded.output_version is not None:
+            # Its first attempt committed: the table is already what this run makes of it. A re-run redoes only
+            # what did not commit; the source's changes since go to the next run.
+            return RunPlan(run, NOTHING, f"already committed by this run: version {recorded.output_version} "
+                           f"reflects the source as of {_iso(recorded.as_of)}; the table is left as it is")
         return replace(recorded, reason=f"a re-run: it repeats what it planned ({recorded.reason})")
     if committed is None:
         return RunPlan(run, SNAPSHOT, "the table has no committed version yet: initial load")
@@ -278,6 +283,15 @@ class Ledger:
 
     def record_commit(self, committed: Committed) -> None:
         _write_json(self.root / "committed.json", committed.to_dict())
+
+    def commit(self, plan: RunPlan, committed: Committed) -> None:
+        """Record ``plan``'s commit: the table's version and watermark, then the run's plan filled in.
+
+        A crash between the two leaves a plan without its output: a re-run merges again, which is harmless.
+        """
+        self.record_commit(committed)
+        self.save_run_plan(replace(plan, end=committed.watermark, output_version=committed.version,
+                                   as_of=committed.as_of))
 
     def run_plan(self, run: RunRef) -> RunPlan | None:
         data = _read_json(self.root / "runs" / f"{run.key}.json")

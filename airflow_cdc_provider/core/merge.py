@@ -1,7 +1,8 @@
-"""What the Spark merge is asked to do (the merge spec), and the names of the table's version directories.
+"""What the Spark merge is asked to do (a merge spec per table, a merge job per application), and the names
+of a table's version directories.
 
-The merge operator writes the spec as a JSON file in the run's work directory and hands the job its path:
-nothing secret is in it, and nothing but that path is on the command line.
+The merge operator writes the job as a JSON file in the run's work directory and hands the application its
+path: nothing secret is in it, and nothing but that path is on the command line.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
-from airflow_cdc_provider.core.ledger import LedgerConflict, RunPlan
+from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
+from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 
 _VERSION_DIR = re.compile(r"^v(\d{6,})$")
@@ -59,8 +62,6 @@ class MergeSpec:
     key: tuple[str, ...]
     upsert_files: tuple[str, ...]
     delete_file: str | None  # None for a snapshot
-    ledger_dir: str
-    result_file: str
     keep_versions: int = 3
     # The source's columns (name, MySQL type) at ``end``: recorded with the commit, where the next run starts.
     source_columns: tuple[tuple[str, str], ...] = ()
@@ -76,6 +77,11 @@ class MergeSpec:
         if self.as_of.tzinfo is None:
             raise ValueError("as_of must be a UTC instant.")
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
+
+    def committed(self, version: int, location: str) -> Committed:
+        """What the ledger records once the job committed this spec as ``version`` at ``location``."""
+        return Committed(version, location, self.end, self.as_of, self.plan.run, self.plan.mode,
+                         self.source_columns or None)
 
     @property
     def hive_columns(self) -> list[tuple[str, str]]:
@@ -96,7 +102,6 @@ class MergeSpec:
                 "plan": self.plan.to_dict(), "end": self.end.to_dict(), "as_of": self.as_of.isoformat(),
                 "columns": [list(c) for c in self.columns], "key": list(self.key),
                 "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
-                "ledger_dir": self.ledger_dir, "result_file": self.result_file,
                 "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
                 "fills_file": self.fills_file}
 
@@ -109,18 +114,60 @@ class MergeSpec:
             as_of=dt.datetime.fromisoformat(data["as_of"]),
             columns=tuple((str(n), str(t)) for n, t in data["columns"]), key=tuple(data["key"]),
             upsert_files=tuple(data["upsert_files"]), delete_file=data.get("delete_file"),
-            ledger_dir=data["ledger_dir"], result_file=data["result_file"],
             keep_versions=int(data.get("keep_versions", 3)),
             source_columns=tuple((str(n), str(t)) for n, t in data.get("source_columns") or ()),
             fills_file=data.get("fills_file") or None,
         )
 
+
+
+@dataclass(frozen=True)
+class MergeJob:
+    """One Spark application's work: the merge of each table in ``tables``, each committed on its own.
+
+    The application writes one result per table to ``result_file``; the merge task records the commits in the
+    ledgers from it. One table's failure is its result, not the application's: the others still commit.
+    """
+
+    warehouse_dir: str
+    metastore_uri: str | None
+    tables: tuple[MergeSpec, ...]
+    result_file: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"warehouse_dir": self.warehouse_dir, "metastore_uri": self.metastore_uri,
+                "tables": [t.to_dict() for t in self.tables], "result_file": self.result_file}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> MergeJob:
+        return cls(data["warehouse_dir"], data.get("metastore_uri"),
+                   tuple(MergeSpec.from_dict(t) for t in data["tables"]), data["result_file"])
+
     def write(self, path: str | Path) -> None:
         Path(path).write_text(json.dumps(self.to_dict(), indent=1))
 
     @classmethod
-    def read(cls, path: str | Path) -> MergeSpec:
+    def read(cls, path: str | Path) -> MergeJob:
         return cls.from_dict(json.loads(Path(path).read_text()))
+
+
+def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, metastore_uri: str | None,
+               keep_versions: int) -> MergeSpec:
+    """The merge spec of one table: its plan, what the snapshot or the replay made of it, and its target."""
+    if merge_input.source != table.source:
+        raise ValueError(f"The merge input of {merge_input.source} was given for {table.source}.")
+    if merge_input.mode != table.mode:
+        raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
+    database, name = table.table.hive_table.split(".", 1)
+    return MergeSpec(
+        database=database, table=name, source=table.source, warehouse_dir=warehouse_dir,
+        metastore_uri=metastore_uri, plan=table.plan, end=merge_input.end,
+        # A re-run keeps the moment its first commit reflected; the range is the same.
+        as_of=table.plan.as_of or merge_input.as_of,
+        columns=tuple((name, hive_type(ctype)) for name, ctype in merge_input.columns), key=merge_input.key,
+        upsert_files=merge_input.upsert_files, delete_file=merge_input.delete_file, keep_versions=keep_versions,
+        source_columns=merge_input.source_columns, fills_file=merge_input.fills_file,
+    )
 
 
 def next_columns(table: list[tuple[str, str]], run: list[tuple[str, str]], filled: set[str],

@@ -11,7 +11,7 @@ from typing import Any
 import pymysql
 from airflow.sdk import BaseHook
 
-from airflow_cdc_provider.core.errors import CaptureNotPossible, TableNotFound, WatermarkNotReadable
+from airflow_cdc_provider.core.errors import CaptureNotPossible, CdcError, TableNotFound, WatermarkNotReadable
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.gtid import canonical_gtid
@@ -183,32 +183,42 @@ class MySqlSourceHook(BaseHook):
 
     def unreadable_reason(self, watermark: Watermark) -> str | None:
         """Why ``watermark`` cannot be read from on this server, or None when it can."""
+        return self.unreadable_reasons([watermark])[0]
+
+    def unreadable_reasons(self, watermarks: Sequence[Watermark]) -> list[str | None]:
+        """``unreadable_reason`` of each watermark, with the server asked once."""
         current = self.current_watermark()
-        if not watermark.same_server(current):
-            return (
-                f"The watermark {watermark} was taken on server id {watermark.server_id} "
-                f"(uuid {watermark.server_uuid}), but this server is id {current.server_id} "
-                f"(uuid {current.server_uuid}) with binlog {current.file}."
-            )
         files = self.binlogs()
         sizes = {f.name: f.size for f in files}
-        if watermark.file not in sizes:
-            retention = self.global_variables(self.flavor.retention_variables)
-            kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
-            settings = ", ".join(f"{k}={v}" for k, v in retention.items())
-            older = watermark.sequence < split_binlog_file(files[0].name)[1] if files else True
-            return (
-                f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
-                f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                f"{settings}. Trigger a run with the parameter fresh_snapshot=true, and keep binlogs longer than the "
-                "time between two runs."
-            )
-        if watermark.position > sizes[watermark.file]:
-            return (
-                f"The watermark {watermark} is past the end of {watermark.file}, which has "
-                f"{sizes[watermark.file]} bytes: it does not belong to this server's binlog."
-            )
-        return None
+        retention: dict[str, Any] | None = None
+        reasons: list[str | None] = []
+        for watermark in watermarks:
+            reason = None
+            if not watermark.same_server(current):
+                reason = (
+                    f"The watermark {watermark} was taken on server id {watermark.server_id} "
+                    f"(uuid {watermark.server_uuid}), but this server is id {current.server_id} "
+                    f"(uuid {current.server_uuid}) with binlog {current.file}."
+                )
+            elif watermark.file not in sizes:
+                if retention is None:
+                    retention = self.global_variables(self.flavor.retention_variables)
+                kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
+                settings = ", ".join(f"{k}={v}" for k, v in retention.items())
+                older = watermark.sequence < split_binlog_file(files[0].name)[1] if files else True
+                reason = (
+                    f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
+                    f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
+                    f"{settings}. Trigger a run with the parameter fresh_snapshot=true, and keep binlogs longer "
+                    "than the time between two runs."
+                )
+            elif watermark.position > sizes[watermark.file]:
+                reason = (
+                    f"The watermark {watermark} is past the end of {watermark.file}, which has "
+                    f"{sizes[watermark.file]} bytes: it does not belong to this server's binlog."
+                )
+            reasons.append(reason)
+        return reasons
 
     def is_readable(self, watermark: Watermark) -> bool:
         return self.unreadable_reason(watermark) is None
@@ -272,6 +282,63 @@ class MySqlSourceHook(BaseHook):
         check_columns(str(table), columns)
         key = self.table_key(table)
         return RawHeader(str(table), tuple(columns), key.columns)
+
+    def base_tables(self, schemas: Iterable[str] | None = None) -> list[TableName]:
+        """The base tables the capture user can see (views and system schemas left out), in ``schemas`` or all."""
+        sql = ("SELECT TABLE_SCHEMA, TABLE_NAME FROM information_schema.TABLES WHERE TABLE_TYPE = 'BASE TABLE' "
+               "AND TABLE_SCHEMA NOT IN ('mysql', 'information_schema', 'performance_schema', 'sys')")
+        args: list[str] = []
+        if schemas is not None:
+            args = sorted(set(schemas))
+            if not args:
+                return []
+            sql += f" AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(args))})"
+        return sorted(TableName(schema, table) for schema, table in self._query(sql, args or None))
+
+    def raw_headers(self, tables: Sequence[TableName]) -> dict[TableName, RawHeader | CdcError]:
+        """``raw_header`` of many tables in a few statements: each table's header, or why it cannot be captured."""
+        tables = list(dict.fromkeys(tables))
+        if not tables:
+            return {}
+        schemas = sorted({t.schema for t in tables})
+        where = f"TABLE_SCHEMA IN ({', '.join(['%s'] * len(schemas))})"
+        with self.cursor() as cursor:
+            cursor.execute("SELECT TABLE_SCHEMA, TABLE_NAME, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE FROM "
+                           f"information_schema.COLUMNS WHERE {where} ORDER BY TABLE_SCHEMA, TABLE_NAME, "
+                           "ORDINAL_POSITION", schemas)
+            columns: dict[TableName, list[tuple[str, str, bool]]] = {}
+            for schema, table, name, ctype, nullable in cursor.fetchall():
+                columns.setdefault(TableName(schema, table), []).append((name, ctype, nullable == "YES"))
+            cursor.execute("SELECT TABLE_SCHEMA, TABLE_NAME, INDEX_NAME, SEQ_IN_INDEX, COLUMN_NAME, NON_UNIQUE "
+                           f"FROM information_schema.STATISTICS WHERE {where}", schemas)
+            indexes: dict[TableName, list[IndexColumn]] = {}
+            for schema, table, index, seq, column, non_unique in cursor.fetchall():
+                indexes.setdefault(TableName(schema, table), []).append(
+                    IndexColumn(index, int(seq), column, bool(int(non_unique))))
+            json_columns: dict[TableName, set[str]] = {}
+            if self.flavor.is_mariadb:
+                cursor.execute("SELECT CONSTRAINT_SCHEMA, TABLE_NAME, CHECK_CLAUSE FROM "
+                               "information_schema.CHECK_CONSTRAINTS WHERE CONSTRAINT_SCHEMA IN "
+                               f"({', '.join(['%s'] * len(schemas))})", schemas)
+                clauses: dict[TableName, list[str]] = {}
+                for schema, table, clause in cursor.fetchall():
+                    clauses.setdefault(TableName(schema, table), []).append(clause)
+                json_columns = {t: json_checked_columns(c) for t, c in clauses.items()}
+        headers: dict[TableName, RawHeader | CdcError] = {}
+        for table in tables:
+            if table not in columns:
+                headers[table] = _table_not_found(table)
+                continue
+            found = json_columns.get(table, set())
+            typed = [(name, "json" if name in found else ctype) for name, ctype, _ in columns[table]]
+            try:
+                check_columns(str(table), typed)
+                key = choose_key(table, indexes.get(table, []), {name: null for name, _, null in columns[table]})
+            except CdcError as exc:
+                headers[table] = exc
+                continue
+            headers[table] = RawHeader(str(table), tuple(typed), key.columns)
+        return headers
 
     def table_key(self, table: TableName) -> TableKey:
         """The key replay and merge use for ``table``; raises NoUsableKey or TableNotFound."""

@@ -1,159 +1,218 @@
-"""The capture stages as operators: snapshot (the initial select), extract (binlog to raw files), replay.
+"""The capture stages as operators over all the tables of a run: snapshot, extract (one binlog pass), replay.
 
-Each is a thin adapter: it reads its arguments, calls the hook and the stage, and returns a small XCom.
+Each is a thin adapter: it reads the run's plan, calls the hook and the stage for each table, and returns one
+typed value (``core.contract``). A table whose stage fails for a reason of its own is returned as a failure
+and the others go on; an error that a retry may cure (the server went away) fails the task once the other
+tables are done, so that its retry redoes only what is missing.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import json
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.contract import (
+    Captured,
+    Extraction,
+    MergeInput,
+    SourcePlan,
+    TableExtraction,
+    TableFailure,
+    TablePlan,
+)
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.schema import POLICIES
-from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
 
 
-def _watermark(value: Any) -> Watermark:
-    if isinstance(value, Watermark):
-        return value
-    if isinstance(value, str):
-        return Watermark.from_json(value)
-    return Watermark.from_dict(value)
+class TablesFailed(Exception):
+    """Some tables failed for a reason a retry may cure; the task's retry redoes just them."""
+
+
+def _finish(log: Any, stage: str, results: list[MergeInput | TableFailure], transient: list[str]) -> Captured:
+    if transient:
+        raise TablesFailed(f"The {stage} of {', '.join(transient)} failed (see above); the task's retry redoes "
+                           "only these tables.")
+    return Captured(inputs=tuple(r for r in results if isinstance(r, MergeInput)),
+                    failed=tuple(r for r in results if isinstance(r, TableFailure)))
+
+
+def _header(table: TablePlan) -> RawHeader:
+    return RawHeader(table.source, table.table.columns, table.table.key)
 
 
 class MySqlSnapshotOperator(BaseOperator):
-    """Read the whole table, with the binlog watermark taken before the read, into upsert files.
+    """Load the tables the plan gives a snapshot: each read whole, with the binlog watermark taken before the
+    read, into upsert files.
 
-    Reads in key order in keyset chunks; a killed or retried task resumes after its last finished chunk.
-    Returns (XCom) the watermark, the row count, the number of chunks and the files.
+    Tables are read ``concurrency`` at a time, each in key order in keyset chunks; a killed or retried task
+    resumes each table after its last finished chunk. Returns (XCom) a ``Captured``: a merge input per table.
 
-    :param table: the source table as ``schema.table`` (templated).
-    :param work_dir: directory of this run's files for the table (templated); a retry must see the same one.
+    :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
+    :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
     """
 
-    template_fields = ("table", "work_dir")
+    template_fields = ("plan",)
 
-    def __init__(self, *, table: str, work_dir: str, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
+    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
                  chunk_rows: int = 50_000, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.table, self.work_dir, self.mysql_conn_id, self.chunk_rows = table, work_dir, mysql_conn_id, chunk_rows
+        self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
 
     def execute(self, context: Any) -> dict[str, Any]:
+        tables = SourcePlan.model_validate(self.plan).snapshots
+        if not tables:
+            self.log.info("No table needs a snapshot in this run.")
+            return Captured().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
-        header = hook.raw_header(TableName.parse(self.table))  # refuses a table without a usable key
-        result = snapshot(hook, header, Path(self.work_dir) / "snapshot", self.chunk_rows)
-        self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
-                      self.table, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
-        return {"table": header.table, "key": list(header.key), **result.to_dict()}
+        transient: list[str] = []
+
+        def load(table: TablePlan) -> MergeInput | TableFailure:
+            try:
+                header = _header(table)
+                result = snapshot(hook, header, Path(table.run_dir) / "snapshot", self.chunk_rows)
+            except CdcError as exc:
+                self.log.error("Snapshot of %s failed: %s", table.source, exc)
+                return TableFailure(source=table.source, stage="snapshot", error=str(exc))
+            except Exception:
+                self.log.exception("Snapshot of %s failed", table.source)
+                transient.append(table.source)
+                return TableFailure(source=table.source, stage="snapshot", error="see the task log")
+            self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
+                          table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
+            return MergeInput(source=table.source, mode="snapshot", upsert_files=tuple(result.files),
+                              columns=header.columns, key=header.key, end=result.watermark,
+                              as_of=dt.datetime.fromisoformat(result.taken_at), source_columns=header.columns,
+                              upserts=result.rows)
+
+        with ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="snapshot") as pool:
+            results = list(pool.map(load, tables))
+        return _finish(self.log, "snapshot", results, transient).to_xcom()
 
 
 class MySqlBinlogExtractOperator(BaseOperator):
-    """Read the table's row events from ``start_watermark`` to the end of the range into raw files.
+    """Read the row events of every incremental table of the run in one binlog pass, into raw files per table.
 
-    The range ends at ``end_watermark`` when given (a re-run repeating its range), else before the first
-    transaction that began at or after ``stop_before`` when given (a scheduled run's data interval end), else
-    at the server's position when the task starts. Returns (XCom) the range, the moment it reflects
-    (``as_of``), the counts per operation, the raw files, the columns at the end, and the schema changes met
-    with what added columns hold in earlier rows (``fills``).
+    The pass runs from the earliest committed watermark among the tables; a table whose watermark lies later
+    skips the events it has. It ends before the first transaction that began at or after the run's
+    ``stop_before`` (a scheduled run's data interval end), else at the server's position when the task starts.
+    A table whose start cannot be read (purged, another server), or whose range holds a change its policy
+    refuses, is returned as a failure; the others go on. Returns (XCom) an ``Extraction``.
 
-    :param table: the source table as ``schema.table`` (templated).
-    :param start_watermark: the committed watermark to read from, as a dict or JSON (templated).
-    :param work_dir: directory of this run's files for the table (templated).
-    :param end_watermark: optional fixed end, as a dict or JSON; empty for none (templated).
-    :param stop_before: optional moment (ISO 8601 with a time zone, or a datetime); empty for none (templated).
-    :param start_columns: the table's columns at ``start_watermark`` as ``[[name, column type], ...]``, as the
-        committed version recorded them; empty to take the table's definition now (templated).
-    :param schema_changes: ``strict`` (take on added columns only) or ``evolve`` (keep dropped and renamed
-        columns too); see ``airflow_cdc_provider.core.schema``.
+    :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     """
 
-    template_fields = ("table", "start_watermark", "work_dir", "end_watermark", "stop_before", "start_columns")
+    template_fields = ("plan",)
 
-    def __init__(self, *, table: str, start_watermark: Any, work_dir: str, end_watermark: Any = None,
-                 stop_before: Any = None, start_columns: Any = None, schema_changes: str = "strict",
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        if schema_changes not in POLICIES:
-            raise ValueError(f"schema_changes must be one of {POLICIES}, got {schema_changes!r}.")
-        self.table, self.start_watermark, self.work_dir = table, start_watermark, work_dir
-        self.end_watermark, self.stop_before, self.start_columns = end_watermark, stop_before, start_columns
-        self.schema_changes, self.mysql_conn_id = schema_changes, mysql_conn_id
+        self.plan, self.mysql_conn_id = plan, mysql_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
+        tables = SourcePlan.model_validate(self.plan).incrementals
+        if not tables:
+            self.log.info("No table reads the binlog in this run.")
+            return Extraction().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
-        definition = hook.raw_header(TableName.parse(self.table))
-        header = definition
-        if self.start_columns:
-            header = RawHeader(definition.table, tuple((str(n), str(t)) for n, t in self.start_columns), definition.key)
-        start = _watermark(self.start_watermark)
-        hook.require_readable(start)  # a purged binlog fails here, before anything is written
+        failed: list[TableFailure] = []
+        reasons = hook.unreadable_reasons([t.plan.start for t in tables])
+        readable = []
+        for table, reason in zip(tables, reasons):
+            if reason:
+                self.log.error("%s cannot be read from its watermark: %s", table.source, reason)
+                failed.append(TableFailure(source=table.source, stage="extract", error=reason))
+            else:
+                readable.append(table)
+        if not readable:
+            return Extraction(failed=tuple(failed)).to_xcom()
+        headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
+        starts = {t.source: t.plan.start for t in readable}
+        start = min(starts.values())
         started = dt.datetime.now(dt.timezone.utc)
-        stop_before = _moment(self.stop_before)
-        if self.end_watermark:
-            high, stop_before, as_of = _watermark(self.end_watermark), None, None
-        else:
-            high = hook.current_watermark()
-            as_of = min(stop_before, started) if stop_before else started
-        result = extract(hook.connection_settings(), [header], start, high, Path(self.work_dir) / "raw",
-                         stop_before=stop_before, definitions=[definition], schema_changes=self.schema_changes,
-                         defaults=hook.added_column_defaults)
+        # Every table of a run shares its target moment.
+        stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
+        high = hook.current_watermark()
+        as_of = min(stop_before, started) if stop_before else started
+        result = extract(hook.connection_settings(), headers, start, high,
+                         {t.source: Path(t.run_dir) / "raw" for t in readable}, stop_before=stop_before,
+                         definitions=[_header(t) for t in readable],
+                         schema_changes={t.source: t.table.schema_changes for t in readable},
+                         defaults=hook.added_column_defaults, starts=starts)
         end = result.end
         if end != high:  # cut at stop_before: the GTID state at that position is looked up
             end = hook.watermark_at(end.file, end.position)
-        table = header.table
-        self.log.info("Extracted %s from %s to %s: %s", self.table, start, end, json.dumps(result.counts[table]))
-        for change in result.schema_changes[table]:
-            self.log.warning("Schema change taken on (schema_changes: %s): %s", self.schema_changes, change.headline())
-        return {"table": table, "start": result.start.to_dict(), "end": end.to_dict(),
-                "as_of": as_of.isoformat() if as_of else None,
-                "counts": result.counts[table], "files": result.files[table],
-                "columns": [list(c) for c in result.headers[table].columns],
-                "schema_changes": [c.to_dict() for c in result.schema_changes[table]],
-                "fills": fills_to_json(result.fills[table])}
-
-
-def _moment(value: Any) -> dt.datetime | None:
-    if not value:
-        return None
-    moment = value if isinstance(value, dt.datetime) else dt.datetime.fromisoformat(str(value))
-    if moment.tzinfo is None:
-        raise ValueError(f"stop_before {value!r} has no time zone: give an instant, e.g. 2026-03-01T10:00:00+00:00.")
-    return moment.astimezone(dt.timezone.utc)
+        self.log.info("One binlog pass from %s to %s for %d tables: %d row events", start, end, len(readable),
+                      result.events)
+        extracted = []
+        for table in readable:
+            name = table.source
+            if name in result.failed:
+                self.log.error("%s is left out of this run: %s", name, result.failed[name])
+                failed.append(TableFailure(source=name, stage="extract", error=str(result.failed[name])))
+                continue
+            for change in result.schema_changes[name]:
+                self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
+                                 change.headline())
+            extracted.append(TableExtraction(
+                source=name, start=starts[name], end=end, counts=result.counts[name], files=tuple(result.files[name]),
+                columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
+                fills=tuple(fills_to_json(result.fills[name]))))
+        changed = sum(1 for t in extracted if t.changed)
+        self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
+                      len(failed))
+        return Extraction(start=start, end=end, as_of=as_of, events=result.events, tables=tuple(extracted),
+                          failed=tuple(failed)).to_xcom()
 
 
 class RawReplayOperator(BaseOperator):
-    """Replay raw files newest first into one upsert file and one delete file (Parquet).
+    """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet).
 
-    Returns (XCom) the counts and the two files.
+    Returns (XCom) a ``Captured``: a merge input per table.
 
-    :param extraction: the extract task's XCom (templated: pass ``extract_task.output``).
-    :param work_dir: directory of this run's files for the table (templated).
-    :param memory_budget: bytes of key memory before the work is split into hash partitions on disk.
+    :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
+    :param extraction: the extract task's ``Extraction`` (templated: pass ``extract_task.output``).
+    :param memory_budget: bytes of key memory before a table's work is split into hash partitions on disk.
     """
 
-    template_fields = ("extraction", "work_dir")
+    template_fields = ("plan", "extraction")
 
-    def __init__(self, *, extraction: Any, work_dir: str, memory_budget: int = 512 * 1024 * 1024,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, extraction: Any, memory_budget: int = 512 * 1024 * 1024, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.extraction, self.work_dir, self.memory_budget = extraction, work_dir, memory_budget
+        self.plan, self.extraction, self.memory_budget = plan, extraction, memory_budget
 
     def execute(self, context: Any) -> dict[str, Any]:
-        out = Path(self.work_dir)
-        result = replay(self.extraction["files"], out / "upsert.parquet", out / "delete.parquet",
-                        memory_budget=self.memory_budget, fills=fills_from_json(self.extraction.get("fills") or []))
-        self.log.info("Replayed %d raw records: %d upserts, %d deletes (%d partitions)", result.records,
-                      result.upserts, result.deletes, result.partitions)
-        return result.to_dict()
+        plan = SourcePlan.model_validate(self.plan)
+        extraction = Extraction.model_validate(self.extraction)
+        results: list[MergeInput | TableFailure] = []
+        transient: list[str] = []
+        for part in extraction.changed:
+            out = Path(plan.table(part.source).run_dir)
+            try:
+                result = replay(part.files, out / "upsert.parquet", out / "delete.parquet",
+                                memory_budget=self.memory_budget, fills=fills_from_json(part.fills))
+            except CdcError as exc:
+                self.log.error("Replay of %s failed: %s", part.source, exc)
+                results.append(TableFailure(source=part.source, stage="replay", error=str(exc)))
+                continue
+            except Exception:
+                self.log.exception("Replay of %s failed", part.source)
+                transient.append(part.source)
+                continue
+            self.log.info("Replayed %s: %d raw records, %d upserts, %d deletes (%d partitions)", part.source,
+                          result.records, result.upserts, result.deletes, result.partitions)
+            results.append(MergeInput(
+                source=part.source, mode="incremental", upsert_files=(result.upsert_file,),
+                delete_file=result.delete_file, fills_file=result.fills_file or None, columns=result.columns,
+                key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
+                upserts=result.upserts, deletes=result.deletes))
+        return _finish(self.log, "replay", results, transient).to_xcom()

@@ -1,46 +1,115 @@
-"""The check stage: refuse, before anything is read, a table that cannot be captured correctly."""
+"""The check stage: resolve the configured tables at the source, and refuse what cannot be captured correctly."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.catalog import previous_from_json, resolve
+from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 
 
+def catalog_path(work_dir: str, dag_id: str, task_id: str) -> Path:
+    """Where the tables a source's last run captured are kept: one file per DAG and task group."""
+    group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
+    return Path(work_dir) / "_catalog" / f"{dag_id}.{group or 'tables'}.json"
+
+
 class CaptureCheckOperator(BaseOperator):
-    """Check that ``table`` can be captured: the server's binlog settings, the capture user's privileges, the
-    table's key. Fails with every problem found, each with its fix.
+    """Find the tables to capture now, and check that they can be: the server's binlog settings, the capture
+    user's privileges, each table's key and column types.
 
-    Returns (XCom) the table, the server flavor, the key columns and the server's watermark at the check.
+    Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
+    configuration that cannot be captured fails the task with every problem found, each with its fix; a table
+    a pattern matched that cannot be captured (no usable key, an unsupported type) is reported and left out.
+    A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
-    :param table: the source table as ``schema.table`` (templated).
+    Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
+    columns.
+
+    :param tables: the configuration's table entries (``CdcConfig.tables``).
+    :param hive: the Hive settings (the targets' database).
+    :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
+    :param schema_changes: the policy of tables whose entry sets none.
     """
 
-    template_fields = ("table",)
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, table: str, mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
+                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.table = table
-        self.mysql_conn_id = mysql_conn_id
+        self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
+        self.mysql_conn_id, self.schema_changes = mysql_conn_id, schema_changes
 
     def execute(self, context: Any) -> dict[str, Any]:
-        table = TableName.parse(self.table)
+        try:
+            return self._check().to_xcom()
+        except CdcError as exc:  # a setting, a privilege, a key: a retry would find the same
+            raise AirflowFailException(str(exc)) from exc
+
+    def _check(self) -> CheckResult:
         hook = MySqlSourceHook(self.mysql_conn_id)
-        hook.check_capture([table])
-        key = hook.table_key(table)
+        catalog = catalog_path(self.work_dir, self.dag_id, self.task_id)
+        previous = previous_from_json(json.loads(catalog.read_text())) if catalog.exists() else {}
+        schemas: set[str] | None = {t.schema for t in previous}
+        for entry in self.tables:
+            literal = entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)
+            if literal is None:
+                schemas = None  # a pattern over schemas: every schema the user can see
+                break
+            schemas.add(literal)
+        found = hook.base_tables(schemas)
+        resolution = resolve(self.tables, found, previous, self.hive)
+        hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing])
+        headers = hook.raw_headers([t.source for t in resolution.tables])
+        captured, skipped = [], []
+        problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
+        for table in resolution.tables:
+            header = headers[table.source]
+            if isinstance(header, CdcError):
+                if table.source in resolution.named:
+                    problems.append(str(header))
+                else:
+                    self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", header)
+                    skipped.append(SkippedTable(source=str(table.source), reason=str(header)))
+                continue
+            captured.append(CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
+                                          schema_changes=table.schema_changes or self.schema_changes,
+                                          key=header.key, columns=header.columns))
+        if problems:
+            raise _TablesRefused(problems)
+        gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]
+        for table in gone:
+            self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
+                             "table %s is kept as it is, and no longer updated.", table.source, table.hive_table)
         watermark = hook.current_watermark()
-        self.log.info(
-            "%s on %s can be captured: key %s (%s); server watermark %s", table, hook.flavor,
-            ", ".join(key.columns), key.index_name, watermark,
-        )
-        return {
-            "table": str(table),
-            "flavor": hook.flavor.flavor.value,
-            "key": list(key.columns),
-            "watermark": watermark.to_dict(),
-        }
+        for table in captured:
+            self.log.info("%s can be captured into %s: key %s", table.source, table.hive_table, ", ".join(table.key))
+        self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
+                      hook.flavor, len(skipped), watermark)
+        return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
+                           skipped=tuple(skipped), gone=tuple(gone))
+
+
+def _literal_schema(pattern: TablePattern) -> str | None:
+    """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""
+    if pattern.regex is not None or any(ch in pattern.schema for ch in "*?["):
+        return None
+    return pattern.schema
+
+
+class _TablesRefused(CdcError):
+    def __init__(self, problems: list[str]) -> None:
+        super().__init__("\n".join(problems) if len(problems) == 1 else
+                         f"{len(problems)} tables named in the configuration cannot be captured:\n- " +
+                         "\n- ".join(problems))

@@ -1,101 +1,196 @@
-"""The merge task (a SparkSubmitOperator running the provider's merge job) and the finish task."""
+"""The merge task (a SparkSubmitOperator running the provider's merge job for every changed table of a run),
+and the per-table task that reports each table's outcome and releases its lock."""
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import shutil
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook, BaseOperator
-from airflow.sdk.exceptions import AirflowNotFoundException
+from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 
+from airflow_cdc_provider.core.contract import (
+    Captured,
+    Extraction,
+    MergeInput,
+    SourcePlan,
+    TableFailure,
+    TableOutcome,
+    TablePlan,
+)
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import SNAPSHOT, Ledger, RunPlan, RunRef
-from airflow_cdc_provider.core.merge import MergeSpec
-from airflow_cdc_provider.core.types import header_of, hive_type
-from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.ledger import NOTHING, Committed, Ledger, RunRef
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
 
 
+def _batches(items: list[Any], count: int) -> list[list[Any]]:
+    """``items`` dealt into at most ``count`` batches of nearly equal size, in order."""
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    batches, at = [], 0
+    for n in range(count):
+        end = at + size + (1 if n < extra else 0)
+        batches.append(items[at:end])
+        at = end
+    return [b for b in batches if b]
+
+
 class SparkMergeOperator(SparkSubmitOperator):
-    """Merge this run's upsert and delete files into the next version of the Hive table, and commit it.
+    """Merge every table of the run that has changes into the next version of its Hive table, and commit each.
 
-    Runs ``airflow_cdc_provider/spark/merge_job.py`` through spark-submit; ``--master`` and the rest come from
-    the Spark connection. The job's only argument is the path of a merge spec it reads (no secret in it).
-    Safe to retry: a killed job leaves the table on its previous version, and a retry merges again.
+    One Spark application (or ``applications``, each taking a batch of tables) runs
+    ``airflow_cdc_provider/spark/merge_job.py``; ``--master`` and the rest come from the Spark connection. The
+    job's only argument is the path of a merge job file (no secret in it). Each table is committed on its own
+    by one metastore switch; this task then records each commit in the table's ledger from the job's result.
+    A table with no change in the range starts no Spark work: its watermark advances on the version it has.
+    When no table has changes, no application starts at all.
 
-    The job runs its driver here (client mode) with this interpreter, so it can write the ledger in
-    ``work_dir``. When no ``spark-submit`` is on the PATH, the one installed beside this interpreter (with the
-    ``pyspark`` package) is used.
+    Returns (XCom) a list of ``TableOutcome``, one per table of the run, failures included: the task fails only
+    when an application failed as a whole (its retry redoes what did not commit).
 
-    :param hive_table: the target, ``database.table``.
+    :param plan: the plan task's ``SourcePlan`` (templated).
+    :param snapshot: the snapshot task's ``Captured`` (templated; None when that task failed).
+    :param extraction: the extract task's ``Extraction`` (templated; None when that task failed).
+    :param replay: the replay task's ``Captured`` (templated; None when that task failed).
     :param warehouse_dir: the Hive warehouse; an embedded metastore lives in it unless ``metastore_uri``.
     :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
-    :param plan_task_id, snapshot_task_id, extract_task_id, replay_task_id: the tasks whose XComs it reads.
-    :param keep_versions: versions of the table kept on disk (at least 2).
+    :param keep_versions: versions of each table kept on disk (at least 2).
+    :param applications: Spark applications the run's tables are dealt into (one after the other).
     :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
         throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
         seconds off every merge.
     """
 
-    def __init__(self, *, hive_table: str, warehouse_dir: str, metastore_uri: str | None, plan_task_id: str,
-                 snapshot_task_id: str, extract_task_id: str, replay_task_id: str, keep_versions: int = 3,
+    template_fields = (*SparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay")
+
+    def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
+                 metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
                  class_archive: bool = True, **kwargs: Any) -> None:
-        kwargs.setdefault("name", f"cdc-merge-{hive_table}")
+        kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, **kwargs)
-        self.hive_table, self.warehouse_dir, self.metastore_uri = hive_table, warehouse_dir, metastore_uri
-        self.plan_task_id, self.snapshot_task_id = plan_task_id, snapshot_task_id
-        self.extract_task_id, self.replay_task_id = extract_task_id, replay_task_id
-        self.keep_versions, self.class_archive = keep_versions, class_archive
+        self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
+        self.warehouse_dir, self.metastore_uri = warehouse_dir, metastore_uri
+        self.keep_versions, self.applications, self.class_archive = keep_versions, applications, class_archive
         self._given: tuple[dict, dict] | None = None
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        self._require_spark_connection()
-        ti = context["ti"]
-        planned = ti.xcom_pull(task_ids=self.plan_task_id, key="plan")
-        plan = RunPlan.from_dict(planned)
-        run_dir = Path(planned["run_dir"])
-        fills_file = None
-        if plan.mode == SNAPSHOT:
-            snap = ti.xcom_pull(task_ids=self.snapshot_task_id)
-            upserts, delete_file = snap["files"], None
-            end, as_of = Watermark.from_dict(snap["watermark"]), snap["taken_at"]
-            source_columns = None
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        if self.plan is None:
+            # Failed, not skipped: a skipped merge would leave the run looking successful.
+            raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
+                                       "merged.")
+        plan = SourcePlan.model_validate(self.plan)
+        outcomes: dict[str, TableOutcome] = {}
+        for table in plan.of_mode(NOTHING):
+            outcomes[table.source] = _outcome(table, "nothing", reason=table.plan.reason)
+        for failure in self._failures(plan):
+            outcomes[failure.source] = _outcome(plan.table(failure.source), "failed",
+                                                error=f"{failure.stage}: {failure.error}")
+        if self.extraction is not None:
+            extraction = Extraction.model_validate(self.extraction)
+            for part in extraction.idle:
+                outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
+        inputs = [i for i in self._inputs() if i.source not in outcomes]
+        specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
+        for merge_input in inputs:
+            table = plan.table(merge_input.source)
+            holder = Ledger(table.ledger_dir).holder()
+            if holder != plan.run:
+                outcomes[table.source] = _outcome(table, "failed", error=f"This run does not hold the table's lock "
+                                                  f"(held by {holder}); nothing was changed.")
+                continue
+            try:
+                spec = merge_spec(table, merge_input, self.warehouse_dir, self.metastore_uri, self.keep_versions)
+            except (CdcError, ValueError) as exc:
+                outcomes[table.source] = _outcome(table, "failed", error=f"merge: {exc}")
+                continue
+            specs.append((table, merge_input, spec))
+        merging = {table.source for table, _, _ in specs}
+        for table in plan.tables:  # a table planned for work whose input never came: its stage's task failed
+            if table.source not in outcomes and table.source not in merging:
+                outcomes[table.source] = _outcome(table, "failed", error="its capture did not finish: see the "
+                                                  "snapshot, extract or replay task's log")
+        if specs:
+            self._require_spark_connection()
+            for n, batch in enumerate(_batches(specs, self.applications), start=1):
+                outcomes.update(self._submit(context, plan, batch, n))
         else:
-            extraction, replayed = ti.xcom_pull(task_ids=self.extract_task_id), ti.xcom_pull(task_ids=self.replay_task_id)
-            upserts, delete_file = [replayed["upsert_file"]], replayed["delete_file"]
-            end, as_of = Watermark.from_dict(extraction["end"]), extraction["as_of"]
-            source_columns = extraction.get("columns")
-            fills_file = replayed.get("fills_file") or None
-        # A re-run keeps the moment its first commit reflected; the range is the same.
-        as_of = plan.as_of or dt.datetime.fromisoformat(as_of)
-        header = header_of(pq.read_schema(upserts[0]))
-        # The columns at the end of the range; a snapshot's are its files'.
-        source_columns = tuple((str(n), str(t)) for n, t in source_columns or header.columns)
-        database, table = self.hive_table.split(".", 1)
-        result_file = run_dir / "merge-result.json"
+            self.log.info("No table has changes to merge: no Spark application was started.")
+        ordered = [outcomes[t.source] for t in plan.tables]
+        for outcome in ordered:
+            self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
+                          f" (version {outcome.version})" if outcome.version is not None else "")
+        return [o.to_xcom() for o in ordered]
+
+    def _inputs(self) -> list[MergeInput]:
+        found = []
+        for value in (self.snapshot, self.replay):
+            if value is not None:
+                found += Captured.model_validate(value).inputs
+        return found
+
+    def _failures(self, plan: SourcePlan) -> Iterable[TableFailure]:
+        for value in (self.snapshot, self.extraction, self.replay):
+            if value is not None:
+                yield from (Captured if "inputs" in value else Extraction).model_validate(value).failed
+
+    def _advance(self, table: TablePlan, end: Any, columns: Any, extraction: Extraction) -> TableOutcome:
+        """An idle table: the same version now reflects the source as of this range's end too.
+
+        The data did not change, so the commit is the ledger's alone, one atomic write. No metastore switch can
+        be pending from an earlier run: such a run had changes in this table's range, and so would this one.
+        """
+        committed = table.committed
+        if committed is None:
+            return _outcome(table, "failed", error="an incremental plan without a committed version")
+        ledger = Ledger(table.ledger_dir)
+        advanced = Committed(committed.version, committed.location, end, extraction.as_of, table.plan.run,
+                             table.plan.mode, columns)
+        ledger.commit(table.plan, advanced)
+        return _outcome(table, "idle", reason=f"no change in the range: version {committed.version} now reflects "
+                        f"the source as of {extraction.as_of.isoformat()}", version=committed.version,
+                        location=committed.location, watermark=end)
+
+    def _submit(self, context: Any, plan: SourcePlan, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
+                number: int) -> dict[str, TableOutcome]:
+        # The job file lives beside the first table's run files; its result names each table.
+        run_dir = Path(batch[0][0].run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        result_file = run_dir / f"merge-result-{number}.json"
         result_file.unlink(missing_ok=True)
-        spec = MergeSpec(
-            database=database, table=table, source=header.table, warehouse_dir=self.warehouse_dir,
-            metastore_uri=self.metastore_uri, plan=plan, end=end, as_of=as_of,
-            columns=tuple((name, hive_type(ctype)) for name, ctype in header.columns), key=header.key,
-            upsert_files=tuple(upserts), delete_file=delete_file, ledger_dir=planned["ledger_dir"],
-            result_file=str(result_file), keep_versions=self.keep_versions, source_columns=source_columns,
-            fills_file=fills_file,
-        )
-        spec_path = run_dir / "merge-spec.json"
-        spec.write(spec_path)
-        self.application_args = [str(spec_path)]
+        job = MergeJob(self.warehouse_dir, self.metastore_uri, tuple(spec for _, _, spec in batch), str(result_file))
+        job_path = run_dir / f"merge-job-{number}.json"
+        job.write(job_path)
+        self.log.info("Merging %d tables in one Spark application: %s", len(batch),
+                      ", ".join(f"{s.database}.{s.table}" for _, _, s in batch))
+        self._spark_submit(context, str(job_path))
+        results = json.loads(result_file.read_text())["tables"]
+        outcomes = {}
+        for table, merge_input, spec in batch:
+            result = results[f"{spec.database}.{spec.table}"]
+            status = result["status"]
+            if status == "committed":
+                Ledger(table.ledger_dir).commit(table.plan, spec.committed(result["version"], result["location"]))
+            outcomes[table.source] = _outcome(
+                table, status, reason=result.get("reason", ""), version=result.get("version"),
+                location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
+                deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
+                added_columns=tuple(result.get("added_columns", ())), error=result.get("error"),
+                seconds={"merge": result.get("seconds", 0.0)})
+        return outcomes
+
+    def _spark_submit(self, context: Any, job_path: str) -> None:
+        self.application_args = [job_path]
         # What was given, kept apart from what is added here, so that running the same instance again (a
-        # retry in-process) does not add the options twice.
+        # retry in-process, the next batch) does not add the options twice.
         if self._given is None:
             self._given = (dict(self.conf or {}), dict(self.env_vars or {}))
         given_conf, given_env = self._given
@@ -123,9 +218,6 @@ class SparkMergeOperator(SparkSubmitOperator):
             raise
         if archive is not None:
             archive.job_done()
-        result = json.loads(result_file.read_text())
-        self.log.info("Merge of %s: %s", self.hive_table, json.dumps(result))
-        return result
 
     def _require_spark_connection(self) -> None:
         # Without its connection, SparkSubmitHook quietly submits to YARN; say what is missing instead.
@@ -139,28 +231,43 @@ class SparkMergeOperator(SparkSubmitOperator):
             ) from None
 
 
-class CdcFinishOperator(BaseOperator):
-    """Release the table's lock and remove the files of older runs. Runs after the merge, or after a plan
-    that had nothing to do; not after a failure, so a failed run keeps the lock until it has ended.
+def _outcome(table: TablePlan, status: str, **fields: Any) -> TableOutcome:
+    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=table.mode, status=status,
+                        **fields)
 
-    :param keep_runs: run directories kept, newest first (a re-run needs its own).
+
+class CdcTableOperator(BaseOperator):
+    """One table's outcome of the run (one mapped task per table): logged, its lock released, the files of its
+    older runs removed. A table that failed fails this task, naming the table and why; its lock stays with
+    the run until the run has ended, and a re-run redoes just what did not commit.
+
+    :param outcome: the table's ``TableOutcome`` (templated; mapped over the merge task's output).
+    :param work_dir: the base directory of run files and ledgers.
+    :param keep_runs: run directories kept per table, newest first (a re-run needs its own).
     """
 
-    def __init__(self, *, plan_task_id: str, keep_runs: int = 3, **kwargs: Any) -> None:
+    template_fields = ("outcome",)
+
+    def __init__(self, *, outcome: Any, work_dir: str, keep_runs: int = 3, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.plan_task_id, self.keep_runs = plan_task_id, keep_runs
+        self.outcome, self.work_dir, self.keep_runs = outcome, work_dir, keep_runs
 
     def execute(self, context: Any) -> dict[str, Any]:
-        planned = context["ti"].xcom_pull(task_ids=self.plan_task_id, key="plan")
-        run = RunRef.from_dict(planned["run"])
-        released = Ledger(planned["ledger_dir"]).release(run)
-        runs = Path(planned["run_dir"]).parent
+        outcome = TableOutcome.model_validate(self.outcome)
+        if outcome.status == "failed":
+            raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
+        root = Path(self.work_dir) / outcome.hive_table
+        run = context["dag_run"]
+        ref = RunRef(run.dag_id, run.run_id)
+        released = Ledger(root / "ledger").release(ref)
+        runs = root / "runs"
         removed = []
         if runs.is_dir():
             dirs = sorted((p for p in runs.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
             for old in dirs[self.keep_runs:]:
-                if old.name != Path(planned["run_dir"]).name:
+                if old.name != ref.key:
                     shutil.rmtree(old, ignore_errors=True)
                     removed.append(old.name)
-        self.log.info("Released the lock of %s: %s; removed %d old run directories", run, released, len(removed))
-        return {"released": released, "removed_runs": removed}
+        self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
+        self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
+        return {**outcome.to_xcom(), "released": released}

@@ -1,15 +1,20 @@
-"""The plan task: take the table's lock, decide what this run does, record it, and branch to it."""
+"""The plan task: take the lock of every table of the run, decide what the run does to each, and record it."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
-from airflow.providers.standard.operators.branch import BaseBranchOperator
+from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Ledger, RunRef, plan_run, run_target
+from airflow_cdc_provider.core.contract import CheckResult, SourcePlan, TablePlan
+from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef, TableBusy, plan_run, run_target
+from airflow_cdc_provider.operators.check import catalog_path
+
 
 def table_dir(work_dir: str, hive_table: str) -> Path:
     """The directory of one Hive table's ledger and run files."""
@@ -24,42 +29,36 @@ def _true(value: Any) -> bool:
     return bool(value)
 
 
-class CdcPlanOperator(BaseBranchOperator):
-    """Lock the Hive table for this run, plan the run, and follow the snapshot or the incremental branch.
+class CdcPlanOperator(BaseOperator):
+    """Lock each table of the run, plan what the run does to it, and record the plan in its ledger.
 
-    - The first run, or one with ``fresh_snapshot``, loads a snapshot.
-    - A scheduled or backfill run reads the binlog from the committed watermark to its data interval end;
-      a manual run to the moment its extraction starts.
-    - A run whose interval is already committed does nothing and says so.
-    - A re-run (a cleared run) repeats the plan it recorded.
-    - While another run of the same table is running, this one fails and changes nothing.
+    - A table's first run, or one with ``fresh_snapshot``, loads a snapshot.
+    - A scheduled or backfill run reads the binlog from each table's committed watermark to its data interval
+      end; a manual run to the moment its extraction starts.
+    - A table whose committed version already reflects this run's interval end is left as it is.
+    - A re-run (a cleared run) repeats what it planned for the tables it did not commit, and leaves the ones it
+      committed.
+    - While another run holds one of the tables, this run fails and changes nothing (the locks are taken in
+      one order, so two runs never end up holding half each).
 
-    Pushes the plan under the XCom key ``plan`` and the run's directory under ``run_dir``; for an incremental
-    run also ``start``, ``end`` (empty unless repeated), ``stop_before`` (empty for a manual run) and
-    ``start_columns`` (the source's columns at ``start``, as committed; empty if the ledger did not record them).
+    Returns (XCom) a ``SourcePlan``.
 
-    :param source: the source table, ``schema.table``.
-    :param hive_table: the target, ``database.table``: the lock and the ledger are per target.
+    :param check: the check task's ``CheckResult`` (templated: pass ``check_task.output``).
     :param work_dir: the base directory of run files and ledgers (shared by the workers).
-    :param snapshot_task_ids: the tasks of the snapshot branch.
-    :param incremental_task_ids: the tasks of the incremental branch.
-    :param fresh_snapshot: take a fresh snapshot even though a version is committed (templated).
+    :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     """
 
-    template_fields = ("fresh_snapshot",)
+    template_fields = ("check", "fresh_snapshot")
 
-    def __init__(self, *, source: str, hive_table: str, work_dir: str, snapshot_task_ids: list[str],
-                 incremental_task_ids: list[str], fresh_snapshot: Any = False, **kwargs: Any) -> None:
+    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.source, self.hive_table, self.work_dir = str(TableName.parse(source)), hive_table, work_dir
-        self.snapshot_task_ids, self.incremental_task_ids = snapshot_task_ids, incremental_task_ids
-        self.fresh_snapshot = fresh_snapshot
+        self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
 
-    def choose_branch(self, context: Any) -> list[str]:
+    def execute(self, context: Any) -> dict[str, Any]:
+        check = CheckResult.model_validate(self.check)
         dag_run, ti = context["dag_run"], context["ti"]
         run = RunRef(dag_run.dag_id, dag_run.run_id)
-        root = table_dir(self.work_dir, self.hive_table)
-        ledger = Ledger(root / "ledger", log=self.log.warning)
+        now = dt.datetime.now(dt.timezone.utc)
 
         def is_running(holder: RunRef) -> bool:
             try:
@@ -69,23 +68,48 @@ class CdcPlanOperator(BaseBranchOperator):
                 return False
             return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
 
-        ledger.acquire(run, is_running, dt.datetime.now(dt.timezone.utc))
+        tables = sorted(check.tables, key=lambda t: t.hive_table)
+        ledgers = {t.hive_table: Ledger(table_dir(self.work_dir, t.hive_table) / "ledger", log=self.log.warning)
+                   for t in tables}
+        taken: list[Ledger] = []
+        try:
+            for table in tables:
+                ledger = ledgers[table.hive_table]
+                try:
+                    ledger.acquire(run, is_running, now)
+                except TableBusy as busy:
+                    raise TableBusy(f"{table.hive_table} (from {table.source}): {busy}") from None
+                taken.append(ledger)
+        except BaseException:
+            for ledger in taken:  # this run does nothing: it holds no table
+                ledger.release(run)
+            raise
+
         target = run_target(dag_run.run_type, dag_run.data_interval_end)
-        plan = plan_run(run, ledger.committed(), ledger.run_plan(run), target, _true(self.fresh_snapshot))
-        self.log.info("Plan for %s → %s: %s (%s)", self.source, self.hive_table, plan.mode, plan.reason)
-        run_dir = root / "runs" / run.key
-        if plan.mode != NOTHING:
-            ledger.save_run_plan(plan)
-        ti.xcom_push(key="run_dir", value=str(run_dir))
-        ti.xcom_push(key="plan", value={**plan.to_dict(), "run_dir": str(run_dir), "ledger_dir": str(ledger.root)})
-        if plan.mode == NOTHING:
-            return []
-        if plan.mode == SNAPSHOT:
-            return list(self.snapshot_task_ids)
-        assert plan.mode == INCREMENTAL and plan.start is not None
-        # XCom cannot hold a None (it reads as missing), so an absent end or stop is pushed empty.
-        ti.xcom_push(key="start", value=plan.start.to_dict())
-        ti.xcom_push(key="end", value=plan.end.to_dict() if plan.end else {})
-        ti.xcom_push(key="stop_before", value=plan.stop_before.isoformat() if plan.stop_before else "")
-        ti.xcom_push(key="start_columns", value=[list(c) for c in plan.start_columns or ()])
-        return list(self.incremental_task_ids)
+        fresh = _true(self.fresh_snapshot)
+        planned = []
+        for table in tables:
+            ledger = ledgers[table.hive_table]
+            committed = ledger.committed()
+            plan = plan_run(run, committed, ledger.run_plan(run), target, fresh)
+            self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
+            if plan.mode == NOTHING:
+                ledger.release(run)
+            else:
+                ledger.save_run_plan(plan)
+            planned.append(TablePlan(table=table, plan=plan, ledger_dir=str(ledger.root),
+                                     run_dir=str(ledger.root.parent / "runs" / run.key), committed=committed))
+        _write_catalog(catalog_path(self.work_dir, self.dag_id, self.task_id), check)
+        result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
+        self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
+                      len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
+                      len(check.skipped), len(check.gone))
+        return result.to_xcom()
+
+
+def _write_catalog(path: Path, check: CheckResult) -> None:
+    """Keep the tables captured now, so that the next run can tell which are gone."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(json.dumps({"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
+    os.replace(tmp, path)

@@ -1,6 +1,10 @@
 """The merge, on Spark: the next version of the Hive table, written beside the current one, then switched to.
 
-    spark-submit merge_job.py <merge spec JSON>
+    spark-submit merge_job.py <merge job JSON>
+
+One application merges every table of its job, one after the other, each committed on its own; one table's
+failure is its result and does not stop the others. The application writes the results and nothing else:
+the merge task records the commits in the ledgers from them.
 
     new = origin LEFT ANTI JOIN deletes ON key
                  LEFT ANTI JOIN upserts ON key
@@ -23,20 +27,12 @@ import datetime as dt
 import json
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import (
-    VERSION_FILE,
-    Committed,
-    Ledger,
-    LedgerConflict,
-    RunRef,
-    VersionInfo,
-    choose_origin,
-)
+from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, RunRef, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
+    MergeJob,
     MergeSpec,
     next_columns,
     parse_version_dir,
@@ -134,14 +130,14 @@ def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]]) ->
 class _Clock:
     """Seconds per phase, printed into the task log and returned in the result."""
 
-    def __init__(self) -> None:
-        self.last, self.phases = time.perf_counter(), {}
+    def __init__(self, label: str = "") -> None:
+        self.last, self.phases, self.label = time.perf_counter(), {}, label
 
     def lap(self, phase: str) -> None:
         now = time.perf_counter()
         self.phases[phase] = round(now - self.last, 3)
         self.last = now
-        print(f"cdc-merge: {phase} {self.phases[phase]:.1f} s", flush=True)
+        print(f"cdc-merge: {self.label}{phase} {self.phases[phase]:.1f} s", flush=True)
 
 
 def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
@@ -196,21 +192,16 @@ def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | No
     return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
 
 
-def merge(spec: MergeSpec) -> dict[str, Any]:
-    clock = _Clock()
-    spark = hive_session(f"cdc-merge {spec.database}.{spec.table}", spec.warehouse_dir, spec.metastore_uri)
-    clock.lap("session")
-    ledger = Ledger(spec.ledger_dir)
-    holder = ledger.holder()
-    if holder != spec.plan.run:
-        raise LedgerConflict(f"This run does not hold the table's lock (held by {holder}); nothing was changed.")
-
+def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
+    """Merge one table and commit it; returns its result."""
+    clock = _Clock(f"{spec.database}.{spec.table}: ")
     location, current, table_columns = _current(spark, spec)
     origin = choose_origin(current, spec.plan, spec.end)
     clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
     if origin.action == "skip":
-        return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None}
+        return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None,
+                "location": location}
     fills = _fills(spark, spec)
     if origin.action == "load":
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
@@ -265,9 +256,6 @@ def merge(spec: MergeSpec) -> dict[str, Any]:
     clock.lap("commit")
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
 
-    ledger.record_commit(Committed(version, path, spec.end, spec.as_of, spec.plan.run, spec.plan.mode,
-                                   spec.source_columns or None))
-    ledger.save_run_plan(replace(spec.plan, end=spec.end, output_version=version, as_of=spec.as_of))
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
     for number in removed:
         files.delete(files.version_path(number))
@@ -283,15 +271,35 @@ def _literal(text: str) -> str:
     return text
 
 
+def run(job: MergeJob) -> dict[str, Any]:
+    """Merge every table of ``job`` in one session; each table's result, a failure included, by Hive table."""
+    clock = _Clock()
+    names = ", ".join(f"{t.database}.{t.table}" for t in job.tables)
+    spark = hive_session(f"cdc-merge {names}"[:200], job.warehouse_dir, job.metastore_uri)
+    clock.lap("session")
+    results = {}
+    for spec in job.tables:
+        started = time.perf_counter()
+        try:
+            result = merge(spark, spec)
+        except Exception as exc:  # this table's failure; the others still merge and commit
+            message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
+            print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)
+            result = {"status": "failed", "error": f"{type(exc).__name__}: {message}"}
+        result["seconds"] = round(time.perf_counter() - started, 3)
+        results[f"{spec.database}.{spec.table}"] = result
+    return {"tables": results, "session_seconds": clock.phases["session"]}
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print(f"usage: {argv[0]} <merge spec JSON file>", file=sys.stderr)
+        print(f"usage: {argv[0]} <merge job JSON file>", file=sys.stderr)
         return 2
-    spec = MergeSpec.read(argv[1])
+    job = MergeJob.read(argv[1])
     started = dt.datetime.now(dt.timezone.utc)
-    result = merge(spec)
+    result = run(job)
     result["seconds"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)
-    with open(spec.result_file, "w") as out:
+    with open(job.result_file, "w") as out:
         json.dump(result, out)
     return 0
 

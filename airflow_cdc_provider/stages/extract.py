@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +62,13 @@ class ExtractResult:
     headers: dict[str, RawHeader] = field(default_factory=dict)  # each table's columns at the end of the range
     schema_changes: dict[str, list[SchemaChange]] = field(default_factory=dict)
     fills: dict[str, list[Fill]] = field(default_factory=dict)  # what added columns hold in earlier rows
+    failed: dict[str, CdcError] = field(default_factory=dict)  # tables left out of the range, with why
+
+    def check(self) -> ExtractResult:
+        """Raise the first table's failure, if any (for a caller of one table); else return the result."""
+        for error in self.failed.values():
+            raise error
+        return self
 
     def to_dict(self) -> dict[str, Any]:
         return {"start": self.start.to_dict(), "end": self.end.to_dict(), "files": self.files,
@@ -94,7 +101,15 @@ class _TableSink:
         self.ddl_since_rows = False
         self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
         self._attributes: list[dict[str, Any]] | None = None
+        self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
+        self.policy = "strict"
+        self.failed: CdcError | None = None
         self._use(header)
+
+    def fail(self, error: CdcError) -> None:
+        """Leave this table out of the range: its raw files go, the other tables go on."""
+        self.failed = error
+        self.writer.abort()
 
     def _use(self, header: RawHeader) -> None:
         self.header = header
@@ -177,21 +192,29 @@ def extract(
     headers: Sequence[RawHeader],
     start: Watermark,
     high: Watermark,
-    out_dir: str | Path,
+    out_dir: str | Path | Mapping[str, str | Path],
     max_raw_bytes: int = MAX_RAW_BYTES,
     replica_server_id: int | None = None,
     stop_before: dt.datetime | None = None,
     definitions: Sequence[RawHeader] = (),
-    schema_changes: str = "strict",
+    schema_changes: str | Mapping[str, str] = "strict",
     defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None = None,
+    starts: Mapping[str, Watermark] | None = None,
 ) -> ExtractResult:
-    """Read the row events of the tables in ``headers`` in (start, high] into raw files under ``out_dir``.
+    """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
-    ``headers`` are the tables' columns at ``start`` (as the previous run captured them); ``definitions`` their
-    definitions now, which give the types of columns added in the range. Each row event is decoded with its own
-    columns; where they change, the raw files go on with a new header, and the change is checked against the
-    ``schema_changes`` policy (``core.schema``) before the range is handed on. ``defaults(table, columns)``
-    gives the values existing rows got for columns added in the range (``MySqlSourceHook.added_column_defaults``).
+    ``headers`` are the tables' columns at their start (as the previous run captured them); ``definitions``
+    their definitions now, which give the types of columns added in the range. ``starts`` gives a table a
+    later start than ``start`` (its own committed watermark): the events up to it are the table's already and
+    are skipped. ``out_dir`` is one directory for every table's raw files, or one per table. Each row event is
+    decoded with its own columns; where they change, the raw files go on with a new header, and the change is
+    checked against the table's ``schema_changes`` policy (``core.schema``; one for all, or one per table)
+    before the range is handed on. ``defaults(table, columns)`` gives the values existing rows got for columns
+    added in the range (``MySqlSourceHook.added_column_defaults``).
+
+    A table whose part of the range cannot be handed on (a refused schema change, the table truncated or
+    replaced, a row event without column names) is left out with its error in ``result.failed`` and its raw
+    files removed; the other tables go on. An error of the pass itself fails it all.
 
     With ``stop_before``, the range ends earlier: before the first transaction that began at or after that
     moment (binlog event times are whole seconds). Binlog order is commit order, so the range is still a
@@ -203,11 +226,18 @@ def extract(
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
     now = {d.table: d for d in definitions}
+    starts = dict(starts or {})
     sinks = {}
     for h in headers:
         name = TableName.parse(h.table)
-        sinks[(name.schema, name.table)] = _TableSink(h, RawFileWriter(out_dir, h.table, h, max_raw_bytes),
-                                                      now.get(h.table))
+        directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
+        sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table))
+        table_start = starts.get(h.table, start)
+        if table_start < start:
+            raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
+        sink.start_at = table_start.coordinate
+        sink.policy = schema_changes if isinstance(schema_changes, str) else schema_changes[h.table]
+        sinks[(name.schema, name.table)] = sink
     result = ExtractResult(start, high)
     try:
         if start.coordinate < high.coordinate:
@@ -215,11 +245,18 @@ def extract(
             if end is not None:
                 result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
         for sink in sinks.values():
-            sink.finish()
-            check_changes(sink.changes, schema_changes, sink.header.key)
-            result.fills[sink.header.table] = sink.fills(defaults)
+            if sink.failed is None:
+                try:
+                    sink.finish()
+                    check_changes(sink.changes, sink.policy, sink.header.key)
+                    result.fills[sink.header.table] = sink.fills(defaults)
+                except CdcError as exc:
+                    sink.fail(exc)
         for sink in sinks.values():
             table = sink.header.table
+            if sink.failed is not None:
+                result.failed[table] = sink.failed
+                continue
             result.files[table] = sink.writer.close()
             result.counts[table] = dict(sink.writer.counts)
             result.headers[table], result.schema_changes[table] = sink.header, sink.changes
@@ -284,8 +321,11 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
             last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
-                if sink is not None:
-                    _write_rows(sink, event, at)
+                if sink is not None and sink.failed is None and at > sink.start_at:
+                    try:
+                        _write_rows(sink, event, at)
+                    except CdcError as exc:
+                        sink.fail(exc)
                     events += 1
             if last == high_at:
                 return events, None
@@ -310,17 +350,17 @@ def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
     if kind is None:
         return
     for (schema, table), sink in sinks.items():
-        if (schema.lower(), table.lower()) not in tables:
+        if (schema.lower(), table.lower()) not in tables or sink.failed is not None or at <= sink.start_at:
             continue
         statement = f"`{' '.join(query.split())[:300]}` (binlog file {at[0]}, end position {at[1]})"
         if kind == "alter":
             sink.last_ddl, sink.ddl_since_rows = statement, True
             sink.renames += renames_in(query)
             continue
-        raise TableReplaced(
+        sink.fail(TableReplaced(
             f"The table {schema}.{table} was changed by {statement}: its rows changed without row events, so the "
             "copy cannot follow them. Nothing was written; the Hive table is as it was. Trigger a run with "
-            "fresh_snapshot=true.")
+            "fresh_snapshot=true."))
 
 
 def _query_text(event: QueryEvent) -> str:

@@ -46,9 +46,11 @@ class ReplayResult:
     deletes: int = 0
     partitions: int = 0
     peak_keys: int = 0
+    columns: tuple[tuple[str, str], ...] = ()  # the upsert file's columns: every column the raw files held
+    key: tuple[str, ...] = ()
 
     def to_dict(self) -> dict:
-        return dict(self.__dict__)
+        return {**self.__dict__, "columns": [list(c) for c in self.columns], "key": list(self.key)}
 
 
 def read_header(path: Path) -> tuple[RawHeader, int]:
@@ -296,7 +298,7 @@ def replay(
     upsert_path.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=".replay-", dir=upsert_path.parent))
     try:
-        result = ReplayResult(str(upsert_path), str(delete_path))
+        result = ReplayResult(str(upsert_path), str(delete_path), columns=header.columns, key=header.key)
         done: list[tuple[Path, Path]] = []
         pending: list[tuple[list[Path], int]] = [(files, 0)]
         while pending:

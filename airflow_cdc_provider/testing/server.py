@@ -5,7 +5,9 @@ It never touches a system server: its own data dir, socket, port and no option f
 
 from __future__ import annotations
 
+import datetime as dt
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -159,6 +161,28 @@ class ThrowawayServer:
                 return rows
         finally:
             conn.close()
+
+    def track_binlog_dumps(self) -> dt.datetime:
+        """Log every command to ``mysql.general_log`` (and count bytes per user) from now; returns the server's
+        time now, for ``binlog_dumps(since)``. Each binlog dump a replication client starts is one row there."""
+        self.execute("SET GLOBAL log_output = 'TABLE'", "SET GLOBAL general_log = 1", "SET GLOBAL userstat = 1")
+        return self.execute("SELECT NOW(6)")[0][0]
+
+    def binlog_dumps(self, since: dt.datetime, user: str) -> list[tuple[str, int]]:
+        """The binlog dumps ``user`` started since ``since``: the (file, position) each started from."""
+        rows = self.execute(
+            "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type = 'Binlog Dump' "
+            f"AND event_time >= '{since.isoformat(sep=' ')}' AND user_host LIKE '{user}[%' ORDER BY event_time")
+        dumps = []
+        for (argument,) in rows:
+            match = re.search(r"Log: '([^']*)'\s+Pos: (\d+)", argument)
+            dumps.append((match[1], int(match[2])) if match else (argument, -1))
+        return dumps
+
+    def bytes_sent(self, user: str) -> int:
+        """Bytes the server sent to ``user``'s connections since ``track_binlog_dumps`` (USER_STATISTICS)."""
+        rows = self.execute(f"SELECT BYTES_SENT FROM information_schema.USER_STATISTICS WHERE USER = '{user}'")
+        return int(rows[0][0]) if rows else 0
 
     def run_script(self, path: str | os.PathLike, database: str | None = None) -> None:
         """Load a SQL file with the mariadb client, which understands DELIMITER and comments."""

@@ -23,7 +23,8 @@ def test_every_dag_file_imports_without_errors():
     assert files == {p.name for p in DAGS.glob("*.py")}
     assert "mysql_binlog_to_hive" in bag.dag_ids
     dag = bag.dags["mysql_binlog_to_hive"]
-    assert {t.task_id for t in dag.tasks} >= {"shop__orders.check", "shop__customers.check"}
+    assert {t.task_id for t in dag.tasks} == {f"source.{t}" for t in ("check", "plan", "snapshot", "extract",
+                                                                      "replay", "merge", "table")}
 
 
 def run_dag(dag_id: str, config: dict, tmp_path: Path, env: dict[str, str]) -> tuple[int, str, dict]:
@@ -41,6 +42,7 @@ def run_dag(dag_id: str, config: dict, tmp_path: Path, env: dict[str, str]) -> t
 
 
 def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
+    """The XComs of the DAG's latest run by task id; a mapped task's as a list, by map index."""
     from airflow.models.dagrun import DagRun
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
@@ -48,8 +50,19 @@ def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
         rows = session.query(XComModel).filter(XComModel.dag_id == dag_id, XComModel.run_id == run.run_id,
-                                               XComModel.key == key).all()
-        return {row.task_id: _value(row.value) for row in rows}
+                                               XComModel.key == key).order_by(XComModel.map_index).all()
+        found: dict = {}
+        for row in rows:
+            if row.map_index >= 0:
+                found.setdefault(row.task_id, []).append(_value(row.value))
+            else:
+                found[row.task_id] = _value(row.value)
+        return found
+
+
+def outcomes(xcoms: dict, group: str = "source") -> dict[str, dict]:
+    """Each table's outcome of the run (the merge task's XCom), by source table name."""
+    return {o["source"]: o for o in xcoms[f"{group}.merge"]}
 
 
 def _value(stored):
@@ -69,13 +82,14 @@ def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, t
     spark = {"AIRFLOW_CONN_SPARK_CLI": json.dumps({"conn_type": "spark", "host": "local[1]"})}
     code, output, xcoms = run_dag("mysql_binlog_to_hive", config, tmp_path, spark)
     assert code == 0, output[-5000:]
-    orders = xcoms["shop__orders.check"]
-    assert orders["key"] == ["order_no", "line_no"] and orders["flavor"] == "MariaDB"
-    assert orders["watermark"]["file"].startswith("binlog.")
-    assert xcoms["shop__customers.check"]["key"] == ["id"]
-    for group in ("shop__orders", "shop__customers"):
-        assert xcoms[f"{group}.merge"]["status"] == "committed" and xcoms[f"{group}.merge"]["version"] == 1
-        assert xcoms[f"{group}.finish"]["released"] is True
+    check = xcoms["source.check"]
+    assert check["flavor"] == "MariaDB" and check["watermark"]["file"].startswith("binlog.")
+    keys = {t["source"]: t["key"] for t in check["tables"]}
+    assert keys == {"shop.orders": ["order_no", "line_no"], "shop.customers": ["id"]}
+    for source, outcome in outcomes(xcoms).items():
+        assert (outcome["mode"], outcome["status"], outcome["version"]) == ("snapshot", "committed", 1), source
+    assert sorted((t["source"], t["released"]) for t in xcoms["source.table"]) == [
+        ("shop.customers", True), ("shop.orders", True)]
     password = json.loads(os.environ[conn_env(capture_conn)])["password"]
     assert password not in output
 
@@ -85,7 +99,7 @@ def test_a_table_without_key_fails_the_run_with_the_reason(mariadb, capture_conn
     mariadb.execute("CREATE TABLE IF NOT EXISTS shop.audit_log (at DATETIME, line TEXT)")
     config = {"mysql_conn_id": capture_conn, "tables": ["shop.audit_log"]}
     code, output, _ = run_dag("mysql_binlog_to_hive", config, tmp_path, {})
-    assert code != 0
+    assert code != 0, output[-6000:]
     assert "The table shop.audit_log has no primary key and no unique key on NOT NULL columns" in output
 
 
@@ -107,5 +121,5 @@ def test_the_factory_reused_in_another_dag_runs_with_a_task_after_it(mariadb, ca
     spark = {"AIRFLOW_CONN_SPARK_REUSE": json.dumps({"conn_type": "spark", "host": "local[1]"})}
     code, output, xcoms = run_dag("shop_orders_daily", config, tmp_path, spark)
     assert code == 0, output[-5000:]
-    assert xcoms["report"] == "orders_daily: committed, version 1, 5 rows"
+    assert xcoms["report"] == "ods.orders_daily: committed, version 1, 5 rows"
     assert (tmp_path / "warehouse" / "ods.db" / "orders_daily" / "v000001").is_dir()

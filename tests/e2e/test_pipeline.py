@@ -21,7 +21,7 @@ from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.testing.hive import read_hive_table
 from tests.conftest import ROOT
-from tests.e2e.test_example_dag import latest_xcoms
+from tests.e2e.test_example_dag import latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
 
@@ -88,6 +88,15 @@ class Pipeline:
     def sql(self, *statements: str) -> None:
         self.server.execute(*(s.format(s=self.schema) for s in statements))
 
+    def outcome(self, table: str, xcoms: dict | None = None) -> dict:
+        """The latest run's outcome for ``table``."""
+        return outcomes(xcoms or latest_xcoms(DAG_ID))[f"{self.schema}.{table}"]
+
+    def extraction(self, table: str, xcoms: dict | None = None) -> dict:
+        """The latest run's extraction of ``table``."""
+        parts = (xcoms or latest_xcoms(DAG_ID))["source.extract"]["tables"]
+        return next(p for p in parts if p["source"] == f"{self.schema}.{table}")
+
 
 ROUNDS = [
     [  # inserts, updates, a delete
@@ -124,10 +133,8 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     code, output = pipeline.run("2026-03-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
-    xcoms = latest_xcoms(DAG_ID)
-    group = f"{pipeline.schema}__orders"
-    assert xcoms[f"{group}.merge"]["status"] == "committed" and xcoms[f"{group}.merge"]["version"] == 1
-    assert f"{group}.extract" not in xcoms, "the first run loads a snapshot"
+    first = pipeline.outcome("orders")
+    assert (first["status"], first["version"], first["mode"]) == ("committed", 1, "snapshot")
     for table in pipeline.tables:
         pipeline.assert_equal(table)
 
@@ -135,22 +142,22 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
         pipeline.sql(*statements)
         code, output = pipeline.run(f"2026-03-01T0{n}:00:00+00:00")
         assert code == 0, output[-8000:]
-        xcoms = latest_xcoms(DAG_ID)
-        assert xcoms[f"{group}.merge"]["version"] == n + 1 and f"{group}.snapshot" not in xcoms
+        outcome = pipeline.outcome("orders")
+        assert (outcome["version"], outcome["mode"]) == (n + 1, "incremental")
         for table in pipeline.tables:
             pipeline.assert_equal(table)
     password = json.loads(os.environ[f"AIRFLOW_CONN_{capture_conn.upper()}"])["password"]
     assert password not in output
 
-    # Clearing and re-running the last run: the same range, onto the same input version, the same table;
-    # changes made since are left for the next run.
+    # Clearing and re-running the last run, which committed: it leaves the table as that run made it; changes
+    # made since are left for the next run.
     before, location_before = pipeline.hive("orders")
     pipeline.sql("UPDATE {s}.orders SET amount = 0 WHERE order_no = 2001")
     code, output = pipeline.run(f"2026-03-01T0{len(ROUNDS)}:00:00+00:00")
     assert code == 0, output[-8000:]
-    assert "a re-run: it repeats what it planned" in output
-    after, location_after = pipeline.hive("orders")
-    assert after == before and location_after != location_before
+    assert "already committed by this run: version 4" in output
+    assert pipeline.outcome("orders")["status"] == "nothing"
+    assert pipeline.hive("orders") == (before, location_before)
     code, output = pipeline.run("2026-03-01T09:00:00+00:00")
     assert code == 0, output[-8000:]
     pipeline.assert_equal("orders")
@@ -167,10 +174,8 @@ def test_fresh_snapshot_parameter_reloads_the_table(mariadb, capture_conn, tmp_p
     pipeline.sql(*ROUNDS[0][3:])
     code, output = pipeline.run("2026-04-01T01:00:00+00:00", json.dumps({"fresh_snapshot": True}))
     assert code == 0, output[-8000:]
-    xcoms = latest_xcoms(DAG_ID)
-    group = f"{pipeline.schema}__customers"
-    assert xcoms[f"{group}.snapshot"]["rows"] == 3 and f"{group}.extract" not in xcoms
-    assert xcoms[f"{group}.merge"]["version"] == 2
+    outcome = pipeline.outcome("customers")
+    assert (outcome["mode"], outcome["upserts"], outcome["version"]) == ("snapshot", 3, 2)
     pipeline.assert_equal("customers")
 
 
@@ -227,7 +232,7 @@ def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mar
     first = pipeline.start("2026-06-01T01:00:00+00:00")
     holder = RunRef(DAG_ID, "manual__2026-06-01T01:00:00+00:00")
     runs_dir = tmp_path / "work" / "ods.orders" / "runs"
-    merging = runs_dir / holder.key / "merge-spec.json"  # the first run is in its merge
+    merging = runs_dir / holder.key / "merge-job-1.json"  # the first run is in its merge
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and first.poll() is None and not merging.exists():
         time.sleep(0.05)

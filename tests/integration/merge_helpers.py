@@ -1,4 +1,5 @@
-"""One Hive target driven run by run as the operators drive it: lock, plan, capture, merge spec, spark-submit."""
+"""One Hive target driven run by run as the operators drive it: lock, plan, capture, merge job, spark-submit,
+and the commit recorded in the ledger from the job's result."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from pathlib import Path
 
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
-from airflow_cdc_provider.core.merge import MergeSpec
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
@@ -36,15 +37,15 @@ class Table:
             database=self.database, table=self.table, source=self.header.table, warehouse_dir=self.warehouse,
             metastore_uri=None, plan=plan, end=end, as_of=NOW,
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            upsert_files=tuple(upserts), delete_file=delete_file, ledger_dir=str(self.ledger.root),
-            result_file=str(self.tmp / f"result-{run.run_id}.json"), keep_versions=2,
+            upsert_files=tuple(upserts), delete_file=delete_file, keep_versions=2,
         )
-        path = self.tmp / f"spec-{run.run_id}.json"
-        spec.write(path)
+        job = MergeJob(self.warehouse, None, (spec,), str(self.tmp / f"result-{run.run_id}.json"))
+        path = self.tmp / f"job-{run.run_id}.json"
+        job.write(path)
         return path
 
     def prepare(self):
-        """The next run: take the lock, plan, capture, and write the merge spec."""
+        """The next run: take the lock, plan, capture, and write the merge job."""
         self.runs += 1
         run = RunRef("test", f"r{self.runs}")
         self.ledger.acquire(run, lambda holder: False, NOW)
@@ -56,20 +57,25 @@ class Table:
         result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
         return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
 
-    def submit(self, spec_path: Path, java_options: list[str] | None = None) -> subprocess.Popen:
-        command = spark_submit_command(MERGE_JOB, str(spec_path), work_dir=str(self.tmp), java_options=java_options)
+    def submit(self, job_path: Path, java_options: list[str] | None = None) -> subprocess.Popen:
+        command = spark_submit_command(MERGE_JOB, str(job_path), work_dir=str(self.tmp), java_options=java_options)
         return subprocess.Popen(command, env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
-    def merge(self, spec_path: Path) -> dict:
+    def merge(self, job_path: Path) -> dict:
+        """Run the job, and record its commit in the ledger as the merge task does; the table's result."""
         archive = ClassArchive(str(Path(sys.executable).with_name("spark-submit")))
-        proc = self.submit(spec_path, archive.java_options() + batch_gc_options())
+        proc = self.submit(job_path, archive.java_options() + batch_gc_options())
         output, _ = proc.communicate(timeout=600)
         archive.job_done() if proc.returncode == 0 else archive.job_failed()
         assert proc.returncode == 0, output[-6000:]
-        run = RunRef("test", json.loads(spec_path.read_text())["plan"]["run"]["run_id"])
-        self.ledger.release(run)
-        return json.loads(Path(json.loads(spec_path.read_text())["result_file"]).read_text())
+        job = MergeJob.read(job_path)
+        (spec,) = job.tables
+        result = json.loads(Path(job.result_file).read_text())["tables"][f"{self.database}.{self.table}"]
+        if result["status"] == "committed":
+            self.ledger.commit(spec.plan, spec.committed(result["version"], result["location"]))
+        self.ledger.release(spec.plan.run)
+        return result
 
     def read(self):
         rows, location = read_hive_table(self.warehouse, None, f"{self.database}.{self.table}")

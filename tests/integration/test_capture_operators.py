@@ -1,81 +1,153 @@
-"""The capture operators over the real server: their XComs, and bad input refused before anything is written."""
+"""The check and capture operators over the real server, several tables at once: their typed values, one
+binlog pass skipping what each table has, and one table's bad input kept from the others."""
 
 from __future__ import annotations
 
-import pytest
+import datetime as dt
+import os
 
-from airflow_cdc_provider.core.errors import NoUsableKey, WatermarkNotReadable
-from airflow_cdc_provider.core.records import CorruptRawFile
-from airflow_cdc_provider.operators.capture import (
-    MySqlBinlogExtractOperator,
-    MySqlSnapshotOperator,
-    RawReplayOperator,
-)
+import pytest
+from airflow.sdk import DAG
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.ledger import RunRef, plan_run
+from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
+from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
 
-
-def test_snapshot_extract_replay_operators(mariadb, capture_conn, tmp_path):
-    mariadb.execute("CREATE TABLE shop.op_items (id INT PRIMARY KEY, v VARCHAR(20))",
-                    "INSERT INTO shop.op_items VALUES (1, 'a'), (2, 'b'), (3, 'c')")
-    try:
-        snap = MySqlSnapshotOperator(task_id="s", table="shop.op_items", work_dir=str(tmp_path / "run1"),
-                                     mysql_conn_id=capture_conn).execute({})
-        assert snap["rows"] == 3 and snap["key"] == ["id"]
-        mariadb.execute("UPDATE shop.op_items SET id = 10 WHERE id = 1", "DELETE FROM shop.op_items WHERE id = 2",
-                        "INSERT INTO shop.op_items VALUES (4, 'd,\"e\"\\n')")
-        ext = MySqlBinlogExtractOperator(task_id="e", table="shop.op_items", start_watermark=snap["watermark"],
-                                         work_dir=str(tmp_path / "run2"), mysql_conn_id=capture_conn).execute({})
-        assert ext["counts"] == {"I": 1, "U": 1, "D": 2}
-        rep = RawReplayOperator(task_id="r", extraction=ext, work_dir=str(tmp_path / "run2")).execute({})
-        assert (rep["upserts"], rep["deletes"]) == (2, 2)
-        from airflow_cdc_provider.core.records import RawHeader
-
-        header = RawHeader("shop.op_items", (("id", "int(11)"), ("v", "varchar(20)")), ("id",))
-        merged = apply_changes(header, read_rows(snap["files"]), read_rows([rep["upsert_file"]]),
-                               read_rows([rep["delete_file"]]))
-        assert merged == source_rows(mariadb, header)
-    finally:
-        mariadb.execute("DROP TABLE shop.op_items")
+RUN = RunRef("ops", "manual__1")
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
 
 
-def test_table_without_key_is_refused_before_any_read(mariadb, capture_conn, tmp_path):
-    mariadb.execute("CREATE TABLE IF NOT EXISTS shop.keyless (a INT, b TEXT)")
-    with pytest.raises(NoUsableKey, match="shop.keyless"):
-        MySqlSnapshotOperator(task_id="s", table="shop.keyless", work_dir=str(tmp_path),
-                              mysql_conn_id=capture_conn).execute({})
-    assert list(tmp_path.iterdir()) == []
+@pytest.fixture
+def schema(mariadb):
+    name = f"ops_{os.urandom(3).hex()}"
+    mariadb.execute(f"CREATE DATABASE {name}",
+                    f"CREATE TABLE {name}.a (id INT PRIMARY KEY, v VARCHAR(20))",
+                    f"CREATE TABLE {name}.b (k1 INT NOT NULL, k2 CHAR(2) NOT NULL, n INT, UNIQUE KEY (k1, k2))",
+                    f"INSERT INTO {name}.a VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+                    f"INSERT INTO {name}.b VALUES (1, 'x', 10), (2, 'y', 20)")
+    yield name
+    mariadb.execute(f"DROP DATABASE {name}")
 
 
-def test_purged_watermark_names_the_file_and_retention_and_writes_nothing(mariadb, capture_conn, tmp_path):
-    from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+def check(entries, conn_id, tmp_path) -> CheckResult:
+    with DAG("ops", schedule=None):
+        operator = CaptureCheckOperator(task_id="check", tables=entries, hive=HiveConfig(), work_dir=str(tmp_path),
+                                        mysql_conn_id=conn_id)
+    return CheckResult.model_validate(operator.execute({}))
 
+
+def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
+    """Every table snapshot-planned, or incremental from ``committed[source]`` (a snapshot's watermark)."""
+    tables = []
+    for table in checked.tables:
+        plan = plan_run(RUN, None, None, None)
+        if committed and table.source in committed:
+            from airflow_cdc_provider.core.ledger import Committed
+
+            plan = plan_run(RUN, Committed(1, "/x/v000001", committed[table.source], NOW, RUN, "snapshot",
+                                           table.columns), None, None)
+        tables.append(TablePlan(table=table, plan=plan, ledger_dir=str(tmp_path / table.hive_table / "ledger"),
+                                run_dir=str(tmp_path / table.hive_table / ("inc" if committed else "snap"))))
+    return SourcePlan(run=RUN, tables=tuple(tables))
+
+
+def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_fails(mariadb, schema, capture_conn,
+                                                                                     tmp_path):
+    mariadb.execute(f"CREATE TABLE {schema}.log (at DATETIME, line TEXT)")
+    checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
+    assert [t.source for t in checked.tables] == [f"{schema}.a", f"{schema}.b"]
+    assert checked.tables[1].key == ("k1", "k2") and checked.tables[0].hive_table == f"ods.{schema}_a"
+    (skipped,) = checked.skipped
+    assert skipped.source == f"{schema}.log" and "has no primary key and no unique key" in skipped.reason
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key"):
+        check([TableConfig(TableName(schema, "log"), "log"), TablePattern(schema=schema, table="*")], capture_conn,
+              tmp_path)
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
+        check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
+
+
+def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermark(mariadb, schema, capture_conn,
+                                                                                  tmp_path):
     hook = MySqlSourceHook(capture_conn)
+    checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
+    a, b = (f"{schema}.a", f"{schema}.b")
+    # a's snapshot is taken, then b changes, then b's snapshot: b's change lies between the two watermarks.
+    only_a = SourcePlan(run=RUN, tables=source_plan(checked, tmp_path).tables[:1])
+    snap_a = Captured.model_validate(MySqlSnapshotOperator(task_id="s", plan=only_a.to_xcom(),
+                                                           mysql_conn_id=capture_conn).execute({}))
+    mariadb.execute(f"INSERT INTO {b} VALUES (3, 'z', 30)")
+    only_b = SourcePlan(run=RUN, tables=source_plan(checked, tmp_path).tables[1:])
+    snap_b = Captured.model_validate(MySqlSnapshotOperator(task_id="s", plan=only_b.to_xcom(),
+                                                           mysql_conn_id=capture_conn).execute({}))
+    (input_a,), (input_b,) = snap_a.inputs, snap_b.inputs
+    assert (input_a.upserts, input_b.upserts, input_b.key) == (3, 3, ("k1", "k2"))
+    assert input_a.end < input_b.end
+
+    mariadb.execute(f"UPDATE {a} SET id = 10 WHERE id = 1", f"DELETE FROM {a} WHERE id = 2",
+                    f"INSERT INTO {a} VALUES (4, 'd,\"e\"\\n')")
+    plan = source_plan(checked, tmp_path, committed={a: input_a.end, b: input_b.end})
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    assert extraction.start == input_a.end, "one pass from the earliest watermark"
+    parts = {t.source: t for t in extraction.tables}
+    assert parts[a].counts == {"I": 1, "U": 1, "D": 2}
+    assert parts[b].counts == {"I": 0, "U": 0, "D": 0} and not parts[b].changed, "b skipped what it had"
+    assert parts[b].start == input_b.end and parts[b].end == extraction.end
+
+    replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
+                                                         extraction=extraction.to_xcom()).execute({}))
+    (merge_input,) = replayed.inputs
+    assert (merge_input.source, merge_input.upserts, merge_input.deletes) == (a, 2, 2)
+    header = RawHeader(a, merge_input.columns, merge_input.key)
+    merged = apply_changes(header, read_rows(input_a.upsert_files), read_rows(merge_input.upsert_files),
+                           read_rows([merge_input.delete_file]))
+    assert merged == source_rows(mariadb, hook.raw_header(TableName(schema, "a")))
+
+
+def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,
+                                                                               tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
+    a, b = (f"{schema}.a", f"{schema}.b")
     old = hook.current_watermark()
     mariadb.execute("FLUSH BINARY LOGS")
     purge_binlogs_to(mariadb, hook.current_watermark().file)
-    with pytest.raises(WatermarkNotReadable) as err:
-        MySqlBinlogExtractOperator(task_id="e", table="shop.orders", start_watermark=old.to_json(),
-                                   work_dir=str(tmp_path), mysql_conn_id=capture_conn).execute({})
-    assert old.file in str(err.value) and "expire_logs_days=" in str(err.value)
-    assert list(tmp_path.iterdir()) == []
+    recent = hook.current_watermark()
+    mariadb.execute(f"UPDATE {b} SET n = 99 WHERE k1 = 1")
+    plan = source_plan(checked, tmp_path, committed={a: old, b: recent})
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    (failed,) = extraction.failed
+    assert failed.source == a and old.file in failed.error and "expire_logs_days=" in failed.error
+    assert not (tmp_path / f"ods.{schema}_a").exists(), "nothing written for the failed table"
+    (part,) = extraction.tables
+    assert part.source == b and part.counts["U"] == 1
 
 
-def test_corrupt_raw_line_fails_replay_naming_file_and_line(mariadb, capture_conn, tmp_path):
-    from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-
-    start = MySqlSourceHook(capture_conn).current_watermark()
-    mariadb.execute("UPDATE shop.customers SET city = 'Paris' WHERE id = 1",
-                    "UPDATE shop.customers SET city = 'Rome' WHERE id = 2")
-    ext = MySqlBinlogExtractOperator(task_id="e", table="shop.customers", start_watermark=start.to_dict(),
-                                     work_dir=str(tmp_path / "x"), mysql_conn_id=capture_conn).execute({})
-    (raw,) = ext["files"]
+def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    checked = check([TablePattern(schema=schema, table="a")], capture_conn, tmp_path)
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {schema}.a SET v = 'Paris' WHERE id = 1", f"UPDATE {schema}.a SET v = 'Rome' WHERE id = 2")
+    plan = source_plan(checked, tmp_path, committed={f"{schema}.a": start})
+    extraction = MySqlBinlogExtractOperator(task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({})
+    (raw,) = extraction["tables"][0]["files"]
     with open(raw, "r+", encoding="utf-8") as f:
         lines = f.readlines()
         lines[2] = lines[2][:20] + "\n"
         f.seek(0)
         f.writelines(lines)
         f.truncate()
-    with pytest.raises(CorruptRawFile, match=f"{raw}, line 3"):
-        RawReplayOperator(task_id="r", extraction=ext, work_dir=str(tmp_path / "out")).execute({})
-    assert not (tmp_path / "out" / "upsert.parquet").exists()
+    replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
+                                                         extraction=extraction).execute({}))
+    (failure,) = replayed.failed
+    assert failure.stage == "replay" and f"{raw}, line 3" in failure.error and not replayed.inputs
+    assert not list((tmp_path / f"ods.{schema}_a" / "inc").glob("*.parquet"))

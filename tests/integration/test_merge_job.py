@@ -104,10 +104,9 @@ def test_a_table_not_made_by_the_pipeline_is_refused_untouched(mariadb, items, c
     )
     subprocess.run(spark_submit_command(str(other), work_dir=str(tmp_path)), env=spark_env(), cwd=tmp_path,
                    check=True, capture_output=True)
-    proc = table.submit(table.prepare()[1])
-    output, _ = proc.communicate(timeout=600)
-    assert proc.returncode != 0
-    assert "exists but was not made by this pipeline" in output
+    result = table.merge(table.prepare()[1])
+    assert result["status"] == "failed" and "exists but was not made by this pipeline" in result["error"]
+    assert table.ledger.committed() is None
     rows, _ = read_hive_table(table.warehouse, None, "ods.items")
     assert rows.to_pylist() == [{"a": 7}]
 

@@ -8,7 +8,13 @@ import time
 
 import pytest
 
-from airflow_cdc_provider.core.errors import CaptureNotPossible, NoUsableKey, TableNotFound, WatermarkNotReadable
+from airflow_cdc_provider.core.errors import (
+    CaptureNotPossible,
+    CdcError,
+    NoUsableKey,
+    TableNotFound,
+    WatermarkNotReadable,
+)
 from airflow_cdc_provider.core.flavor import Flavor
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.watermark import Watermark
@@ -175,3 +181,22 @@ def test_tables_the_user_cannot_see_are_not_found(make_user):
     conn_id = make_user(("SELECT",), on="shop.*")
     with pytest.raises(TableNotFound):
         MySqlSourceHook(conn_id).table_key(TableName("keys_db", "pk"))
+
+
+@pytest.mark.usefixtures("key_tables")
+def test_many_tables_described_at_once_as_one_by_one(mariadb, capture_conn):
+    mariadb.execute("CREATE TABLE IF NOT EXISTS keys_db.doc (id INT PRIMARY KEY, body JSON, at DATETIME(3))",
+                    "CREATE OR REPLACE VIEW keys_db.v AS SELECT 1 AS one")
+    hook = MySqlSourceHook(capture_conn)
+    assert [str(t) for t in hook.base_tables(["keys_db"])] == [
+        "keys_db.doc", "keys_db.nokey", "keys_db.nullable_uk", "keys_db.pk", "keys_db.uk"], "views left out"
+    names = [*hook.base_tables(["keys_db"]), TableName("keys_db", "missing")]
+    described = hook.raw_headers(names)
+    for name in names:
+        try:
+            expected = hook.raw_header(name)
+        except CdcError as exc:
+            assert type(described[name]) is type(exc) and str(described[name]) == str(exc)
+        else:
+            assert described[name] == expected
+    assert described[TableName("keys_db", "doc")].columns[1] == ("body", "json")

@@ -1,7 +1,7 @@
 import pytest
 import yaml
 
-from airflow_cdc_provider.core.config import CdcConfig, ConfigError, TableConfig
+from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.errors import InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import DAGS
@@ -64,3 +64,199 @@ def test_schema_changes_is_strict_unless_set_for_all_or_per_table():
     with pytest.raises(ConfigError, match="`schema_changes:` of shop.a in the configuration must be one of strict, "
                                           "evolve, got 'loose'"):
         CdcConfig.from_dict({"tables": [{"source": "shop.a", "schema_changes": "loose"}]})
+
+
+# Patterns: one entry selecting many tables, resolved at each run (core.catalog).
+
+
+def entries(*tables, **rest):
+    return CdcConfig.from_dict({"tables": list(tables), **rest}).tables
+
+
+def test_every_yaml_form_of_an_entry():
+    text = r"""
+tables:
+  - shop.orders
+  - source: shop.customers
+  - source: shop.order_*
+  - source: "*.orders"
+  - source: shop.*
+    exclude: shop.tmp_*
+    target: raw_{table}
+    schema_changes: evolve
+  - regex: 'shop\.(orders|customers)_\d+'
+    exclude: ['shop\.orders_0+']
+"""
+    tables = CdcConfig.from_dict(yaml.safe_load(text)).tables
+    assert tables[:2] == (TableConfig(TableName("shop", "orders"), "shop_orders"),
+                          TableConfig(TableName("shop", "customers"), "shop_customers"))
+    assert tables[2] == TablePattern("shop", "order_*")
+    assert tables[3] == TablePattern("*", "orders")
+    assert tables[4] == TablePattern("shop", "*", exclude=("shop.tmp_*",), target="raw_{table}",
+                                     schema_changes="evolve")
+    assert tables[5].regex.pattern == r"shop\.(orders|customers)_\d+" and tables[5].exclude == (r"shop\.orders_0+",)
+    assert [str(t) for t in tables[2:]] == ["shop.order_*", "*.orders", "shop.*", r"regex shop\.(orders|customers)_\d+"]
+
+
+def test_named_tables_and_has_patterns():
+    config = CdcConfig.from_dict({"tables": ["shop.*", "shop.a", {"source": "shop.b", "target": "bee"}]})
+    assert config.named_tables() == (TableConfig(TableName("shop", "a"), "shop_a"),
+                                     TableConfig(TableName("shop", "b"), "bee"))
+    assert config.has_patterns
+    assert not CdcConfig.from_dict({"tables": ["shop.a"]}).has_patterns
+
+
+@pytest.mark.parametrize(("source", "schema", "table"), [
+    ("shop.?rders", "shop", "?rders"),
+    ("shop.[ab]*", "shop", "[ab]*"),
+    ("sh*.orders", "sh*", "orders"),
+    ("`my.db`.order_*", "my.db", "order_*"),  # the quoted part holds a dot, and is a name
+    ("`my*db`.order_*", "my[*]db", "order_*"),  # a quoted part is literal: its * is escaped
+])
+def test_a_source_with_an_unquoted_wildcard_is_a_glob(source, schema, table):
+    (pattern,) = entries(source)
+    assert (pattern.schema, pattern.table, pattern.regex) == (schema, table, None)
+    assert entries(str(pattern)) == (pattern,)  # str() gives back what parses to the same pattern
+
+
+def test_a_quoted_wildcard_is_a_name_not_a_pattern():
+    (table,) = entries({"source": "shop.`order_*`", "target": "t"})
+    assert table == TableConfig(TableName("shop", "order_*"), "t")
+    # Messages print such a name quoted, as the configuration must write it.
+    with pytest.raises(ConfigError, match=r"'shop_order_\*' is not a valid Hive name.*Set `target:` for shop.`order_\*`"):
+        entries("`shop`.`order_*`")
+
+
+def test_quoted_literal_parts_match_only_themselves():
+    (pattern,) = entries("`my*db`.order_*")
+    assert pattern.matches(TableName("my*db", "order_1"))
+    assert not pattern.matches(TableName("myXdb", "order_1"))
+    assert str(pattern) == "my[*]db.order_*"
+    (dotted,) = entries("`my.db`.order_*")
+    assert dotted.matches(TableName("my.db", "order_1")) and not dotted.matches(TableName("myXdb", "order_1"))
+    assert str(dotted) == "`my.db`.order_*"
+
+
+def test_globs_match_case_sensitively_and_per_part():
+    pattern = TablePattern("shop", "order_*")
+    assert pattern.matches(TableName("shop", "order_2024"))
+    assert not pattern.matches(TableName("shop", "Order_2024"))
+    assert not pattern.matches(TableName("SHOP", "order_2024"))
+    assert not pattern.matches(TableName("shop2", "order_1"))
+    # A glob part never spans the dot between schema and table.
+    assert not TablePattern("sh*", "orders").matches(TableName("shop.x", "y"))
+    assert TablePattern("*", "orders").matches(TableName("my.db", "orders"))
+
+
+def test_glob_exclude_is_matched_against_schema_dot_table():
+    (pattern,) = entries({"source": "*.*", "exclude": ["*.tmp_*", "audit.*"]})
+    assert pattern.matches(TableName("shop", "orders"))
+    assert not pattern.matches(TableName("shop", "tmp_1"))
+    assert not pattern.matches(TableName("audit", "log"))
+    assert pattern.matches(TableName("shop", "TMP_1"))  # case-sensitive too
+    (one,) = entries({"source": "shop.*", "exclude": "shop.orders"})
+    assert one.exclude == ("shop.orders",) and not one.matches(TableName("shop", "orders"))
+
+
+def test_regex_is_a_full_match_against_schema_dot_table():
+    (pattern,) = entries({"regex": r"shop\.orders_\d+", "exclude": r"shop\.orders_0"})
+    assert pattern.matches(TableName("shop", "orders_12"))
+    assert not pattern.matches(TableName("shop", "orders_12x"))  # full match, not a prefix
+    assert not pattern.matches(TableName("xshop", "orders_12"))
+    assert not pattern.matches(TableName("shop", "Orders_12"))
+    assert not pattern.matches(TableName("shop", "orders_0"))  # excluded, in full
+    assert pattern.matches(TableName("shop", "orders_01"))
+    # The text is the raw names joined by a dot: no backticks around a name holding a dot.
+    (dotted,) = entries({"regex": r"my\.db\.o.*"})
+    assert dotted.matches(TableName("my.db", "orders"))
+
+
+def test_target_template_and_table_config():
+    (pattern,) = entries({"source": "*.orders_*", "target": "raw_{schema}__{table}", "schema_changes": "evolve"})
+    assert pattern.table_config(TableName("Shop", "orders_1")) == TableConfig(TableName("Shop", "orders_1"),
+                                                                              "raw_shop__orders_1", "evolve")
+    (default,) = entries("shop.*")
+    assert default.table_config(TableName("shop", "a")).target == "shop_a"
+    assert default.table_config(TableName("shop", "a")).hive_table(HiveConfig()) == "ods.shop_a"
+
+
+def test_a_template_that_makes_a_bad_hive_name_says_which_table_and_what_to_do():
+    (pattern,) = entries("shop.*")
+    with pytest.raises(ConfigError) as err:
+        pattern.table_config(TableName("shop", "order-lines"))
+    message = str(err.value)
+    assert "'shop_order-lines' is not a valid Hive name" in message
+    assert "'{schema}_{table}'" in message and "shop.*" in message
+    assert "Set `target:` for shop.order-lines" in message
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("raw_{schema}", r"'raw_\{schema\}' of the pattern shop.\* in the configuration lacks \{table\}"),
+    ("{table}_{db}", r"uses \{db\}: only \{schema\} and \{table\} may appear"),
+    ("{table!r}", r"uses \{table!r\}"),
+    ("{table:>9}", r"uses \{table:>9\}"),
+    ("{}", r"uses \{\}"),
+    ("{table", r"'\{table' of the pattern shop.\* .*is not valid"),
+    ("raw-{table}", r"makes Hive names like 'raw-t', which Hive refuses"),
+    (3, r"must be a template string, got 3"),
+])
+def test_bad_target_templates(target, message):
+    with pytest.raises(ConfigError, match=message) as err:
+        entries({"source": "shop.*", "target": target})
+    assert "for example 'raw_{schema}_{table}'" in str(err.value)
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"source": "shop.a", "exclude": "shop.b"},
+     r"The entry shop.a in the configuration has `exclude:`, but it names one table.*Remove it"),
+    ({"source": "shop.*", "regex": "shop\\..*"}, r"has both `source:` and `regex:`: keep one of them"),
+    ({"regex": "shop\\.(orders"}, r"The regular expression 'shop\\\\.\(orders' .*does not compile: "
+                                  r"missing \), unterminated subpattern.*Fix it"),
+    ({"regex": "shop\\..*", "exclude": ["a[b"]}, r"'a\[b' \(an `exclude:` of the pattern regex shop\\.\.\* in the "
+                                                r"configuration\) does not compile: unterminated character set"),
+    ({"regex": ""}, r"must be a non-empty regular expression, got ''"),
+    ({"regex": 5}, r"must be a non-empty regular expression, got 5"),
+    ({"source": "shop.*", "exclude": []}, r"`exclude:` of the pattern shop.\* .* got \[\]"),
+    ({"source": "shop.*", "exclude": [1]}, r"non-empty string or list of strings .*got \[1\]"),
+    ({"source": "shop.*", "exclude": "tmp"}, r"The `exclude:` 'tmp' of the pattern shop.\* .*can never match.*\*.tmp"),
+    ({"source": "shop.*", "schema_changes": "loose"},
+     r"`schema_changes:` of the pattern shop.\* in the configuration must be one of strict, evolve, got 'loose'"),
+    ({"source": "shop.*", "tgt": "x"}, r"must be `source: schema.table`"),
+    ({"target": "x"}, r"must be `source: schema.table`"),
+    ("*", r"The table pattern '\*' in the configuration is not of the form schema.table.*shop.\*"),
+    ("a.b.*", r"'a.b.\*' .*not of the form schema.table"),
+    (".*", r"'.\*' .*not of the form schema.table: write both parts"),
+])
+def test_bad_entries_say_what_is_wrong(entry, message):
+    with pytest.raises(ConfigError, match=message):
+        entries(entry)
+
+
+def test_a_named_target_is_a_name_not_a_template():
+    with pytest.raises(ConfigError, match=r"'\{table\}_x' is not a valid Hive name.*Set `target:` for shop.a.*"
+                                          r"apply only to a pattern's target"):
+        entries({"source": "shop.a", "target": "{table}_x"})
+
+
+def test_a_literal_part_of_a_pattern_must_be_a_valid_name():
+    with pytest.raises(InvalidIdentifier, match="schema name 'shop ' ends with a space"):
+        entries("`shop `.*")
+
+
+def test_identical_patterns_are_refused_but_different_excludes_are_not():
+    with pytest.raises(ConfigError, match=r"lists the pattern shop.\* more than once.*Keep one entry"):
+        entries("shop.*", {"source": "shop.*", "target": "x_{table}"})
+    with pytest.raises(ConfigError, match=r"pattern regex a\\..* more than once"):
+        entries({"regex": r"a\..*"}, {"regex": r"a\..*"})
+    assert len(entries("shop.*", {"source": "shop.*", "exclude": "shop.tmp_*"})) == 2
+    assert len(entries("shop.*", "shop.a")) == 2  # a named entry beside a pattern that matches it is fine
+
+
+@pytest.mark.parametrize(("key", "default"), [("snapshot_concurrency", 4), ("merge_applications", 1)])
+def test_concurrency_settings(key, default):
+    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), key) == default
+    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), key) == 7
+    for bad in (0, -1, "2", True, 1.5):
+        with pytest.raises(ConfigError, match=f"`{key}:` in the configuration must be a whole number >= 1, "
+                                              f"got {bad!r}"):
+            CdcConfig.from_dict({"tables": ["shop.a"], key: bad})

@@ -67,11 +67,29 @@ def test_fresh_snapshot_parameter_wins_over_incremental():
     assert plan_run(RUN, committed(), None, T0 + dt.timedelta(hours=1), fresh_snapshot=True).mode == SNAPSHOT
 
 
-def test_rerun_repeats_the_recorded_plan():
-    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), end=wm(300), output_version=3)
-    plan = plan_run(RUN, committed(version=5, position=900), recorded, T0 - dt.timedelta(days=1))
-    assert (plan.mode, plan.input_version, plan.start, plan.end) == (INCREMENTAL, 2, wm(100), wm(300))
+def test_rerun_repeats_the_recorded_plan_until_it_commits():
+    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), stop_before=T0)
+    plan = plan_run(RUN, committed(version=5, position=900), recorded, T0 + dt.timedelta(days=1))
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (INCREMENTAL, 2, wm(100), T0)
     assert "re-run" in plan.reason
+
+
+def test_rerun_of_a_run_that_committed_leaves_the_table():
+    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), end=wm(300), output_version=3,
+                       as_of=T0)
+    plan = plan_run(RUN, committed(version=3, position=300, run=RUN), recorded, None, fresh_snapshot=True)
+    assert plan.mode == NOTHING and "already committed by this run: version 3" in plan.reason
+
+
+def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
+    ledger = Ledger(tmp_path)
+    plan = incremental()
+    ledger.save_run_plan(plan)
+    ledger.commit(plan, Committed(4, "/wh/v000004", wm(900), T0, RUN, INCREMENTAL, (("id", "int(11)"),)))
+    assert ledger.committed().version == 4 and ledger.committed().columns == (("id", "int(11)"),)
+    recorded = ledger.run_plan(RUN)
+    assert (recorded.output_version, recorded.end, recorded.as_of) == (4, wm(900), T0)
+    assert plan_run(RUN, ledger.committed(), recorded, None).mode == NOTHING
 
 
 def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_keeps_them():

@@ -1,0 +1,97 @@
+"""Which tables a run captures: the configuration's entries, named tables and patterns, resolved against the
+tables the server has now. Pure: the caller lists the server's tables and keeps the last resolution."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
+from airflow_cdc_provider.core.identifiers import TableName
+
+
+class StoredCatalogError(CdcError, ValueError):
+    """A stored resolution that is not what ``catalog_to_json`` writes."""
+
+
+@dataclass(frozen=True)
+class Resolution:
+    tables: tuple[TableConfig, ...]  # what this run captures, sorted by source
+    missing: tuple[TableName, ...]  # named entries not found at the source, in the configuration's order
+    named: frozenset[TableName]  # the tables named explicitly: their problems are fatal, a pattern's are warnings
+    gone: tuple[tuple[TableName, str], ...]  # (source, hive table) the previous resolution had, not found now
+    database: str = HiveConfig.database  # the Hive database of the tables' targets
+
+    def hive_tables(self) -> dict[TableName, str]:
+        """Each captured source's Hive table, ``database.table``."""
+        return {t.source: f"{self.database}.{t.target}" for t in self.tables}
+
+
+_NOTHING: Mapping[TableName, str] = MappingProxyType({})
+
+
+def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[TableName],
+            previous: Mapping[TableName, str] = _NOTHING, hive: HiveConfig = HiveConfig()) -> Resolution:
+    """The tables to capture now.
+
+    ``found`` is every base table the capture user can see. A named entry selects its table when found (else it
+    is missing); a pattern selects every found table it matches. A table named explicitly takes its own entry's
+    options even when a pattern matches it too; among patterns the first that matches wins. ``previous`` maps
+    each source of the last resolution to its Hive table; those not found now are ``gone``.
+    """
+    entries = tuple(entries)
+    present = set(found)
+    chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]] = {}
+    missing = []
+    for entry in entries:
+        if isinstance(entry, TableConfig):
+            if entry.source in present:
+                chosen[entry.source] = (entry, entry)
+            else:
+                missing.append(entry.source)
+    patterns = [e for e in entries if isinstance(e, TablePattern)]
+    for name in sorted(present - set(chosen)):
+        pattern = next((p for p in patterns if p.matches(name)), None)
+        if pattern is not None:
+            chosen[name] = (pattern.table_config(name), pattern)
+    # Two sources into one Hive table would overwrite each other's rows: refuse before anything runs.
+    by_target: dict[str, TableName] = {}
+    for name in sorted(chosen):
+        table, entry = chosen[name]
+        other = by_target.setdefault(table.target, name)
+        if other != name:
+            raise ConfigError(
+                f"The tables {other} ({_origin(chosen[other][1])}) and {name} ({_origin(entry)}) would both be "
+                f"copied into the Hive table {hive.database}.{table.target}: set `target:` for one of them (an "
+                "entry of its own with `target:`, or a pattern's `target:` template such as '{schema}__{table}')."
+            )
+    named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
+    gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
+    return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
+                      named=named, gone=gone, database=hive.database)
+
+
+def _origin(entry: TableConfig | TablePattern) -> str:
+    return "named" if isinstance(entry, TableConfig) else f"matched by {entry}"
+
+
+def catalog_to_json(resolution: Resolution) -> dict[str, Any]:
+    """What to keep of a resolution for the next one: each captured source and its Hive table."""
+    return {"tables": {str(source): hive_table for source, hive_table in sorted(resolution.hive_tables().items())}}
+
+
+def previous_from_json(data: Any) -> dict[TableName, str]:
+    """The ``previous`` of ``resolve``, read back from what ``catalog_to_json`` wrote."""
+    tables = data.get("tables") if isinstance(data, dict) else None
+    if not isinstance(tables, dict) or not all(isinstance(v, str) and v for v in tables.values()):
+        raise StoredCatalogError(f"The stored table catalog {data!r} is not a mapping "
+                                 "{'tables': {'schema.table': 'database.table'}}: delete the file; the next run "
+                                 "writes it anew (and reports no gone tables once).")
+    try:
+        return {TableName.parse(source): hive_table for source, hive_table in tables.items()}
+    except InvalidIdentifier as exc:
+        raise StoredCatalogError(f"The stored table catalog holds a source that is not a table name: {exc} "
+                                 "Delete the file; the next run writes it anew.") from None

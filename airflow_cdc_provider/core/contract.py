@@ -1,0 +1,213 @@
+"""The typed values the tasks of a run hand each other, one per task, serialised once (pydantic) into XCom.
+
+    check ── CheckResult ──► plan ── SourcePlan ──► snapshot ── Captured ──────────────┐
+                                              └──► extract ── Extraction ──► replay ── Captured ──► merge
+                                                                                                    │
+                                                                   list[TableOutcome] ──► one task per table
+
+A value stands for "none" by ``None`` or an empty tuple, never by an empty string or mapping.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.watermark import Watermark
+
+Columns = tuple[tuple[str, str], ...]  # (name, MySQL COLUMN_TYPE), in the table's order
+
+
+class _Value(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    def to_xcom(self) -> dict[str, Any]:
+        """Plain JSON, as XCom stores it and the UI shows it."""
+        return self.model_dump(mode="json")
+
+
+class CapturedTable(_Value):
+    """A table this run captures, as the check found it: its Hive target, policy, key and columns now."""
+
+    source: str  # schema.table, as TableName prints it
+    hive_table: str  # database.table
+    schema_changes: str
+    key: tuple[str, ...]
+    columns: Columns
+
+    @property
+    def name(self) -> TableName:
+        return TableName.parse(self.source)
+
+
+class SkippedTable(_Value):
+    """A table a pattern matched that cannot be captured; the others go on without it."""
+
+    source: str
+    reason: str
+
+
+class GoneTable(_Value):
+    """A table the previous run captured that is no longer at the source; its Hive table is kept as it is."""
+
+    source: str
+    hive_table: str
+
+
+class CheckResult(_Value):
+    flavor: str
+    watermark: Watermark  # the server's position at the check
+    tables: tuple[CapturedTable, ...]
+    skipped: tuple[SkippedTable, ...] = ()
+    gone: tuple[GoneTable, ...] = ()
+
+
+class TablePlan(_Value):
+    """What this run does to one table (``plan``, recorded in its ledger), and where its files go."""
+
+    table: CapturedTable
+    plan: RunPlan
+    ledger_dir: str
+    run_dir: str
+    committed: Committed | None = None  # the ledger's committed version when planned
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+    @property
+    def mode(self) -> str:
+        return self.plan.mode
+
+
+class SourcePlan(_Value):
+    """The plan of one run over a source: every table with its mode, and the tables left out, with why."""
+
+    run: RunRef
+    tables: tuple[TablePlan, ...]
+    skipped: tuple[SkippedTable, ...] = ()
+    gone: tuple[GoneTable, ...] = ()
+
+    def of_mode(self, mode: str) -> list[TablePlan]:
+        return [t for t in self.tables if t.mode == mode]
+
+    @property
+    def snapshots(self) -> list[TablePlan]:
+        return self.of_mode(SNAPSHOT)
+
+    @property
+    def incrementals(self) -> list[TablePlan]:
+        return self.of_mode(INCREMENTAL)
+
+    def table(self, source: str) -> TablePlan:
+        for table in self.tables:
+            if table.source == source:
+                return table
+        raise KeyError(f"{source} is not in this run's plan")
+
+
+class TableFailure(_Value):
+    """A table whose stage failed; the run goes on with the others, then fails naming it."""
+
+    source: str
+    stage: str
+    error: str
+
+
+class TableExtraction(_Value):
+    """One table's part of the run's binlog pass: its range, raw files, counts and schema changes."""
+
+    source: str
+    start: Watermark
+    end: Watermark
+    counts: dict[str, int]  # raw records per operation: I, U, D
+    files: tuple[str, ...]
+    columns: Columns  # the source's columns at ``end``
+    schema_changes: tuple[dict[str, Any], ...] = ()  # SchemaChange.to_dict()
+    fills: tuple[dict[str, Any], ...] = ()  # what added columns hold in earlier rows (stages.extract.fills_to_json)
+
+    @property
+    def changed(self) -> bool:
+        """Whether the range holds anything for this table: a row event, or a change of its columns."""
+        return bool(sum(self.counts.values()) or self.schema_changes)
+
+
+class Extraction(_Value):
+    """The run's one binlog pass: the range read and each incremental table's part of it."""
+
+    start: Watermark | None = None  # None when no table needed the binlog
+    end: Watermark | None = None
+    as_of: dt.datetime | None = None  # the moment the range reflects: the interval end, or when it started
+    events: int = 0
+    tables: tuple[TableExtraction, ...] = ()
+    failed: tuple[TableFailure, ...] = ()
+
+    @property
+    def changed(self) -> list[TableExtraction]:
+        return [t for t in self.tables if t.changed]
+
+    @property
+    def idle(self) -> list[TableExtraction]:
+        return [t for t in self.tables if not t.changed]
+
+
+class MergeInput(_Value):
+    """What the merge takes for one table, made by the snapshot or by the replay."""
+
+    source: str
+    mode: Literal["snapshot", "incremental"]
+    upsert_files: tuple[str, ...]
+    delete_file: str | None = None  # None for a snapshot
+    fills_file: str | None = None  # what columns added in the range hold in the table's other rows
+    columns: Columns  # the upsert files' columns
+    key: tuple[str, ...]
+    end: Watermark
+    as_of: dt.datetime
+    source_columns: Columns  # the source's columns at ``end``: where the next run starts
+    upserts: int = 0
+    deletes: int = 0
+
+
+class Captured(_Value):
+    """A capture stage's result: a merge input per table it finished, and the tables that failed."""
+
+    inputs: tuple[MergeInput, ...] = ()
+    failed: tuple[TableFailure, ...] = ()
+
+
+Status = Literal["committed", "idle", "unchanged", "nothing", "failed"]
+
+
+class TableOutcome(_Value):
+    """What the run did to one table, as the UI shows it (one task per table) and the ledger records it.
+
+    ``committed``: a new version; ``idle``: no change in the range, the watermark advanced on the same version;
+    ``unchanged``: the merge found the table already past this run; ``nothing``: the plan had nothing to do;
+    ``failed``: see ``error``.
+    """
+
+    source: str
+    hive_table: str
+    mode: str
+    status: Status
+    reason: str = ""
+    version: int | None = None
+    location: str | None = None
+    rows: int | None = None
+    upserts: int = 0
+    deletes: int = 0
+    watermark: Watermark | None = None
+    added_columns: tuple[str, ...] = ()  # columns the Hive table gained in this run
+    error: str | None = None
+    seconds: dict[str, float] = {}
+
+
+__all__ = [
+    "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
+    "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
+    "TablePlan",
+]

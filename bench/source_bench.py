@@ -1,0 +1,148 @@
+"""A whole source against one table: real runs of the example DAG (`airflow dags test`) on a throwaway MariaDB,
+with Spark in local mode and an embedded metastore.
+
+    .venv/bin/python bench/source_bench.py [tables] [rows per table] [changed tables]
+
+Measured in one run, on one server (defaults: 50 tables of 20,000 rows, 10 of them changed):
+
+- baseline: the example DAG over one table of the same shape; after its first load, 1% of its rows change
+  (updates, deletes, inserts) and one incremental run brings Hive level; its wall time is T1;
+- the source: the example DAG over every table of a schema (a `schema.*` pattern); after its first load, 1% of
+  the rows of some tables change the same way and one incremental run brings every table level (T_inc); then a
+  run with nothing changed (T_idle).
+
+Each wall time is the whole `airflow dags test` process, as a user sees it. Printed: the three times, whether
+the idle run started Spark, and per run the binlog dumps the capture user opened and the bytes the server sent
+it against the size of the binlog range. Targets: T_inc <= 3 x T1; T_idle <= 0.2 x T_inc, with no Spark
+application; one binlog dump per run, the range sent once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+HOME = Path(tempfile.mkdtemp(prefix="cdc-bench-home-"))
+os.environ.update({"AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+                   "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+                   "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME / 'airflow.db'}"})
+
+import yaml  # noqa: E402
+
+from airflow_cdc_provider.testing.server import ThrowawayServer  # noqa: E402
+
+AIRFLOW = str(Path(sys.executable).with_name("airflow"))
+DDL = ("id INT PRIMARY KEY, customer VARCHAR(40) NOT NULL, amount DECIMAL(12,2) NOT NULL, status VARCHAR(12),"
+       " note VARCHAR(100), qty INT, created_at DATETIME(3) NOT NULL, updated_at TIMESTAMP(6) NULL")
+FILL = ("seq, CONCAT('customer ', seq % 5000), seq / 100, ELT(1 + seq % 3, 'new', 'paid', 'shipped'),"
+        " CONCAT('order note ', seq), seq % 1000, '2026-01-01 00:00:00' + INTERVAL seq SECOND, NULL")
+
+
+def create(server: ThrowawayServer, schema: str, names: list[str], rows: int) -> None:
+    server.execute(f"CREATE DATABASE {schema}")
+    for name in names:
+        server.execute(f"CREATE TABLE {schema}.{name} ({DDL})",
+                       f"INSERT INTO {schema}.{name} SELECT {FILL} FROM seq_1_to_{rows}")
+
+
+def change(server: ThrowawayServer, table: str, rows: int) -> None:
+    """1% of the rows: updates, deletes and inserts in equal parts."""
+    part = max(1, rows // 300)
+    server.execute(
+        f"UPDATE {table} SET amount = amount + 1, status = 'changed' WHERE id % 300 = 7",
+        f"DELETE FROM {table} WHERE id % 300 = 11",
+        f"INSERT INTO {table} SELECT {FILL.replace('seq,', f'seq + {rows},', 1)} FROM seq_1_to_{part}",
+    )
+
+
+class Dag:
+    """The example DAG with one configuration; each run is an `airflow dags test`, timed from end to end."""
+
+    def __init__(self, name: str, tables: list[dict], conn_env: dict[str, str], work: Path):
+        self.work = work / name
+        config = {"mysql_conn_id": "mysql_bench", "spark_conn_id": "spark_bench", "work_dir": str(self.work / "work"),
+                  "hive": {"database": name, "warehouse_dir": str(self.work / "warehouse")}, "tables": tables,
+                  "retries": 0}
+        self.work.mkdir(parents=True)
+        (self.work / "cdc.yaml").write_text(yaml.safe_dump(config))
+        self.env = {**os.environ, **conn_env, "CDC_CONFIG": str(self.work / "cdc.yaml"),
+                    "AIRFLOW_CONN_SPARK_BENCH": json.dumps({"conn_type": "spark", "host": "local[2]"})}
+
+    def run(self, label: str) -> tuple[float, str]:
+        started = time.perf_counter()
+        done = subprocess.run([AIRFLOW, "dags", "test", "mysql_binlog_to_hive"], env=self.env, capture_output=True,
+                              text=True, cwd=self.work)
+        seconds = time.perf_counter() - started
+        output = done.stdout + done.stderr
+        if done.returncode != 0:
+            raise SystemExit(f"{label} failed:\n{output[-6000:]}")
+        return seconds, output
+
+
+def binlog_range(output: str) -> str:
+    for line in output.splitlines():
+        if "One binlog pass from" in line:
+            return line.split("One binlog pass from", 1)[1].split("[", 1)[0].strip()
+    return "no binlog pass"
+
+
+def main(argv: list[str]) -> int:
+    tables = int(argv[1]) if len(argv) > 1 else 50
+    rows = int(argv[2]) if len(argv) > 2 else 20_000
+    changed = int(argv[3]) if len(argv) > 3 else 10
+    work = Path(tempfile.mkdtemp(prefix="cdc-bench-source-"))
+    subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True)
+    server = ThrowawayServer.start(work / "mariadb")
+    try:
+        user = server.create_user("bench", ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"))
+        conn_env = {"AIRFLOW_CONN_MYSQL_BENCH": json.dumps(server.connection_uri(user))}
+        names = [f"t{n:03d}" for n in range(1, tables + 1)]
+        create(server, "one", ["t001"], rows)
+        create(server, "many", names, rows)
+        print(f"{tables} tables of {rows:,} rows, {changed} of them with 1% of their rows changed; one table of "
+              f"{rows:,} rows as the baseline", flush=True)
+
+        baseline = Dag("one", [{"source": "one.t001"}], conn_env, work)
+        baseline.run("baseline first load")
+        change(server, "one.t001", rows)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        t1, out1 = baseline.run("baseline incremental run")
+        base_dumps, base_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
+        print(f"one table, incremental run:        {t1:6.1f} s  ({base_dumps} binlog dump, {base_bytes:,} bytes sent "
+              f"to the capture user; range {binlog_range(out1)})", flush=True)
+
+        source = Dag("many", [{"source": "many.*"}], conn_env, work)
+        t_load, _ = source.run("source first load")
+        print(f"{tables} tables, first load:           {t_load:6.1f} s", flush=True)
+        for name in names[:changed]:
+            change(server, f"many.{name}", rows)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        t_inc, out_inc = source.run("source incremental run")
+        dumps, inc_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
+        print(f"{tables} tables, incremental run:      {t_inc:6.1f} s  ({dumps} binlog dump, {inc_bytes:,} bytes sent "
+              f"to the capture user; range {binlog_range(out_inc)})", flush=True)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        t_idle, out_idle = source.run("source idle run")
+        idle_dumps, idle_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
+        spark = "spark-submit" in out_idle and "No table has changes to merge" not in out_idle
+        print(f"{tables} tables, idle run:             {t_idle:6.1f} s  ({idle_dumps} binlog dump, {idle_bytes:,} "
+              f"bytes; Spark started: {spark})", flush=True)
+        print(f"\nincremental run, {tables} tables / 1 table: {t_inc / t1:.2f}x   (target <= 3x)")
+        print(f"idle run / incremental run:            {t_idle / t_inc:.2f}x   (target <= 0.2x, no Spark)")
+        print(f"binlog dumps per run:                  {dumps} with {changed} tables changed, {idle_dumps} idle "
+              f"(target: 1)")
+    finally:
+        server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

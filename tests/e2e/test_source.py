@@ -1,0 +1,217 @@
+"""A whole source through the example DAG: tables by pattern, one binlog pass per run, one Spark application.
+
+Real `dag.test` runs against a real MariaDB, real Spark and a real (embedded) metastore. After every run every
+Hive table equals its source, except a table whose change was refused, which stays as it was.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.testing.hive import read_hive_tables
+from tests.conftest import ROOT
+from tests.e2e.test_example_dag import latest_xcoms, outcomes
+from tests.integration.capture_helpers import source_rows
+from tests.integration.hive_helpers import hive_rows, plain
+
+DAG_ID = "mysql_binlog_to_hive"
+TABLES = 30
+
+
+def _ddl(schema: str, name: str, n: int) -> str:
+    # Two key shapes: a single AUTO_INCREMENT key, and a composite one.
+    if n % 2:
+        return (f"CREATE TABLE {schema}.{name} (a INT NOT NULL, b VARCHAR(8) NOT NULL, qty INT NULL,"
+                " price DECIMAL(9,2) NOT NULL, seen DATETIME(3) NULL, PRIMARY KEY (a, b))")
+    return (f"CREATE TABLE {schema}.{name} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, label VARCHAR(40) NOT NULL,"
+            " amount DECIMAL(12,2) NULL, note TEXT NULL)")
+
+
+class Source:
+    """The example DAG over one schema of the shared server, selected by a pattern."""
+
+    def __init__(self, server, conn_id: str, tmp_path: Path):
+        self.server, self.conn_id, self.tmp = server, conn_id, tmp_path
+        self.schema = f"many_{os.urandom(3).hex()}"
+        self.rng = random.Random(20261122)
+        self.tables: dict[str, int] = {}  # name → shape number
+        self.next_id: dict[str, int] = {}
+        server.execute(f"CREATE DATABASE {self.schema}")
+        for n in range(1, TABLES + 1):
+            self.create(f"t{n:02d}", n)
+        # Matched but left out: no key. Excluded by the pattern: never looked at.
+        server.execute(f"CREATE TABLE {self.schema}.audit_log (at DATETIME, line TEXT)",
+                       f"CREATE TABLE {self.schema}.tmp_scratch (id INT PRIMARY KEY)")
+        self.config = {
+            "mysql_conn_id": conn_id, "spark_conn_id": "spark_source", "work_dir": str(tmp_path / "work"),
+            "hive": {"database": "ods", "warehouse_dir": str(tmp_path / "warehouse"), "metastore_uri": None},
+            "tables": [{"source": f"{self.schema}.*", "exclude": [f"{self.schema}.tmp_*"], "target": "{table}"}],
+            "retries": 0, "snapshot_concurrency": 4,
+        }
+        config_path = tmp_path / "cdc.yaml"
+        config_path.write_text(yaml.safe_dump(self.config))
+        self.env = {**os.environ, "CDC_CONFIG": str(config_path),
+                    "AIRFLOW_CONN_SPARK_SOURCE": json.dumps({"conn_type": "spark", "host": "local[2]"})}
+        self.hook = MySqlSourceHook(conn_id)
+        self.user = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
+
+    def create(self, name: str, n: int, rows: int = 12) -> None:
+        self.tables[name], self.next_id[name] = n, rows
+        self.server.execute(_ddl(self.schema, name, n))
+        for i in range(1, rows + 1):
+            self.insert(name, i)
+
+    def insert(self, name: str, i: int) -> None:
+        table = f"{self.schema}.{name}"
+        if self.tables[name] % 2:
+            self.server.execute(f"INSERT INTO {table} VALUES ({i}, 'k{i % 3}', {i * 7}, {i}.25, "
+                                f"'2026-01-0{1 + i % 9} 10:00:0{i % 10}.123')")
+        else:
+            self.server.execute(f"INSERT INTO {table} (id, label, amount, note) VALUES ({i}, 'row {i}', {i}.50, "
+                                f"{'NULL' if i % 4 == 0 else repr(f'note ✓ {i}')})")
+
+    def change(self, name: str) -> None:
+        """A few random inserts, updates, deletes and key changes on one table."""
+        table, rng = f"{self.schema}.{name}", self.rng
+        ids = [row[0] for row in self.server.execute(
+            f"SELECT {'a' if self.tables[name] % 2 else 'id'} FROM {table}")]
+        for _ in range(rng.randint(2, 6)):
+            op = rng.choice(["insert", "update", "delete", "key"])
+            if op == "insert" or not ids:
+                self.next_id[name] += 1
+                self.insert(name, self.next_id[name])
+                ids.append(self.next_id[name])
+                continue
+            victim = rng.choice(ids)
+            if self.tables[name] % 2:
+                statements = {"update": f"UPDATE {table} SET qty = qty + 1, seen = NULL WHERE a = {victim}",
+                              "delete": f"DELETE FROM {table} WHERE a = {victim}",
+                              "key": f"UPDATE {table} SET a = a + 1000 WHERE a = {victim}"}
+            else:
+                statements = {"update": f"UPDATE {table} SET amount = amount * 2, note = 'changed' WHERE id = {victim}",
+                              "delete": f"DELETE FROM {table} WHERE id = {victim}",
+                              "key": f"UPDATE {table} SET id = id + 1000 WHERE id = {victim}"}
+            self.server.execute(statements[op])
+            ids.remove(victim)
+            if op == "key":
+                ids.append(victim + 1000)
+
+    def run(self, logical_date: str, *conf: str) -> tuple[int, str]:
+        result = subprocess.run([sys.executable, "-m", "tests.e2e.dag_run", DAG_ID, logical_date, *conf],
+                                env=self.env, capture_output=True, text=True, timeout=1200, cwd=ROOT)
+        return result.returncode, result.stdout + result.stderr
+
+    def hive(self, names: list[str]) -> dict[str, tuple[dict, str]]:
+        read = read_hive_tables(str(self.tmp / "warehouse"), None, [f"ods.{n}" for n in names])
+        return {n: (hive_rows(read[f"ods.{n}"][0], self.header(n).key), read[f"ods.{n}"][1]) for n in names}
+
+    def header(self, name: str):
+        return self.hook.raw_header(TableName(self.schema, name))
+
+    def source(self, name: str) -> dict:
+        return plain(source_rows(self.server, self.header(name)))
+
+    def assert_equal(self, names: list[str]) -> dict[str, tuple[dict, str]]:
+        hive = self.hive(names)
+        for name in names:
+            assert hive[name][0] == self.source(name), f"ods.{name} differs from {self.schema}.{name}"
+        return hive
+
+
+def table_task_names() -> list[str]:
+    """The names the UI shows for the mapped per-table tasks of the latest run."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == DAG_ID).order_by(DagRun.id.desc()).first()
+        tis = session.query(TaskInstance).filter(TaskInstance.dag_id == DAG_ID, TaskInstance.run_id == run.run_id,
+                                                 TaskInstance.task_id == "source.table").all()
+        return [ti.rendered_map_index for ti in tis]
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capture_conn, tmp_path):
+    source = Source(mariadb, capture_conn, tmp_path)
+    since = mariadb.track_binlog_dumps()
+
+    # 1. The first run loads every table the pattern matches by a snapshot, a few at a time; the keyless table
+    #    is reported and left out, the excluded one never looked at; no binlog is read.
+    code, output = source.run("2026-08-01T00:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert f"Left out (matched by a pattern, but cannot be captured): The table {source.schema}.audit_log has no " \
+           "primary key" in output
+    first = outcomes(latest_xcoms(DAG_ID))
+    names = sorted(source.tables)
+    assert sorted(first) == [f"{source.schema}.{n}" for n in names]
+    assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
+    assert "tmp_scratch" not in output
+    assert "No table has changes" not in output and "Merging 30 tables in one Spark application" in output
+    assert mariadb.binlog_dumps(since, source.user) == []
+    source.assert_equal(names)
+
+    # 2. Changes on a random subset, and a table created between two runs: it is loaded by a snapshot in the
+    #    run that finds it, while the others are read from the binlog, all in one pass.
+    changed = sorted(source.rng.sample(names, 8))
+    for name in changed:
+        source.change(name)
+    source.create("t31", 31, rows=5)
+    since = mariadb.track_binlog_dumps()
+    code, output = source.run("2026-08-01T01:00:00+00:00")
+    assert code == 0, output[-8000:]
+    second = outcomes(latest_xcoms(DAG_ID))
+    assert second[f"{source.schema}.t31"]["mode"] == "snapshot"
+    statuses = {name: second[f"{source.schema}.{name}"]["status"] for name in names}
+    assert {n for n, s in statuses.items() if s == "committed"} == set(changed)
+    assert {n for n, s in statuses.items() if s == "idle"} == set(names) - set(changed)
+    dumps = mariadb.binlog_dumps(since, source.user)
+    assert len(dumps) == 1, f"one replication connection for the run, whatever the number of tables: {dumps}"
+    assert sorted(table_task_names()) == sorted(second), "the UI names each table's task after its table"
+    names = sorted(source.tables)
+    hive = source.assert_equal(names)
+    idle = next(n for n in names if statuses.get(n) == "idle")
+    assert hive[idle][1].endswith("/v000001"), "an idle table keeps its version"
+    ledger_path = tmp_path / "work" / f"ods.{idle}" / "ledger" / "committed.json"
+    assert json.loads(ledger_path.read_text())["watermark"] == second[f"{source.schema}.{idle}"]["watermark"], \
+        "its watermark advanced to the end of the range"
+
+    # 3. One table's column dropped (refused under strict), another table dropped at the source: the others
+    #    commit, the run fails naming the refused table, whose Hive table is left as it was.
+    changed = sorted(source.rng.sample([n for n in names if n not in ("t05", "t30")], 6))
+    for name in [*changed, "t05"]:
+        source.change(name)
+    mariadb.execute(f"ALTER TABLE {source.schema}.t05 DROP COLUMN note", f"DROP TABLE {source.schema}.t30")
+    del source.tables["t30"]
+    before = source.hive(["t05"])["t05"]
+    since = mariadb.track_binlog_dumps()
+    code, output = source.run("2026-08-01T02:00:00+00:00")
+    assert code != 0
+    assert f"{source.schema}.t05 → ods.t05 failed in this run: extract: " in output and "dropped note" in output
+    assert f"The table {source.schema}.t30 is no longer at the source" in output and "ods.t30 is kept" in output
+    third = outcomes(latest_xcoms(DAG_ID))
+    assert f"{source.schema}.t30" not in third
+    assert {n for n in third if third[n]["status"] == "committed"} == {f"{source.schema}.{n}" for n in changed}
+    assert len(mariadb.binlog_dumps(since, source.user)) == 1
+    names = sorted(source.tables)
+    source.assert_equal([n for n in names if n != "t05"])
+    assert source.hive(["t05"])["t05"] == before, "the refused table is as it was"
+
+    # 4. The failed run cleared and run again: it redoes only what did not commit; the refused table fails again.
+    code, output = source.run("2026-08-01T02:00:00+00:00")
+    assert code != 0 and "dropped note" in output
+    again = outcomes(latest_xcoms(DAG_ID))
+    assert again[f"{source.schema}.t05"]["status"] == "failed"
+    assert {o["status"] for s, o in again.items() if s != f"{source.schema}.t05"} == {"nothing"}
+    assert all("already committed by this run" in o["reason"] for s, o in again.items()
+               if s.endswith(tuple(changed)))

@@ -1,0 +1,129 @@
+import json
+
+import pytest
+
+from airflow_cdc_provider.core.catalog import (
+    Resolution,
+    StoredCatalogError,
+    catalog_to_json,
+    previous_from_json,
+    resolve,
+)
+from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig
+from airflow_cdc_provider.core.identifiers import TableName
+
+HIVE = HiveConfig(database="ods")
+
+
+def names(*texts):
+    return [TableName.parse(t) for t in texts]
+
+
+def run(tables, found, previous=None, **rest):
+    config = CdcConfig.from_dict({"tables": tables, **rest})
+    return resolve(config.tables, names(*found), previous or {}, config.hive)
+
+
+def targets(resolution):
+    return {str(t.source): (t.target, t.schema_changes) for t in resolution.tables}
+
+
+def test_named_tables_found_and_missing():
+    r = run(["shop.b", "shop.a", "shop.gone"], ["shop.a", "shop.b", "shop.other"])
+    assert [str(t.source) for t in r.tables] == ["shop.a", "shop.b"]  # sorted, whatever the entries' order
+    assert r.missing == (TableName("shop", "gone"),)
+    assert r.named == frozenset(names("shop.a", "shop.b", "shop.gone"))
+    assert r.gone == ()
+
+
+def test_patterns_select_what_they_match_and_only_that():
+    r = run(["shop.order_*", {"regex": r"crm\.c\d+"}],
+            ["shop.order_1", "shop.order_2", "shop.Order_3", "shop.customers", "crm.c1", "crm.c1x", "other.order_1"])
+    assert [str(t.source) for t in r.tables] == ["crm.c1", "shop.order_1", "shop.order_2"]
+    assert r.missing == () and r.named == frozenset()
+
+
+def test_a_named_entry_wins_over_a_pattern_that_matches_too():
+    r = run([{"source": "shop.*", "target": "p_{table}", "schema_changes": "evolve"},
+             {"source": "shop.orders", "target": "orders"}], ["shop.orders", "shop.items"])
+    assert targets(r) == {"shop.items": ("p_items", "evolve"), "shop.orders": ("orders", None)}
+    assert r.named == frozenset(names("shop.orders"))
+
+
+def test_the_first_matching_pattern_wins():
+    r = run([{"source": "shop.order_*", "target": "o_{table}"}, {"source": "shop.*", "target": "all_{table}"}],
+            ["shop.order_1", "shop.items"])
+    assert targets(r) == {"shop.order_1": ("o_order_1", None), "shop.items": ("all_items", None)}
+    reordered = run([{"source": "shop.*", "target": "all_{table}"}, {"source": "shop.order_*", "target": "o_{table}"}],
+                    ["shop.order_1", "shop.items"])
+    assert targets(reordered)["shop.order_1"] == ("all_order_1", None)
+
+
+def test_an_excluded_table_falls_to_the_next_pattern():
+    r = run([{"source": "shop.*", "exclude": "shop.big_*"}, {"source": "shop.big_*", "target": "b_{table}"}],
+            ["shop.a", "shop.big_1"])
+    assert targets(r) == {"shop.a": ("shop_a", None), "shop.big_1": ("b_big_1", None)}
+
+
+def test_quoted_names_with_dots():
+    r = run([{"source": "`my.db`.order_*", "target": "mydb_{table}"}, {"regex": r"my\.db\.x", "target": "r_{table}"},
+             {"source": "`my.db`.`a.b`", "target": "ab"}],
+            ["`my.db`.order_1", "`my.db`.x", "`my.db`.`a.b`", "my.order_1", "`my.db`.y"])
+    assert targets(r) == {"`my.db`.order_1": ("mydb_order_1", None), "`my.db`.x": ("r_x", None),
+                          "`my.db`.`a.b`": ("ab", None)}
+
+
+def test_a_pattern_target_that_hive_refuses_is_an_error_naming_the_table():
+    with pytest.raises(ConfigError, match=r"'my.db_order_1' is not a valid Hive name.*'\{schema\}_\{table\}'.*"
+                                          r"Set `target:` for `my.db`.order_1"):
+        run(["`my.db`.order_*"], ["`my.db`.order_1"])
+    r = run(["`my.db`.order_*", {"source": "`my.db`.order_1", "target": "o1"}], ["`my.db`.order_1"])
+    assert targets(r) == {"`my.db`.order_1": ("o1", None)}  # the fix the message gives works
+
+
+def test_two_sources_into_one_hive_table_are_refused():
+    with pytest.raises(ConfigError) as err:
+        run(["*.*"], ["shop.a_b", "shop_a.b"], hive={"database": "raw"})
+    message = str(err.value)
+    assert "shop.a_b (matched by *.*) and shop_a.b (matched by *.*)" in message
+    assert "raw.shop_a_b" in message and "set `target:` for one of them" in message
+    with pytest.raises(ConfigError, match=r"shop.a \(named\) and shop.x \(matched by shop.\*\) would both be copied "
+                                          r"into the Hive table ods.x"):
+        run([{"source": "shop.a", "target": "x"}, {"source": "shop.*", "target": "{table}"}], ["shop.a", "shop.b", "shop.x"])
+    # Hive names are case-insensitive: targets differing only in case collide too.
+    with pytest.raises(ConfigError, match="ods.shop_orders"):
+        run(["shop.*"], ["shop.orders", "shop.Orders"])
+    # A table no pattern selects takes no Hive table.
+    assert targets(run(["shop.a"], ["shop.a", "shop_a.b"])) == {"shop.a": ("shop_a", None)}
+
+
+def test_gone_lists_previous_tables_not_found_now_whatever_selected_them():
+    previous = {TableName("shop", "z"): "ods.shop_z", TableName("shop", "a"): "ods.shop_a",
+                TableName("shop", "kept"): "ods.shop_kept", TableName("old", "t"): "ods.custom"}
+    r = run(["shop.*"], ["shop.kept", "shop.new"], previous)
+    assert r.gone == ((TableName("old", "t"), "ods.custom"), (TableName("shop", "a"), "ods.shop_a"),
+                      (TableName("shop", "z"), "ods.shop_z"))
+    assert [str(t.source) for t in r.tables] == ["shop.kept", "shop.new"]
+
+
+def test_json_round_trip():
+    r = run(["shop.*", {"source": "`my.db`.`x*`", "target": "x"}], ["shop.a", "`my.db`.`x*`"], hive={"database": "raw"})
+    data = catalog_to_json(r)
+    assert data == {"tables": {"`my.db`.`x*`": "raw.x", "shop.a": "raw.shop_a"}}
+    previous = previous_from_json(json.loads(json.dumps(data)))
+    assert previous == {TableName("my.db", "x*"): "raw.x", TableName("shop", "a"): "raw.shop_a"}
+    assert resolve(r.tables, [TableName("shop", "a")], previous, HiveConfig(database="raw")).gone == (
+        (TableName("my.db", "x*"), "raw.x"),)
+    assert previous_from_json({"tables": {}}) == {}
+
+
+@pytest.mark.parametrize("bad", [None, [], {}, {"tables": []}, {"tables": {"shop.a": 1}}, {"tables": {"orders": "ods.x"}}])
+def test_a_bad_stored_catalog_says_to_delete_it(bad):
+    with pytest.raises(StoredCatalogError, match="Delete the file|delete the file"):
+        previous_from_json(bad)
+
+
+def test_resolution_hive_tables():
+    r = Resolution(tables=(TableConfig(TableName("shop", "a"), "t"),), missing=(), named=frozenset(), gone=(),
+                   database="raw")
+    assert r.hive_tables() == {TableName("shop", "a"): "raw.t"}

@@ -1,0 +1,115 @@
+"""The typed values tasks hand each other: they survive XCom's JSON, and the merge spec is made from them."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from airflow_cdc_provider.core.contract import (
+    Captured,
+    CapturedTable,
+    Extraction,
+    MergeInput,
+    SourcePlan,
+    TableExtraction,
+    TableOutcome,
+    TablePlan,
+)
+from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.merge import merge_spec
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.operators.merge import _batches
+
+UTC = dt.timezone.utc
+T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
+RUN = RunRef("d", "scheduled__2026-03-01T11:00:00+00:00")
+COLUMNS = (("id", "int(11)"), ("price", "decimal(10,2)"), ("at", "datetime(3)"))
+
+
+def wm(position: int) -> Watermark:
+    return Watermark("binlog.000001", position, server_id=1, gtid="0-1-5")
+
+
+def captured(source="shop.orders", hive_table="ods.orders") -> CapturedTable:
+    return CapturedTable(source=source, hive_table=hive_table, schema_changes="strict", key=("id",), columns=COLUMNS)
+
+
+def table_plan(mode=INCREMENTAL, source="shop.orders", as_of=None) -> TablePlan:
+    plan = RunPlan(RUN, mode, "why", input_version=2 if mode == INCREMENTAL else None,
+                   start=wm(100) if mode == INCREMENTAL else None, stop_before=T0, start_columns=COLUMNS[:2],
+                   as_of=as_of)
+    committed = Committed(2, "/wh/ods.db/orders/v000002", wm(100), T0, RUN, INCREMENTAL, COLUMNS[:2])
+    return TablePlan(table=captured(source), plan=plan, ledger_dir="/w/ods.orders/ledger",
+                     run_dir="/w/ods.orders/runs/x", committed=committed if mode == INCREMENTAL else None)
+
+
+def merge_input(mode="incremental", source="shop.orders") -> MergeInput:
+    return MergeInput(source=source, mode=mode, upsert_files=("/w/u.parquet",),
+                      delete_file="/w/d.parquet" if mode == "incremental" else None, columns=COLUMNS, key=("id",),
+                      end=wm(900), as_of=T0, source_columns=COLUMNS, upserts=3, deletes=1)
+
+
+def through_xcom(value):
+    return type(value).model_validate(json.loads(json.dumps(value.to_xcom())))
+
+
+def test_every_value_survives_xcom_json_unchanged():
+    plan = SourcePlan(run=RUN, tables=(table_plan(), table_plan(SNAPSHOT, "shop.items")))
+    extraction = Extraction(start=wm(100), end=wm(900), as_of=T0, events=4, tables=(
+        TableExtraction(source="shop.orders", start=wm(100), end=wm(900), counts={"I": 1, "U": 0, "D": 0},
+                        files=("/w/a.raw",), columns=COLUMNS),))
+    outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode=INCREMENTAL, status="committed",
+                           version=3, watermark=wm(900))
+    for value in (plan, extraction, Captured(inputs=(merge_input(),)), outcome):
+        assert through_xcom(value) == value
+    assert [t.source for t in plan.snapshots] == ["shop.items"] and plan.table("shop.orders").mode == INCREMENTAL
+
+
+def test_a_table_is_idle_when_its_range_holds_no_row_and_no_column_change():
+    quiet = TableExtraction(source="a.b", start=wm(100), end=wm(900), counts={"I": 0, "U": 0, "D": 0}, files=(),
+                            columns=COLUMNS)
+    altered = quiet.model_copy(update={"schema_changes": ({"change": "added note"},)})
+    written = quiet.model_copy(update={"counts": {"I": 0, "U": 0, "D": 2}})
+    extraction = Extraction(tables=(quiet, altered, written))
+    assert [t is quiet for t in extraction.idle] == [True] and len(extraction.changed) == 2
+
+
+def test_values_refuse_what_they_do_not_know():
+    with pytest.raises(ValidationError, match="extra"):
+        MergeInput.model_validate({**merge_input().to_xcom(), "ledger": "x"})
+    with pytest.raises(ValidationError, match="sequence number"):
+        MergeInput.model_validate({**merge_input().to_xcom(), "end": {"file": "nofile", "position": 4,
+                                                                       "server_id": 1}})
+    with pytest.raises(ValidationError):
+        TableOutcome(source="a.b", hive_table="o.b", mode=NOTHING, status="fine")
+
+
+def test_merge_spec_from_the_plan_the_input_and_the_target():
+    spec = merge_spec(table_plan(), merge_input(), "/wh", "thrift://m:9083", keep_versions=4)
+    assert (spec.database, spec.table, spec.source) == ("ods", "orders", "shop.orders")
+    assert spec.columns == (("id", "int"), ("price", "decimal(10,2)"), ("at", "timestamp"))
+    assert (spec.end, spec.as_of, spec.plan.input_version, spec.keep_versions) == (wm(900), T0, 2, 4)
+    assert spec.delete_file == "/w/d.parquet" and spec.metastore_uri == "thrift://m:9083"
+    committed = spec.committed(3, "/wh/ods.db/orders/v000003")
+    assert (committed.version, committed.watermark, committed.run, committed.columns) == (3, wm(900), RUN, COLUMNS)
+
+
+def test_merge_spec_keeps_the_moment_a_first_commit_reflected():
+    earlier = T0 - dt.timedelta(hours=1)
+    assert merge_spec(table_plan(as_of=earlier), merge_input(), "/wh", None, 3).as_of == earlier
+
+
+def test_merge_spec_refuses_an_input_of_another_table_or_mode():
+    with pytest.raises(ValueError, match="shop.items was given for shop.orders"):
+        merge_spec(table_plan(), merge_input(source="shop.items"), "/wh", None, 3)
+    with pytest.raises(ValueError, match="planned as incremental, but its merge input is a snapshot"):
+        merge_spec(table_plan(), merge_input(mode="snapshot"), "/wh", None, 3)
+
+
+def test_tables_are_dealt_into_batches_in_order():
+    assert _batches(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
+    assert _batches(list(range(2)), 5) == [[0], [1]]
+    assert _batches([1], 1) == [[1]]
