@@ -29,7 +29,9 @@ def get_provider_info() -> dict:
                 "integration-name": "MySQL binlog CDC",
                 "python-modules": [
                     "airflow_cdc_provider.operators.check",
+                    "airflow_cdc_provider.operators.plan",
                     "airflow_cdc_provider.operators.capture",
+                    "airflow_cdc_provider.operators.merge",
                 ],
             }
         ],

@@ -24,6 +24,8 @@ class Resolution:
     named: frozenset[TableName]  # the tables named explicitly: their problems are fatal, a pattern's are warnings
     gone: tuple[tuple[TableName, str], ...]  # (source, hive table) the previous resolution had, not found now
     database: str = HiveConfig.database  # the Hive database of the tables' targets
+    # (source, why) for tables a pattern matched whose Hive name cannot be made: left out, not fatal
+    unusable: tuple[tuple[TableName, str], ...] = ()
 
     def hive_tables(self) -> dict[TableName, str]:
         """Each captured source's Hive table, ``database.table``."""
@@ -53,10 +55,14 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
             else:
                 missing.append(entry.source)
     patterns = [e for e in entries if isinstance(e, TablePattern)]
+    unusable = []
     for name in sorted(present - set(chosen)):
         pattern = next((p for p in patterns if p.matches(name)), None)
         if pattern is not None:
-            chosen[name] = (pattern.table_config(name), pattern)
+            try:
+                chosen[name] = (pattern.table_config(name), pattern)
+            except ConfigError as exc:  # one oddly named table must not stop the others
+                unusable.append((name, str(exc)))
     # Two sources into one Hive table would overwrite each other's rows: refuse before anything runs.
     by_target: dict[str, TableName] = {}
     for name in sorted(chosen):
@@ -71,7 +77,7 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
-                      named=named, gone=gone, database=hive.database)
+                      named=named, gone=gone, database=hive.database, unusable=tuple(unusable))
 
 
 def _origin(entry: TableConfig | TablePattern) -> str:

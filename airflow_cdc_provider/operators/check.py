@@ -72,7 +72,10 @@ class CaptureCheckOperator(BaseOperator):
         resolution = resolve(self.tables, found, previous, self.hive)
         hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing])
         headers = hook.raw_headers([t.source for t in resolution.tables])
-        captured, skipped = [], []
+        captured: list[CapturedTable] = []
+        skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
+        for table in skipped:
+            self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", table.reason)
         problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
         for table in resolution.tables:
             header = headers[table.source]

@@ -7,7 +7,6 @@ import json
 import os
 import shutil
 import sys
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from airflow_cdc_provider.core.contract import (
     Extraction,
     MergeInput,
     SourcePlan,
-    TableFailure,
     TableOutcome,
     TablePlan,
 )
@@ -88,21 +86,30 @@ class SparkMergeOperator(SparkSubmitOperator):
             raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
                                        "merged.")
         plan = SourcePlan.model_validate(self.plan)
+        # A capture task that failed as a whole left no value: its tables are failed below, the others go on.
+        snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
+        extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
         outcomes: dict[str, TableOutcome] = {}
         for table in plan.of_mode(NOTHING):
             outcomes[table.source] = _outcome(table, "nothing", reason=table.plan.reason)
-        for failure in self._failures(plan):
+        for failure in (f for part in (snapshot, extraction, replay) if part is not None for f in part.failed):
             outcomes[failure.source] = _outcome(plan.table(failure.source), "failed",
                                                 error=f"{failure.stage}: {failure.error}")
-        if self.extraction is not None:
-            extraction = Extraction.model_validate(self.extraction)
-            for part in extraction.idle:
-                outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
-        inputs = [i for i in self._inputs() if i.source not in outcomes]
+        for part in extraction.idle if extraction is not None else ():
+            outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
+        inputs = [i for part in (snapshot, replay) if part is not None for i in part.inputs if i.source not in outcomes]
         specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
         for merge_input in inputs:
             table = plan.table(merge_input.source)
-            holder = Ledger(table.ledger_dir).holder()
+            ledger = Ledger(table.ledger_dir)
+            recorded = ledger.run_plan(plan.run)
+            if recorded is not None and recorded.output_version is not None:  # this task's earlier attempt
+                outcomes[table.source] = _outcome(
+                    table, "committed", reason="committed by an earlier attempt of this task",
+                    version=recorded.output_version, watermark=recorded.end, upserts=merge_input.upserts,
+                    deletes=merge_input.deletes)
+                continue
+            holder = ledger.holder()
             if holder != plan.run:
                 outcomes[table.source] = _outcome(table, "failed", error=f"This run does not hold the table's lock "
                                                   f"(held by {holder}); nothing was changed.")
@@ -129,18 +136,6 @@ class SparkMergeOperator(SparkSubmitOperator):
             self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                           f" (version {outcome.version})" if outcome.version is not None else "")
         return [o.to_xcom() for o in ordered]
-
-    def _inputs(self) -> list[MergeInput]:
-        found = []
-        for value in (self.snapshot, self.replay):
-            if value is not None:
-                found += Captured.model_validate(value).inputs
-        return found
-
-    def _failures(self, plan: SourcePlan) -> Iterable[TableFailure]:
-        for value in (self.snapshot, self.extraction, self.replay):
-            if value is not None:
-                yield from (Captured if "inputs" in value else Extraction).model_validate(value).failed
 
     def _advance(self, table: TablePlan, end: Any, columns: Any, extraction: Extraction) -> TableOutcome:
         """An idle table: the same version now reflects the source as of this range's end too.

@@ -8,6 +8,7 @@ import json
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.ledger import RunRef
 from airflow_cdc_provider.testing.hive import read_hive_table
 from tests.e2e.test_example_dag import latest_xcoms
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
@@ -65,7 +66,8 @@ def test_added_columns_land_in_hive_within_the_run_with_rows_before_and_after(ma
     assert hive[(1002, 1)]["channel"] == "shop"
     # Merged again onto its input version (without the columns), into a table that has them already: the
     # same rows (the merge job run on the same spec, as a retry of the merge task does).
-    job = next((pipeline.tmp / "work" / "ods.orders" / "runs").glob("*/merge-job-1.json"))
+    run = RunRef(DAG_ID, "manual__2026-05-01T01:00:00+00:00")
+    job = pipeline.tmp / "work" / "ods.orders" / "runs" / run.key / "merge-job-1.json"
     again = _merge_again(job)
     assert again["status"] == "committed" and again["added_columns"] == [] and again["origin"] == 1
     assert pipeline.assert_equal("orders")[0] == hive
