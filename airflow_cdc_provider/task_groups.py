@@ -1,6 +1,6 @@
 """The task group factories: a whole source (every table of one server, by name or pattern), or one table.
 
-    check → plan ─┬─ snapshot ─────────────┬─ merge → table (one mapped task per table)
+    check → plan ─┬─ snapshot ─────────────┬─ merge → table (one mapped task per table written or failed)
                   └─ extract → replay ─────┘
 
 ``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
@@ -9,8 +9,8 @@ watermark, or nothing. ``snapshot`` loads the new tables, a few at a time. ``ext
 for every incremental table, over one replication connection; ``replay`` turns each changed table's raw
 files into upserts and deletes. ``merge`` runs one Spark application for every table with changes (none when
 none has), commits each table on its own, and records each commit in its ledger; an idle table's watermark
-advances without Spark. ``table`` shows each table's outcome, releases its lock, and fails for a table that
-failed, after the others have committed.
+advances without Spark, and it gets no task of its own. ``table`` shows the outcome of each table the run
+wrote (or failed), releases its lock, and fails for a table that failed, after the others have committed.
 
 Each task hands the next one typed value (``core.contract``), wired here as XComArgs.
 """
@@ -26,7 +26,7 @@ from airflow.sdk import Param, TaskGroup
 from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
-from airflow_cdc_provider.operators.merge import CdcTableOperator, SparkMergeOperator
+from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
 
 FRESH_SNAPSHOT_PARAM = "fresh_snapshot"
@@ -42,8 +42,8 @@ def cdc_source_group(config: CdcConfig, group_id: str = "cdc", **task_kwargs: An
     """Build the task group that brings every table of ``config`` (one source server) up to date in Hive.
 
     Call it inside a DAG context; the DAG should carry ``cdc_params()``. ``task_kwargs`` go to every task
-    (``pool``, ``queue``…). The group's ``outcomes`` attribute is the merge task's output (a list of
-    ``TableOutcome`` as JSON), for a task of yours to take as its argument.
+    (``pool``, ``queue``…). The group's ``outcomes`` attribute is every table's ``TableOutcome`` of the run (a
+    list, as JSON; an XComArg), for a task of yours to take as its argument.
     """
     names = ", ".join(str(t.source) if isinstance(t, TableConfig) else str(t) for t in config.tables)
     return _chain(config.tables, config, group_id, f"{names} → Hive {config.hive.database}", task_kwargs)
@@ -87,5 +87,5 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
-    group.outcomes = merge.output
+    group.outcomes = merge.output[OUTCOMES_KEY]
     return group

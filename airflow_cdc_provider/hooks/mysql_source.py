@@ -59,6 +59,11 @@ class MySqlSourceHook(BaseHook):
 
     def connection_settings(self) -> dict[str, Any]:
         """Host, port, user and password of the capture user. Holds the password: never log or return it."""
+        return dict(self._settings)
+
+    @cached_property
+    def _settings(self) -> dict[str, Any]:
+        # Looked up once per hook: the snapshot's threads share the hook, and one lookup serves them all.
         conn = self.get_connection(self.mysql_conn_id)
         return {
             "host": conn.host or "localhost",

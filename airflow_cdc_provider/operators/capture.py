@@ -74,6 +74,9 @@ class MySqlSnapshotOperator(BaseOperator):
             self.log.info("No table needs a snapshot in this run.")
             return Captured().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
+        # The connection and the server's flavor looked up once, here, rather than by each thread.
+        hook.connection_settings()
+        _ = hook.flavor
         transient: list[str] = []
 
         def load(table: TablePlan) -> MergeInput | TableFailure:

@@ -52,8 +52,10 @@ class SparkMergeOperator(SparkSubmitOperator):
     A table with no change in the range starts no Spark work: its watermark advances on the version it has.
     When no table has changes, no application starts at all.
 
-    Returns (XCom) a list of ``TableOutcome``, one per table of the run, failures included: the task fails only
-    when an application failed as a whole (its retry redoes what did not commit).
+    Returns (XCom) a list of ``TableOutcome`` for the tables it committed, found unchanged or failed, one task
+    per table downstream; pushes every table's outcome (idle and untouched ones too) under the XCom key
+    ``outcomes``. It releases the locks of the idle tables itself. The task fails only when an application
+    failed as a whole (its retry redoes what did not commit).
 
     :param plan: the plan task's ``SourcePlan`` (templated).
     :param snapshot: the snapshot task's ``Captured`` (templated; None when that task failed).
@@ -135,7 +137,11 @@ class SparkMergeOperator(SparkSubmitOperator):
         for outcome in ordered:
             self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                           f" (version {outcome.version})" if outcome.version is not None else "")
-        return [o.to_xcom() for o in ordered]
+            if outcome.status == IDLE:  # done here: an idle table gets no task of its own
+                finish_table(Path(plan.table(outcome.source).ledger_dir), plan.run, self.keep_versions)
+        context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
+        # One task per table the run wrote or failed; idle and untouched tables cost no task.
+        return [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
 
     def _advance(self, table: TablePlan, end: Any, columns: Any, extraction: Extraction) -> TableOutcome:
         """An idle table: the same version now reflects the source as of this range's end too.
@@ -226,14 +232,33 @@ class SparkMergeOperator(SparkSubmitOperator):
             ) from None
 
 
+OUTCOMES_KEY = "outcomes"
+IDLE = "idle"
+
+
+def finish_table(ledger_dir: Path, run: RunRef, keep_runs: int) -> tuple[bool, list[str]]:
+    """Release the table's lock held by ``run`` and remove the files of its older runs (the newest
+    ``keep_runs`` stay: a re-run needs its own). Returns whether the lock was released, and what was removed."""
+    released = Ledger(ledger_dir).release(run)
+    runs = ledger_dir.parent / "runs"
+    removed = []
+    if runs.is_dir():
+        dirs = sorted((p for p in runs.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in dirs[keep_runs:]:
+            if old.name != run.key:
+                shutil.rmtree(old, ignore_errors=True)
+                removed.append(old.name)
+    return released, removed
+
+
 def _outcome(table: TablePlan, status: str, **fields: Any) -> TableOutcome:
     return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=table.mode, status=status,
                         **fields)
 
 
 class CdcTableOperator(BaseOperator):
-    """One table's outcome of the run (one mapped task per table): logged, its lock released, the files of its
-    older runs removed. A table that failed fails this task, naming the table and why; its lock stays with
+    """One table's outcome of the run (one mapped task per table the run wrote or failed): logged, its lock
+    released, the files of its older runs removed. A table that failed fails this task, naming the table and why; its lock stays with
     the run until the run has ended, and a re-run redoes just what did not commit.
 
     :param outcome: the table's ``TableOutcome`` (templated; mapped over the merge task's output).
@@ -251,18 +276,9 @@ class CdcTableOperator(BaseOperator):
         outcome = TableOutcome.model_validate(self.outcome)
         if outcome.status == "failed":
             raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
-        root = Path(self.work_dir) / outcome.hive_table
         run = context["dag_run"]
-        ref = RunRef(run.dag_id, run.run_id)
-        released = Ledger(root / "ledger").release(ref)
-        runs = root / "runs"
-        removed = []
-        if runs.is_dir():
-            dirs = sorted((p for p in runs.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-            for old in dirs[self.keep_runs:]:
-                if old.name != ref.key:
-                    shutil.rmtree(old, ignore_errors=True)
-                    removed.append(old.name)
+        released, removed = finish_table(Path(self.work_dir) / outcome.hive_table / "ledger",
+                                         RunRef(run.dag_id, run.run_id), self.keep_runs)
         self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
         self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
         return {**outcome.to_xcom(), "released": released}

@@ -60,9 +60,9 @@ def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
         return found
 
 
-def outcomes(xcoms: dict, group: str = "source") -> dict[str, dict]:
-    """Each table's outcome of the run (the merge task's XCom), by source table name."""
-    return {o["source"]: o for o in xcoms[f"{group}.merge"]}
+def outcomes(dag_id: str = "mysql_binlog_to_hive", group: str = "source") -> dict[str, dict]:
+    """Each table's outcome of the DAG's latest run (the merge task's ``outcomes`` XCom), by source table."""
+    return {o["source"]: o for o in latest_xcoms(dag_id, key="outcomes")[f"{group}.merge"]}
 
 
 def _value(stored):
@@ -86,7 +86,7 @@ def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, t
     assert check["flavor"] == "MariaDB" and check["watermark"]["file"].startswith("binlog.")
     keys = {t["source"]: t["key"] for t in check["tables"]}
     assert keys == {"shop.orders": ["order_no", "line_no"], "shop.customers": ["id"]}
-    for source, outcome in outcomes(xcoms).items():
+    for source, outcome in outcomes().items():
         assert (outcome["mode"], outcome["status"], outcome["version"]) == ("snapshot", "committed", 1), source
     assert sorted((t["source"], t["released"]) for t in xcoms["source.table"]) == [
         ("shop.customers", True), ("shop.orders", True)]

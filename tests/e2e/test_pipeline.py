@@ -88,9 +88,9 @@ class Pipeline:
     def sql(self, *statements: str) -> None:
         self.server.execute(*(s.format(s=self.schema) for s in statements))
 
-    def outcome(self, table: str, xcoms: dict | None = None) -> dict:
+    def outcome(self, table: str) -> dict:
         """The latest run's outcome for ``table``."""
-        return outcomes(xcoms or latest_xcoms(DAG_ID))[f"{self.schema}.{table}"]
+        return outcomes(DAG_ID)[f"{self.schema}.{table}"]
 
     def extraction(self, table: str, xcoms: dict | None = None) -> dict:
         """The latest run's extraction of ``table``."""

@@ -56,7 +56,7 @@ def test_added_columns_land_in_hive_within_the_run_with_rows_before_and_after(ma
         "UPDATE {s}.orders SET amount = 21.00 WHERE order_no = 1005",
     )
     xcoms = run_ok(pipeline, "2026-05-01T01:00:00+00:00")
-    assert pipeline.outcome("orders", xcoms)["added_columns"] == ["channel", "discount", "placed"]
+    assert pipeline.outcome("orders")["added_columns"] == ["channel", "discount", "placed"]
     changes = pipeline.extraction("orders", xcoms)["schema_changes"]
     assert [c["change"] for c in changes] == ["added channel, discount, placed"]
     hive, _ = pipeline.assert_equal("orders")
@@ -77,7 +77,7 @@ def test_added_columns_land_in_hive_within_the_run_with_rows_before_and_after(ma
     pipeline.sql("UPDATE {s}.orders SET note = 'x' WHERE order_no = 1006",
                  "ALTER TABLE {s}.orders ADD COLUMN region CHAR(2) NOT NULL DEFAULT 'EU' AFTER line_no")
     xcoms = run_ok(pipeline, "2026-05-01T02:00:00+00:00")
-    assert pipeline.outcome("orders", xcoms)["added_columns"] == ["region"]
+    assert pipeline.outcome("orders")["added_columns"] == ["region"]
     hive, _ = pipeline.assert_equal("orders")
     assert {row["region"] for row in hive.values()} == {"EU"}
     assert hive_columns(pipeline, "orders")[-1] == "region"
@@ -85,7 +85,7 @@ def test_added_columns_land_in_hive_within_the_run_with_rows_before_and_after(ma
 
     pipeline.sql("UPDATE {s}.orders SET region = 'US' WHERE order_no = 1001")
     xcoms = run_ok(pipeline, "2026-05-01T03:00:00+00:00")
-    assert pipeline.outcome("orders", xcoms)["added_columns"] == []
+    assert pipeline.outcome("orders")["added_columns"] == []
     assert pipeline.extraction("orders", xcoms)["schema_changes"] == []
     pipeline.assert_equal("orders")
 

@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.testing.hive import read_hive_tables
 from tests.conftest import ROOT
-from tests.e2e.test_example_dag import latest_xcoms, outcomes
+from tests.e2e.test_example_dag import outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
 
@@ -152,7 +152,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert code == 0, output[-8000:]
     assert f"Left out (matched by a pattern, but cannot be captured): The table {source.schema}.audit_log has no " \
            "primary key" in output
-    first = outcomes(latest_xcoms(DAG_ID))
+    first = outcomes(DAG_ID)
     names = sorted(source.tables)
     assert sorted(first) == [f"{source.schema}.{n}" for n in names]
     assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
@@ -170,14 +170,15 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     since = mariadb.track_binlog_dumps()
     code, output = source.run("2026-08-01T01:00:00+00:00")
     assert code == 0, output[-8000:]
-    second = outcomes(latest_xcoms(DAG_ID))
+    second = outcomes(DAG_ID)
     assert second[f"{source.schema}.t31"]["mode"] == "snapshot"
     statuses = {name: second[f"{source.schema}.{name}"]["status"] for name in names}
     assert {n for n, s in statuses.items() if s == "committed"} == set(changed)
     assert {n for n, s in statuses.items() if s == "idle"} == set(names) - set(changed)
     dumps = mariadb.binlog_dumps(since, source.user)
     assert len(dumps) == 1, f"one replication connection for the run, whatever the number of tables: {dumps}"
-    assert sorted(table_task_names()) == sorted(second), "the UI names each table's task after its table"
+    assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t31"]), \
+        "a task per table the run wrote, named after it; none for an idle table"
     names = sorted(source.tables)
     hive = source.assert_equal(names)
     idle = next(n for n in names if statuses.get(n) == "idle")
@@ -185,6 +186,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     ledger_path = tmp_path / "work" / f"ods.{idle}" / "ledger" / "committed.json"
     assert json.loads(ledger_path.read_text())["watermark"] == second[f"{source.schema}.{idle}"]["watermark"], \
         "its watermark advanced to the end of the range"
+    assert not ledger_path.with_name("lock.json").exists(), "and its lock is released"
 
     # 3. One table's column dropped (refused under strict), another table dropped at the source: the others
     #    commit, the run fails naming the refused table, whose Hive table is left as it was.
@@ -199,7 +201,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert code != 0
     assert f"{source.schema}.t04 → ods.t04 failed in this run: extract: " in output and "dropped note" in output
     assert f"The table {source.schema}.t30 is no longer at the source" in output and "ods.t30 is kept" in output
-    third = outcomes(latest_xcoms(DAG_ID))
+    third = outcomes(DAG_ID)
     assert f"{source.schema}.t30" not in third
     assert {n for n in third if third[n]["status"] == "committed"} == {f"{source.schema}.{n}" for n in changed}
     assert len(mariadb.binlog_dumps(since, source.user)) == 1
@@ -210,7 +212,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     # 4. The failed run cleared and run again: it redoes only what did not commit; the refused table fails again.
     code, output = source.run("2026-08-01T02:00:00+00:00")
     assert code != 0 and "dropped note" in output
-    again = outcomes(latest_xcoms(DAG_ID))
+    again = outcomes(DAG_ID)
     assert again[f"{source.schema}.t04"]["status"] == "failed"
     assert {o["status"] for s, o in again.items() if s != f"{source.schema}.t04"} == {"nothing"}
     assert all("already committed by this run" in o["reason"] for s, o in again.items()
