@@ -34,6 +34,8 @@ os.environ.update(
 from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
 
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
+# Flink CDC's all-types MySQL table, read from ../shared (beside the clone, in CI too), never copied here.
+CONFORMANCE_SQL = ROOT.parent / "shared" / "conformance" / "flink_cdc_column_type_test.sql"
 
 
 def conn_env(conn_id: str) -> str:

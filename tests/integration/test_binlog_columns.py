@@ -12,7 +12,6 @@ Two known differences, which the binlog cannot tell apart (see ``core.binlog_col
 from __future__ import annotations
 
 import types
-from pathlib import Path
 
 import pytest
 from pymysqlreplication import BinLogStreamReader
@@ -21,9 +20,9 @@ from pymysqlreplication.row_event import WriteRowsEvent
 from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, hive_type
 from airflow_cdc_provider.testing.server import ThrowawayServer
+from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import DDL
 
-CONFORMANCE_SQL = Path(__file__).resolve().parent / "conformance" / "flink_cdc_column_type_test.sql"
 BINARY_STANDINS = {"inet4": "binary(4)", "inet6": "binary(16)", "uuid": "binary(16)"}
 
 # Beyond the fidelity table's and the conformance table's columns: binary-charset strings, odd fsp, member

@@ -12,6 +12,7 @@ import pytest
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.testing.server import ThrowawayServer
+from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import (
     CASES,
     COLUMNS,
@@ -24,8 +25,6 @@ from tests.integration.fidelity_helpers import (
 )
 from tests.integration.merge_helpers import Table
 
-# Flink CDC's all-types table (Apache License 2.0, its header kept), as that project ships it.
-CONFORMANCE_SQL = Path(__file__).resolve().parent / "conformance" / "flink_cdc_column_type_test.sql"
 
 
 @pytest.fixture
