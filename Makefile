@@ -8,7 +8,8 @@ BIN    := $(VENV)/bin
 venv: $(VENV)/.installed
 
 # constraints.txt pins the exact versions tested together (pyspark and pyspark-client must agree).
-$(VENV)/.installed: pyproject.toml constraints.txt
+$(VENV)/.installed: pyproject.toml constraints.txt scripts/ensure-build-deps.sh
+	scripts/ensure-build-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
 	touch $@

@@ -6,6 +6,9 @@ from airflow_cdc_provider import __version__
 
 
 def get_provider_info() -> dict:
+    # No connection type of its own: the capture user's connection is conn_type `mysql`, which the MySQL
+    # provider (apache-airflow-providers-mysql, the `mysql` extra) registers with its form. Registering it
+    # here too would clash with that provider in a user's Airflow.
     return {
         "package-name": "airflow-cdc-provider",
         "name": "MySQL binlog to Hive (CDC)",
@@ -33,22 +36,6 @@ def get_provider_info() -> dict:
                     "airflow_cdc_provider.operators.capture",
                     "airflow_cdc_provider.operators.merge",
                 ],
-            }
-        ],
-        "connection-types": [
-            {
-                "hook-class-name": "airflow_cdc_provider.hooks.mysql_source.MySqlSourceHook",
-                "hook-name": "MySQL binlog source",
-                "connection-type": "mysql",
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "extra"],
-                    "relabeling": {"login": "Capture user"},
-                    "placeholders": {
-                        "host": "mysql.example.com",
-                        "port": "3306",
-                        "login": "cdc (SELECT, REPLICATION SLAVE, REPLICATION CLIENT)",
-                    },
-                },
             }
         ],
     }
