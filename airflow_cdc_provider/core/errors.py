@@ -41,3 +41,7 @@ class TableNotFound(CdcError):
 
 class WatermarkNotReadable(CdcError):
     """A watermark whose binlog file has been purged or is from another server."""
+
+
+class AccessDenied(CdcError):
+    """The server refused the capture user's login: a wrong user or password, or a host it may not come from."""

@@ -11,7 +11,13 @@ from typing import Any
 import pymysql
 from airflow.sdk import BaseHook
 
-from airflow_cdc_provider.core.errors import CaptureNotPossible, CdcError, TableNotFound, WatermarkNotReadable
+from airflow_cdc_provider.core.errors import (
+    AccessDenied,
+    CaptureNotPossible,
+    CdcError,
+    TableNotFound,
+    WatermarkNotReadable,
+)
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.gtid import canonical_gtid
@@ -29,6 +35,11 @@ def _table_not_found(table: TableName) -> TableNotFound:
         f"The table {table} does not exist, or the capture user cannot see it. Check the name "
         f"(schema.table), and that the user has SELECT on it: GRANT SELECT ON {table.quoted} TO <user>;"
     )
+
+
+# Errors of a login the server refuses for good: access denied (1045, 1044, 1698), password expired (1862),
+# account locked (MySQL 3118, MariaDB 4151).
+_LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
 
 
 @dataclass(frozen=True)
@@ -74,13 +85,26 @@ class MySqlSourceHook(BaseHook):
 
     def get_conn(self) -> pymysql.connections.Connection:
         """A new connection whose session reads times in UTC, so values do not depend on the server's zone."""
-        return pymysql.connect(
-            **self.connection_settings(),
-            connect_timeout=self.connect_timeout,
-            autocommit=True,
-            charset="utf8mb4",
-            init_command="SET SESSION time_zone = '+00:00'",
-        )
+        settings = self.connection_settings()
+        try:
+            return pymysql.connect(
+                **settings,
+                connect_timeout=self.connect_timeout,
+                autocommit=True,
+                charset="utf8mb4",
+                init_command="SET SESSION time_zone = '+00:00'",
+            )
+        except pymysql.err.OperationalError as exc:
+            code = exc.args[0] if exc.args else None
+            if code not in _LOGIN_REFUSED:
+                raise  # the server went away, a timeout: a retry may get through
+            # The server's message names the user and host, never the password.
+            raise AccessDenied(
+                f"The server {settings['host']}:{settings['port']} refused the login of the Airflow connection "
+                f"{self.mysql_conn_id!r} (MySQL error {code}: {exc.args[1] if len(exc.args) > 1 else exc}). Check "
+                "the connection's login and password, and that the user may connect from this worker's host and is "
+                "not locked; a retry would be refused the same way."
+            ) from None
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[pymysql.cursors.Cursor]:

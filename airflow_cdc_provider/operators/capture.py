@@ -27,6 +27,7 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
@@ -68,6 +69,7 @@ class MySqlSnapshotOperator(BaseOperator):
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
 
+    @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         tables = SourcePlan.model_validate(self.plan).snapshots
         if not tables:
@@ -121,6 +123,7 @@ class MySqlBinlogExtractOperator(BaseOperator):
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id = plan, mysql_conn_id
 
+    @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         tables = SourcePlan.model_validate(self.plan).incrementals
         if not tables:
@@ -193,6 +196,7 @@ class RawReplayOperator(BaseOperator):
         super().__init__(**kwargs)
         self.plan, self.extraction, self.memory_budget = plan, extraction, memory_budget
 
+    @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         extraction = Extraction.model_validate(self.extraction)

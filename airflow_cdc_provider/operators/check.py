@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_cdc_provider.core.catalog import previous_from_json, resolve
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
 
 
 def catalog_path(work_dir: str, dag_id: str, task_id: str) -> Path:
@@ -51,11 +51,9 @@ class CaptureCheckOperator(BaseOperator):
         self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
         self.mysql_conn_id, self.schema_changes = mysql_conn_id, schema_changes
 
+    @final_on_cdc_error  # a setting, a privilege, a key, a refused login: a retry would find the same
     def execute(self, context: Any) -> dict[str, Any]:
-        try:
-            return self._check().to_xcom()
-        except CdcError as exc:  # a setting, a privilege, a key: a retry would find the same
-            raise AirflowFailException(str(exc)) from exc
+        return self._check().to_xcom()
 
     def _check(self) -> CheckResult:
         hook = MySqlSourceHook(self.mysql_conn_id)

@@ -11,9 +11,11 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CheckResult, SourcePlan, TablePlan
 from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef, TableBusy, plan_run, run_target
 from airflow_cdc_provider.operators.check import catalog_path
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
 
 
 def table_dir(work_dir: str, hive_table: str) -> Path:
@@ -24,7 +26,8 @@ def table_dir(work_dir: str, hive_table: str) -> Path:
 def _true(value: Any) -> bool:
     if isinstance(value, str):
         if value.strip().lower() not in ("true", "false", "1", "0", "", "none"):
-            raise ValueError(f"fresh_snapshot must be true or false, got {value!r}.")
+            raise ConfigError(f"The parameter fresh_snapshot must be true or false, got {value!r}: trigger the run "
+                              "again with fresh_snapshot set to true or false.")
         return value.strip().lower() in ("true", "1")
     return bool(value)
 
@@ -54,6 +57,7 @@ class CdcPlanOperator(BaseOperator):
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
 
+    @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
         check = CheckResult.model_validate(self.check)
         dag_run, ti = context["dag_run"], context["ti"]

@@ -4,8 +4,11 @@ binlog pass skipping what each table has, and one table's bad input kept from th
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
+import socket
 
+import pymysql
 import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
@@ -23,6 +26,12 @@ from tests.integration.test_source_hook import purge_binlogs_to
 
 RUN = RunRef("ops", "manual__1")
 NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 @pytest.fixture
@@ -151,3 +160,21 @@ def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema
     (failure,) = replayed.failed
     assert failure.stage == "replay" and f"{raw}, line 3" in failure.error and not replayed.inputs
     assert not list((tmp_path / f"ods.{schema}_a" / "inc").glob("*.parquet"))
+
+
+def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_left_to_retries(
+        mariadb, capture_conn, monkeypatch, tmp_path):
+    connection = json.loads(os.environ[f"AIRFLOW_CONN_{capture_conn.upper()}"])
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_WRONG_PASSWORD", json.dumps({**connection, "password": "not-the-pw-42"}))
+    with pytest.raises(AirflowFailException) as refused:  # a retry would be refused the same way
+        check([TableConfig(TableName("shop", "customers"), "customers")], "mysql_wrong_password", tmp_path)
+    message = str(refused.value)
+    assert f"refused the login of the Airflow connection 'mysql_wrong_password' (MySQL error 1045: Access denied " \
+           f"for user '{connection['login']}'" in message
+    assert "Check the connection's login and password" in message and "not-the-pw-42" not in message
+
+    # Nothing listens there: the server may come back, so the task's retries take it.
+    monkeypatch.setenv("AIRFLOW_CONN_MYSQL_NOWHERE", json.dumps({**connection, "port": free_port()}))
+    with pytest.raises(pymysql.err.OperationalError) as unreachable:
+        check([TableConfig(TableName("shop", "customers"), "customers")], "mysql_nowhere", tmp_path)
+    assert not isinstance(unreachable.value, AirflowFailException) and unreachable.value.args[0] == 2003
