@@ -68,10 +68,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
         check = CaptureCheckOperator(task_id="check", tables=tables, hive=config.hive, work_dir=config.work_dir,
                                      schema_changes=config.schema_changes, **conn, **retry)
-        # No retry: the plan fails only on a decision (another run holds a table) that a retry would repeat.
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
-                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}",
-                               **{**retry, "retries": 0})
+                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **retry)
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.snapshot_concurrency, **conn, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **retry)
@@ -81,7 +79,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             task_id="merge", conn_id=config.spark_conn_id, plan=plan.output, snapshot=snapshot.output,
             extraction=extract.output, replay=replay.output, warehouse_dir=config.hive.warehouse_dir,
             metastore_uri=config.hive.metastore_uri, keep_versions=config.keep_versions,
-            applications=config.merge_applications, trigger_rule="all_done", **retry,
+            applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **retry,
         )
         CdcTableOperator.partial(
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+import zoneinfo
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
@@ -22,6 +23,9 @@ class HiveConfig:
     database: str = "ods"
     warehouse_dir: str = "/tmp/cdc/warehouse"
     metastore_uri: str | None = None  # None: an embedded metastore at <warehouse_dir>/metastore_db
+    # The zone the table's readers use (their spark.sql.session.timeZone): a DATETIME is written as the instant
+    # its digits name in that zone, so those readers see the source's digits. TIMESTAMP is a true instant.
+    time_zone: str = "UTC"
 
 
 @dataclass(frozen=True)
@@ -155,10 +159,12 @@ class CdcConfig:
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
         hive_data = data.get("hive") or {}
-        if not isinstance(hive_data, dict) or set(hive_data) - {"database", "warehouse_dir", "metastore_uri"}:
-            raise ConfigError(f"`hive:` in {origin} must hold only database, warehouse_dir and metastore_uri: {hive_data!r}.")
+        if not isinstance(hive_data, dict) or set(hive_data) - {"database", "warehouse_dir", "metastore_uri", "time_zone"}:
+            raise ConfigError(f"`hive:` in {origin} must hold only database, warehouse_dir, metastore_uri and time_zone: "
+                              f"{hive_data!r}.")
         hive = HiveConfig(**hive_data)
-        hive = HiveConfig(validate_hive_name(hive.database, "Hive database name"), hive.warehouse_dir, hive.metastore_uri)
+        hive = replace(hive, database=validate_hive_name(hive.database, "Hive database name"),
+                       time_zone=time_zone(hive.time_zone, f"`hive: time_zone:` in {origin}"))
         tables_data = data.get("tables")
         if not isinstance(tables_data, list) or not tables_data:
             raise ConfigError(f"{origin} needs a non-empty `tables:` list of entries like `- source: shop.orders` "
@@ -186,6 +192,22 @@ class CdcConfig:
         if policy:
             rest["schema_changes"] = policy
         return cls(tables=tuple(tables), hive=hive, **rest)
+
+
+def time_zone(value: Any, where: str) -> str:
+    """An IANA zone name (``Asia/Shanghai``, ``UTC``) as Java and Python both know it."""
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a zone name such as UTC or Asia/Shanghai, got {value!r}.")
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        raise ConfigError(f"{where} is {value!r}, which is not a time zone name: use an IANA name such as UTC, "
+                          "Asia/Shanghai or America/New_York (the zone your Hive readers set as "
+                          "spark.sql.session.timeZone).") from None
+    if value != "UTC" and "/" not in value:  # EST, CST…: abbreviations that Java reads otherwise, or not at all
+        raise ConfigError(f"{where} is {value!r}: use a region name such as America/New_York rather than an "
+                          "abbreviation or fixed offset, so that daylight-saving changes are followed.")
+    return value
 
 
 _ENTRY_KEYS = {"source", "regex", "target", "schema_changes", "exclude"}

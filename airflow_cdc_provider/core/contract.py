@@ -203,6 +203,7 @@ class TableOutcome(_Value):
     watermark: Watermark | None = None
     added_columns: tuple[str, ...] = ()  # columns the Hive table gained in this run
     error: str | None = None
+    warnings: tuple[str, ...] = ()  # what the run did that a reader should know (e.g. DATETIMEs in a DST gap)
     seconds: dict[str, float] = {}
 
 

@@ -205,6 +205,7 @@ class VersionInfo:
     watermark: Watermark
     run: RunRef
     input_version: int | None
+    datetime_zone: str = "UTC"  # the zone its DATETIME values were written for (``hive.time_zone``)
 
 
 @dataclass(frozen=True)

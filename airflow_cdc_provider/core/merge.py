@@ -17,7 +17,7 @@ from typing import Any
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
-from airflow_cdc_provider.core.types import hive_type
+from airflow_cdc_provider.core.types import ColumnType, hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 
 _VERSION_DIR = re.compile(r"^v(\d{6,})$")
@@ -66,6 +66,10 @@ class MergeSpec:
     # The source's columns (name, MySQL type) at ``end``: recorded with the commit, where the next run starts.
     source_columns: tuple[tuple[str, str], ...] = ()
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows (replay)
+    # The zone the table's readers use, and the DATETIME columns (Hive names) written as the instant their digits
+    # name in it; "UTC" writes them as the UTC instant of their digits.
+    datetime_zone: str = "UTC"
+    datetime_columns: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.database, "Hive database name")
@@ -103,7 +107,8 @@ class MergeSpec:
                 "columns": [list(c) for c in self.columns], "key": list(self.key),
                 "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
                 "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
-                "fills_file": self.fills_file}
+                "fills_file": self.fills_file, "datetime_zone": self.datetime_zone,
+                "datetime_columns": list(self.datetime_columns)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
@@ -116,7 +121,8 @@ class MergeSpec:
             upsert_files=tuple(data["upsert_files"]), delete_file=data.get("delete_file"),
             keep_versions=int(data.get("keep_versions", 3)),
             source_columns=tuple((str(n), str(t)) for n, t in data.get("source_columns") or ()),
-            fills_file=data.get("fills_file") or None,
+            fills_file=data.get("fills_file") or None, datetime_zone=data.get("datetime_zone") or "UTC",
+            datetime_columns=tuple(data.get("datetime_columns") or ()),
         )
 
 
@@ -152,8 +158,10 @@ class MergeJob:
 
 
 def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, metastore_uri: str | None,
-               keep_versions: int) -> MergeSpec:
-    """The merge spec of one table: its plan, what the snapshot or the replay made of it, and its target."""
+               keep_versions: int, datetime_zone: str = "UTC") -> MergeSpec:
+    """The merge spec of one table: its plan, what the snapshot or the replay made of it, and its target.
+
+    ``datetime_zone`` is the zone the table's readers use (``hive.time_zone``)."""
     if merge_input.source != table.source:
         raise ValueError(f"The merge input of {merge_input.source} was given for {table.source}.")
     if merge_input.mode != table.mode:
@@ -166,8 +174,21 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         as_of=table.plan.as_of or merge_input.as_of,
         columns=tuple((name, hive_type(ctype)) for name, ctype in merge_input.columns), key=merge_input.key,
         upsert_files=merge_input.upsert_files, delete_file=merge_input.delete_file, keep_versions=keep_versions,
-        source_columns=merge_input.source_columns, fills_file=merge_input.fills_file,
+        source_columns=merge_input.source_columns, fills_file=merge_input.fills_file, datetime_zone=datetime_zone,
+        datetime_columns=tuple(name.lower() for name, ctype in merge_input.columns
+                               if ColumnType.parse(ctype).base == "datetime"),
     )
+
+
+def check_datetime_zone(version_zone: str, spec: MergeSpec) -> None:
+    """Refuse to merge DATETIME values written for readers in one zone onto a version written for another:
+    the table would hold both, and no reader could tell them apart."""
+    if spec.datetime_columns and version_zone != spec.datetime_zone:
+        raise LedgerConflict(
+            f"The DATETIME columns of {spec.database}.{spec.table} were written for readers in {version_zone}, but "
+            f"`hive: time_zone:` is now {spec.datetime_zone}. Nothing was changed. Set it back, or trigger a run "
+            "with fresh_snapshot=true to write the whole table again for the new zone."
+        )
 
 
 def next_columns(table: list[tuple[str, str]], run: list[tuple[str, str]], filled: set[str],

@@ -25,6 +25,7 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
@@ -65,6 +66,8 @@ class SparkMergeOperator(SparkSubmitOperator):
     :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
     :param keep_versions: versions of each table kept on disk (at least 2).
     :param applications: Spark applications the run's tables are dealt into (one after the other).
+    :param time_zone: the zone the tables' readers use (``hive.time_zone``): DATETIME values are written so that
+        they read back with the source's digits there.
     :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
         throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
         seconds off every merge.
@@ -74,14 +77,16 @@ class SparkMergeOperator(SparkSubmitOperator):
 
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
-                 class_archive: bool = True, **kwargs: Any) -> None:
+                 class_archive: bool = True, time_zone: str = "UTC", **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
         self.warehouse_dir, self.metastore_uri = warehouse_dir, metastore_uri
         self.keep_versions, self.applications, self.class_archive = keep_versions, applications, class_archive
+        self.time_zone = time_zone
         self._given: tuple[dict, dict] | None = None
 
+    @final_on_cdc_error
     def execute(self, context: Any) -> list[dict[str, Any]]:
         if self.plan is None:
             # Failed, not skipped: a skipped merge would leave the run looking successful.
@@ -117,7 +122,8 @@ class SparkMergeOperator(SparkSubmitOperator):
                                                   f"(held by {holder}); nothing was changed.")
                 continue
             try:
-                spec = merge_spec(table, merge_input, self.warehouse_dir, self.metastore_uri, self.keep_versions)
+                spec = merge_spec(table, merge_input, self.warehouse_dir, self.metastore_uri, self.keep_versions,
+                                  self.time_zone)
             except (CdcError, ValueError) as exc:
                 outcomes[table.source] = _outcome(table, "failed", error=f"merge: {exc}")
                 continue
@@ -178,13 +184,18 @@ class SparkMergeOperator(SparkSubmitOperator):
         for table, merge_input, spec in batch:
             result = results[f"{spec.database}.{spec.table}"]
             status = result["status"]
+            warnings = []
+            if result.get("datetimes_in_gaps"):
+                warnings.append(f"{result['datetimes_in_gaps']} rows hold a DATETIME that does not exist in "
+                                f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
+                self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
                 Ledger(table.ledger_dir).commit(table.plan, spec.committed(result["version"], result["location"]))
             outcomes[table.source] = _outcome(
                 table, status, reason=result.get("reason", ""), version=result.get("version"),
                 location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
                 deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
-                added_columns=tuple(result.get("added_columns", ())), error=result.get("error"),
+                added_columns=tuple(result.get("added_columns", ())), error=result.get("error"), warnings=tuple(warnings),
                 seconds={"merge": result.get("seconds", 0.0)})
         return outcomes
 

@@ -34,6 +34,7 @@ from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, RunRe
 from airflow_cdc_provider.core.merge import (
     MergeJob,
     MergeSpec,
+    check_datetime_zone,
     next_columns,
     parse_version_dir,
     version_dir_name,
@@ -114,17 +115,45 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
         )
     data = json.loads(text)
     info = VersionInfo(int(data["version"]), Watermark.from_dict(data["watermark"]), RunRef.from_dict(data["run"]),
-                       data.get("input_version"))
+                       data.get("input_version"), data.get("datetime_zone") or "UTC")
     columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema]
     return location, info, columns
 
 
-def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]]) -> Any:
-    """Parquet files of the capture stages, as the Hive columns: lower-case names (Hive's), Hive types."""
-    from pyspark.sql.functions import col
+def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], spec: MergeSpec) -> Any:
+    """Parquet files of the capture stages, as the Hive columns: lower-case names (Hive's), Hive types.
+
+    A DATETIME holds the UTC instant of its digits in the capture files; for readers in another zone it becomes
+    the instant its digits name there (the session is in UTC)."""
+    from pyspark.sql.functions import col, to_utc_timestamp
 
     frame = spark.read.parquet(*paths)
-    return frame.select([col(quote_identifier(name)).cast(hive).alias(name.lower()) for name, hive in columns])
+    shifted = set(spec.datetime_columns) if spec.datetime_zone != "UTC" else set()
+
+    def column(name: str, hive: str) -> Any:
+        value = col(quote_identifier(name)).cast(hive)
+        return (to_utc_timestamp(value, spec.datetime_zone) if name.lower() in shifted else value).alias(name.lower())
+
+    return frame.select([column(name, hive) for name, hive in columns])
+
+
+def _datetimes_in_gaps(spark: Any, spec: MergeSpec) -> int:
+    """Upsert rows with a DATETIME whose digits do not exist in the readers' zone: a wall-clock time skipped by a
+    daylight-saving change. Java's time rules move it forward by the gap; the count is reported, not hidden."""
+    from functools import reduce
+
+    from pyspark.sql.functions import col, from_utc_timestamp, to_utc_timestamp
+
+    if spec.datetime_zone == "UTC" or not spec.datetime_columns:
+        return 0
+    raw = spark.read.parquet(*spec.upsert_files)
+    names = {name.lower(): name for name in raw.columns}
+    zone = spec.datetime_zone
+    # There and back: a time that exists in the zone comes back with its own digits, a skipped one does not.
+    moved = [from_utc_timestamp(to_utc_timestamp(value, zone), zone) != value
+             for value in (col(quote_identifier(names[c])).cast("timestamp") for c in spec.datetime_columns
+                           if c in names)]
+    return raw.where(reduce(lambda a, b: a | b, moved)).count() if moved else 0
 
 
 class _Clock:
@@ -153,7 +182,8 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     meta = json.loads(pq.read_schema(spec.fills_file).metadata[FILLS_METADATA.encode()])
     types = dict(spec.hive_columns)
     names = [f["column"].lower() for f in meta]
-    frame = _hive_frame(spark, [spec.fills_file], [(f["column"], types[f["column"].lower()]) for f in meta])
+    frame = _hive_frame(spark, [spec.fills_file], [(f["column"], types[f["column"].lower()]) for f in meta],
+                        spec)
     frame = frame.select([col(quote_identifier(name)).alias(f"__fill_{name}") for name in names])
     return frame, {f["column"].lower(): [s.lower() for s in f["sources"]] for f in meta}
 
@@ -165,7 +195,7 @@ def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | No
     from pyspark.sql.functions import broadcast, col, lit
 
     key = spec.hive_key
-    upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns)
+    upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns, spec)
     have = set(upserts.columns)
     upserts = upserts.select([col(quote_identifier(name)) if name in have else lit(None).cast(hive).alias(name)
                               for name, hive in columns])
@@ -188,7 +218,8 @@ def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | No
         return value.cast(hive).alias(name)
 
     old = old.select([origin_value(name, hive) for name, hive in columns])
-    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in spec.hive_columns if name in key])
+    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in spec.hive_columns if name in key],
+                          spec)
     return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
 
 
@@ -202,6 +233,8 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
     if origin.action == "skip":
         return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None,
                 "location": location}
+    if origin.action == "merge":
+        check_datetime_zone(current.datetime_zone, spec)
     fills = _fills(spark, spec)
     if origin.action == "load":
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
@@ -234,6 +267,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
         "run": spec.plan.run.to_dict(), "input_version": spec.plan.input_version, "mode": spec.plan.mode,
         "source": spec.source, "rows": rows, "source_columns": [list(c) for c in spec.source_columns],
+        "datetime_zone": spec.datetime_zone,
     }, indent=1))
 
     # The commit: one metastore operation points the table at the new version.
@@ -256,12 +290,16 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
     clock.lap("commit")
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
 
+    in_gaps = _datetimes_in_gaps(spark, spec)
+    if in_gaps:
+        print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
+              "daylight-saving change): moved forward by the gap", flush=True)
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
     for number in removed:
         files.delete(files.version_path(number))
     clock.lap("cleanup")
     return {"status": "committed", "version": version, "location": path, "rows": rows, "origin": origin.version,
-            "added_columns": [name for name, _ in added],
+            "added_columns": [name for name, _ in added], "datetimes_in_gaps": in_gaps,
             "reason": origin.reason, "removed_versions": removed, "phases": clock.phases}
 
 

@@ -44,12 +44,16 @@ def run_spark_job(application: str, *args: str, work_dir: str, master: str = "lo
     return result
 
 
-def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list[str]) -> dict[str, tuple[pa.Table, str]]:
-    """For each ``database.table``: its rows (an Arrow table) and the location the metastore gives for it."""
+def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list[str],
+                     time_zone: str | None = None) -> dict[str, tuple[pa.Table, str]]:
+    """For each ``database.table``: its rows (an Arrow table) and the location the metastore gives for it.
+
+    With ``time_zone``, read as a Spark reader in that zone does: timestamps as the text it shows."""
     with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
         outs = [os.path.join(tmp, f"t{i}.parquet") for i in range(len(tables))]
         pairs = [arg for table, out in zip(tables, outs) for arg in (table, out)]
-        result = run_spark_job(READ_TABLE_JOB, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
+        zone = ["--time-zone", time_zone] if time_zone else []
+        result = run_spark_job(READ_TABLE_JOB, *zone, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
                                master="local[1]")
         if result.returncode != 0:
             raise RuntimeError(f"Reading {tables} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
@@ -57,6 +61,7 @@ def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list
                 for table, out in zip(tables, outs)}
 
 
-def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str) -> tuple[pa.Table, str]:
+def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str,
+                    time_zone: str | None = None) -> tuple[pa.Table, str]:
     """The rows of ``database.table`` (an Arrow table) and the location the metastore gives for it."""
-    return read_hive_tables(warehouse_dir, metastore_uri, [table])[table]
+    return read_hive_tables(warehouse_dir, metastore_uri, [table], time_zone)[table]

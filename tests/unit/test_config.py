@@ -260,3 +260,16 @@ def test_concurrency_settings(key, default):
         with pytest.raises(ConfigError, match=f"`{key}:` in the configuration must be a whole number >= 1, "
                                               f"got {bad!r}"):
             CdcConfig.from_dict({"tables": ["shop.a"], key: bad})
+
+
+def test_the_readers_time_zone_is_utc_unless_set_to_a_region():
+    assert CdcConfig.from_dict({"tables": ["shop.a"]}).hive.time_zone == "UTC"
+    config = CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shanghai"}})
+    assert config.hive.time_zone == "Asia/Shanghai"
+    with pytest.raises(ConfigError, match=r"`hive: time_zone:` in the configuration is 'Asia/Shangai', which is not "
+                                          r"a time zone name: use an IANA name such as UTC, Asia/Shanghai"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shangai"}})
+    with pytest.raises(ConfigError, match="'EST': use a region name such as America/New_York"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "EST"}})
+    with pytest.raises(ConfigError, match="must be a zone name"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": 8}})

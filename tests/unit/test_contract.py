@@ -19,7 +19,8 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
-from airflow_cdc_provider.core.merge import merge_spec
+from airflow_cdc_provider.core.ledger import LedgerConflict
+from airflow_cdc_provider.core.merge import check_datetime_zone, merge_spec
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.operators.merge import _batches
 
@@ -95,6 +96,18 @@ def test_merge_spec_from_the_plan_the_input_and_the_target():
     assert spec.delete_file == "/w/d.parquet" and spec.metastore_uri == "thrift://m:9083"
     committed = spec.committed(3, "/wh/ods.db/orders/v000003")
     assert (committed.version, committed.watermark, committed.run, committed.columns) == (3, wm(900), RUN, COLUMNS)
+
+
+def test_merge_spec_names_the_datetime_columns_and_the_readers_zone():
+    spec = merge_spec(table_plan(), merge_input(), "/wh", None, 3, "Asia/Shanghai")
+    assert (spec.datetime_zone, spec.datetime_columns) == ("Asia/Shanghai", ("at",))
+    assert merge_spec(table_plan(), merge_input(), "/wh", None, 3).datetime_zone == "UTC"
+    check_datetime_zone("Asia/Shanghai", spec)  # the same zone: merged
+    with pytest.raises(LedgerConflict, match="DATETIME columns of ods.orders were written for readers in UTC, but "
+                                             "`hive: time_zone:` is now Asia/Shanghai. Nothing was changed"):
+        check_datetime_zone("UTC", spec)
+    no_datetimes = merge_input().model_copy(update={"columns": COLUMNS[:2]})
+    check_datetime_zone("UTC", merge_spec(table_plan(), no_datetimes, "/wh", None, 3, "Asia/Shanghai"))
 
 
 def test_merge_spec_keeps_the_moment_a_first_commit_reflected():
