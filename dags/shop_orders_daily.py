@@ -1,7 +1,7 @@
 """Reusing the provider in a DAG of your own: one table, once a day, and a task of yours after it.
 
-The task group is the example DAG's chain over one table; here it feeds a downstream report that reads what
-the merge committed (the group's ``outcomes``).
+The task group is the example DAG's chain over one table, nested here in a group of the DAG's own; it feeds a
+downstream report that reads what the merge committed (the group's ``outcomes``).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime
 from pathlib import Path
 
 import yaml
-from airflow.sdk import DAG, task
+from airflow.sdk import DAG, TaskGroup, task
 
 from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_table_group
@@ -23,7 +23,8 @@ config = CdcConfig.from_dict({**base, "tables": [{"source": "shop.orders", "targ
 
 with DAG(dag_id="shop_orders_daily", schedule="@daily", start_date=datetime(2026, 1, 1), catchup=False,
          max_active_runs=1, params=cdc_params(), tags=["cdc", "example"]):
-    orders = cdc_table_group(config.tables[0], config, group_id="orders")
+    with TaskGroup("warehouse"):
+        orders = cdc_table_group(config.tables[0], config, group_id="orders")
 
     @task
     def report(outcomes: list[dict]) -> str:

@@ -115,7 +115,8 @@ def test_a_missing_spark_connection_fails_the_merge_with_the_fix(mariadb, captur
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_the_factory_reused_in_another_dag_runs_with_a_task_after_it(mariadb, capture_conn, tmp_path):
+def test_the_factory_reused_in_another_dag_nested_in_a_group_runs_with_a_task_after_it(mariadb, capture_conn,
+                                                                                       tmp_path):
     config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_reuse", "work_dir": str(tmp_path / "work"),
               "hive": {"warehouse_dir": str(tmp_path / "warehouse")}, "tables": ["shop.customers"]}
     spark = {"AIRFLOW_CONN_SPARK_REUSE": json.dumps({"conn_type": "spark", "host": "local[1]"})}
@@ -123,3 +124,5 @@ def test_the_factory_reused_in_another_dag_runs_with_a_task_after_it(mariadb, ca
     assert code == 0, output[-5000:]
     assert xcoms["report"] == "ods.orders_daily: committed, version 1, 5 rows"
     assert (tmp_path / "warehouse" / "ods.db" / "orders_daily" / "v000001").is_dir()
+    # Inside the DAG's own group, each task's id carries both groups: none is built by hand.
+    assert {"warehouse.orders.check", "warehouse.orders.plan", "warehouse.orders.merge"} <= set(xcoms)
