@@ -31,6 +31,7 @@ os.environ.update(
     }
 )
 
+from airflow_cdc_provider.testing.cluster import MetastoreService, SparkCluster  # noqa: E402
 from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
 
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
@@ -102,3 +103,24 @@ def make_user(mariadb: ThrowawayServer, monkeypatch: pytest.MonkeyPatch) -> Iter
 def capture_conn(make_user: Callable[..., str]) -> str:
     """A least-privilege capture user on the main server: SELECT, REPLICATION SLAVE, REPLICATION CLIENT."""
     return make_user()
+
+
+@pytest.fixture(scope="session")
+def metastore_service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetastoreService]:
+    """A Hive metastore service (thrift, its own Derby) on loopback, shared by the tests that name it."""
+    root = tmp_path_factory.mktemp("metastore")
+    service = MetastoreService.start(root / "service", root / "warehouse")
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    """A Spark standalone master and worker on loopback; room for two applications of one core and 1 GB each."""
+    cluster = SparkCluster.start(tmp_path_factory.mktemp("spark-cluster"), cores=2, memory="2560m")
+    try:
+        yield cluster
+    finally:
+        cluster.stop()

@@ -58,6 +58,13 @@ class Pipeline:
                     "AIRFLOW_CONN_SPARK_E2E": json.dumps({"conn_type": "spark", "host": "local[2]"})}
         self.hook = MySqlSourceHook(conn_id)
 
+    def configure(self, hive: dict | None = None, spark: dict | None = None) -> None:
+        """Change the Hive settings and the Spark connection of the runs to come."""
+        self.config["hive"].update(hive or {})
+        self.config_path.write_text(yaml.safe_dump(self.config))
+        if spark:
+            self.env["AIRFLOW_CONN_SPARK_E2E"] = json.dumps({"conn_type": "spark", **spark})
+
     def command(self, logical_date: str, *conf: str) -> list[str]:
         return [sys.executable, "-m", "tests.e2e.dag_run", DAG_ID, logical_date, *conf]
 
@@ -74,7 +81,8 @@ class Pipeline:
         return plain(source_rows(self.server, self.hook.raw_header(TableName(self.schema, table))))
 
     def hive(self, table: str) -> tuple[dict, str]:
-        rows, location = read_hive_table(str(self.tmp / "warehouse"), None, f"ods.{table}")
+        hive = self.config["hive"]
+        rows, location = read_hive_table(hive["warehouse_dir"], hive["metastore_uri"], f"{hive['database']}.{table}")
         return hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
 
     def ledger(self, table: str) -> Ledger:
