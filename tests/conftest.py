@@ -32,6 +32,7 @@ os.environ.update(
 )
 
 from airflow_cdc_provider.testing.cluster import MetastoreService, SparkCluster  # noqa: E402
+from airflow_cdc_provider.testing.s3 import S3Server  # noqa: E402
 from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
 
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
@@ -124,3 +125,18 @@ def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkClu
         yield cluster
     finally:
         cluster.stop()
+
+
+S3_CONN_ID = "cdc_s3"
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[S3Server]:
+    """An S3-compatible server (moto's) on loopback with one bucket, and the Airflow connection ``cdc_s3`` to it."""
+    server = S3Server().start()
+    os.environ[conn_env(S3_CONN_ID)] = server.connection_uri()
+    try:
+        yield server
+    finally:
+        os.environ.pop(conn_env(S3_CONN_ID), None)
+        server.stop()

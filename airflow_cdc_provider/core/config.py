@@ -9,6 +9,7 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any
 
+from airflow_cdc_provider.storage import StorageError, check_work_dir
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName, split_qualified, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.schema import POLICIES
@@ -130,7 +131,8 @@ class CdcConfig:
     tables: tuple[TableConfig | TablePattern, ...]  # as listed; core.catalog.resolve makes them concrete tables
     mysql_conn_id: str = "mysql_cdc"
     spark_conn_id: str = "spark_default"
-    work_dir: str = "/tmp/cdc/work"
+    work_dir: str = "/tmp/cdc/work"  # a path or a URI (file://, s3://): see airflow_cdc_provider.storage
+    work_conn_id: str | None = None  # the connection of an object-store work_dir (an `aws` one for s3://)
     hive: HiveConfig = HiveConfig()
     keep_versions: int = 3  # versions of each Hive table kept on disk; a re-run needs its input version
     retries: int = 2  # of each task whose retry is safe (all but the plan)
@@ -153,7 +155,7 @@ class CdcConfig:
     def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
-        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "hive", "tables", "keep_versions", "retries",
+        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
                  "schema_changes", "snapshot_concurrency", "merge_applications"}
         unknown = sorted(set(data) - known)
         if unknown:
@@ -180,7 +182,13 @@ class CdcConfig:
         if repeated:
             raise ConfigError(f"{origin} lists the pattern {repeated[0]} more than once with the same `exclude:`: "
                               "the later entry would never select a table. Keep one entry.")
-        rest = {k: data[k] for k in ("mysql_conn_id", "spark_conn_id", "work_dir") if data.get(k) is not None}
+        rest = {k: data[k] for k in ("mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id")
+                if data.get(k) is not None}
+        if "work_dir" in rest:
+            try:
+                check_work_dir(rest["work_dir"], f"`work_dir:` in {origin}")
+            except StorageError as exc:
+                raise ConfigError(str(exc)) from None
         for name, least in (("keep_versions", 2), ("retries", 0), ("snapshot_concurrency", 1),
                             ("merge_applications", 1)):
             value = data.get(name)

@@ -1,7 +1,7 @@
 """The run ledger of one Hive table: which run is updating it, what each run planned, what is committed.
 
-Its files live in one directory per Hive table, on the filesystem the workers share, each written beside and
-renamed into place:
+Its files live in one directory per Hive table, in the work directory the workers share (a disk or S3; see
+``airflow_cdc_provider.storage``), each written whole:
 
     lock.json        the run updating the table now
     committed.json   the version the table was last switched to, and the watermark that version reflects
@@ -18,13 +18,10 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
-import os
 import re
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.watermark import Watermark
@@ -252,38 +249,48 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
     )
 
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+class FileStore(Protocol):
+    """The files the ledger is kept in (``airflow_cdc_provider.storage.WorkStore``): whole-file reads and writes
+    and the two atomic operations its lock needs."""
 
-
-def _read_json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text())
-    except FileNotFoundError:
-        return None
+    def read_text(self, location: str) -> str | None: ...
+    def write_text(self, location: str, text: str) -> None: ...
+    def create_text(self, location: str, text: str) -> bool: ...
+    def swap_text(self, location: str, expected: str, text: str) -> bool: ...
+    def delete(self, location: str) -> None: ...
 
 
 @dataclass
 class Ledger:
-    root: Path
+    """One table's ledger, in the directory ``root`` (a path, or a URI of ``store``)."""
+
+    root: str
+    store: FileStore | None = None
     log: Callable[[str], None] = field(default=lambda message: None, repr=False)
 
     def __post_init__(self) -> None:
-        self.root = Path(self.root)
+        self.root = str(self.root).rstrip("/")
+        if self.store is None:
+            from airflow_cdc_provider.storage import WorkStore  # the local disk
 
-    @property
-    def _lock(self) -> Path:
-        return self.root / "lock.json"
+            self.store = WorkStore()
+
+    def _at(self, *parts: str) -> str:
+        return "/".join([self.root, *parts])
+
+    def _read(self, *parts: str) -> dict[str, Any] | None:
+        text = self.store.read_text(self._at(*parts))
+        return json.loads(text) if text else None
+
+    def _write(self, data: dict[str, Any], *parts: str) -> None:
+        self.store.write_text(self._at(*parts), json.dumps(data, indent=1, sort_keys=True))
 
     def committed(self) -> Committed | None:
-        data = _read_json(self.root / "committed.json")
+        data = self._read("committed.json")
         return Committed.from_dict(data) if data else None
 
     def record_commit(self, committed: Committed) -> None:
-        _write_json(self.root / "committed.json", committed.to_dict())
+        self._write(committed.to_dict(), "committed.json")
 
     def commit(self, plan: RunPlan, committed: Committed) -> None:
         """Record ``plan``'s commit: the table's version and watermark, then the run's plan filled in.
@@ -295,60 +302,46 @@ class Ledger:
                                    as_of=committed.as_of))
 
     def run_plan(self, run: RunRef) -> RunPlan | None:
-        data = _read_json(self.root / "runs" / f"{run.key}.json")
+        data = self._read("runs", f"{run.key}.json")
         return RunPlan.from_dict(data) if data else None
 
     def save_run_plan(self, plan: RunPlan) -> None:
-        _write_json(self.root / "runs" / f"{plan.run.key}.json", plan.to_dict())
+        self._write(plan.to_dict(), "runs", f"{plan.run.key}.json")
 
     def holder(self) -> RunRef | None:
-        data = _read_json(self._lock)
+        data = self._read("lock.json")
         return RunRef.from_dict(data) if data else None
 
     def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime) -> None:
         """Make ``run`` the one run updating the table, or raise TableBusy and change nothing.
 
-        A lock left by a run that is no longer running (it failed, or was marked failed) is taken over.
+        A lock left by a run that is no longer running (it failed, or was marked failed) is taken over. Both
+        steps are atomic on every store (see ``airflow_cdc_provider.storage``): of two runs at once, one wins.
         """
-        self.root.mkdir(parents=True, exist_ok=True)
-        body = {**run.to_dict(), "since": _iso(_utc(now))}
-        tmp = self.root / f".lock.{uuid.uuid4().hex}.tmp"
-        tmp.write_text(json.dumps(body))
-        try:
-            for _ in range(3):
-                try:
-                    os.link(tmp, self._lock)  # creates the lock only if there is none: atomic on POSIX
-                    return
-                except FileExistsError:
-                    pass
-                data = _read_json(self._lock)
-                if data is None:
-                    continue  # released between the two calls
-                holder = RunRef.from_dict(data)
-                if holder == run:
-                    return  # a retry or a re-run of the run that holds it
-                if is_running(holder):
-                    raise TableBusy(
-                        f"The table is being updated by {holder} (since {data.get('since')}). Only one run at a "
-                        "time may update a table; this run changed nothing. Run it again once that run has finished."
-                    )
-                # Move the stale lock aside under a unique name; only one taker can move it.
-                aside = self.root / f".lock.{uuid.uuid4().hex}.stale"
-                try:
-                    os.rename(self._lock, aside)
-                except FileNotFoundError:
-                    continue
-                if _read_json(aside) != data:  # another taker's fresh lock was moved: put it back
-                    os.replace(aside, self._lock)
-                    continue
-                aside.unlink()
+        lock = self._at("lock.json")
+        body = json.dumps({**run.to_dict(), "since": _iso(_utc(now))})
+        for _ in range(3):
+            if self.store.create_text(lock, body):
+                return
+            text = self.store.read_text(lock)
+            if text is None:
+                continue  # released between the two calls
+            data = json.loads(text)
+            holder = RunRef.from_dict(data)
+            if holder == run:
+                return  # a retry or a re-run of the run that holds it
+            if is_running(holder):
+                raise TableBusy(
+                    f"The table is being updated by {holder} (since {data.get('since')}). Only one run at a "
+                    "time may update a table; this run changed nothing. Run it again once that run has finished."
+                )
+            if self.store.swap_text(lock, text, body):  # only one taker can replace the stale lock
                 self.log(f"Took over the lock left by {holder}, which is not running any more.")
-            raise TableBusy("Could not take the table's lock: other runs keep taking it. Nothing was changed.")
-        finally:
-            tmp.unlink(missing_ok=True)
+                return
+        raise TableBusy("Could not take the table's lock: other runs keep taking it. Nothing was changed.")
 
     def release(self, run: RunRef) -> bool:
         if self.holder() == run:
-            self._lock.unlink(missing_ok=True)
+            self.store.delete(self._at("lock.json"))
             return True
         return False

@@ -8,9 +8,9 @@ tables are done, so that its retry redoes only what is missing.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -27,10 +27,12 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
+from airflow_cdc_provider.storage import join
 
 
 class TablesFailed(Exception):
@@ -54,20 +56,24 @@ class MySqlSnapshotOperator(BaseOperator):
     read, into upsert files.
 
     Tables are read ``concurrency`` at a time, each in key order in keyset chunks; a killed or retried task
-    resumes each table after its last finished chunk. Returns (XCom) a ``Captured``: a merge input per table.
+    resumes each table after its last finished chunk (on an object-store ``work_dir`` a table's files are
+    uploaded when it is read whole, so a retry reads it again). Returns (XCom) a ``Captured``: a merge input
+    per table.
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
-                 chunk_rows: int = 50_000, **kwargs: Any) -> None:
+                 chunk_rows: int = 50_000, work_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
+        self.work_conn_id = work_conn_id
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -84,7 +90,10 @@ class MySqlSnapshotOperator(BaseOperator):
         def load(table: TablePlan) -> MergeInput | TableFailure:
             try:
                 header = _header(table)
-                result = snapshot(hook, header, Path(table.run_dir) / "snapshot", self.chunk_rows)
+                store, target = work_store(table.run_dir, self.work_conn_id), join(table.run_dir, "snapshot")
+                with store.staging(target) as local:
+                    result = snapshot(hook, header, local, self.chunk_rows)
+                files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)
                 return TableFailure(source=table.source, stage="snapshot", error=str(exc))
@@ -94,7 +103,7 @@ class MySqlSnapshotOperator(BaseOperator):
                 return TableFailure(source=table.source, stage="snapshot", error="see the task log")
             self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
                           table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
-            return MergeInput(source=table.source, mode="snapshot", upsert_files=tuple(result.files),
+            return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
                               columns=header.columns, key=header.key, end=result.watermark,
                               as_of=dt.datetime.fromisoformat(result.taken_at), source_columns=header.columns,
                               upserts=result.rows)
@@ -115,13 +124,15 @@ class MySqlBinlogExtractOperator(BaseOperator):
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     """
 
     template_fields = ("plan",)
 
-    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
+                 work_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.plan, self.mysql_conn_id = plan, mysql_conn_id
+        self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -149,11 +160,14 @@ class MySqlBinlogExtractOperator(BaseOperator):
         stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
         high = hook.current_watermark()
         as_of = min(stop_before, started) if stop_before else started
-        result = extract(hook.connection_settings(), headers, start, high,
-                         {t.source: Path(t.run_dir) / "raw" for t in readable}, stop_before=stop_before,
-                         definitions=[_header(t) for t in readable],
-                         schema_changes={t.source: t.table.schema_changes for t in readable},
-                         defaults=hook.added_column_defaults, starts=starts)
+        store = work_store(readable[0].run_dir, self.work_conn_id)
+        targets = {t.source: join(t.run_dir, "raw") for t in readable}
+        with contextlib.ExitStack() as staged:  # on an object store, uploaded when the pass has ended
+            local = {name: staged.enter_context(store.staging(target)) for name, target in targets.items()}
+            result = extract(hook.connection_settings(), headers, start, high, local, stop_before=stop_before,
+                             definitions=[_header(t) for t in readable],
+                             schema_changes={t.source: t.table.schema_changes for t in readable},
+                             defaults=hook.added_column_defaults, starts=starts)
         end = result.end
         if end != high:  # cut at stop_before: the GTID state at that position is looked up
             end = hook.watermark_at(end.file, end.position)
@@ -170,7 +184,8 @@ class MySqlBinlogExtractOperator(BaseOperator):
                 self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
                                  change.headline())
             extracted.append(TableExtraction(
-                source=name, start=starts[name], end=end, counts=result.counts[name], files=tuple(result.files[name]),
+                source=name, start=starts[name], end=end, counts=result.counts[name],
+                files=tuple(store.location_of(f, local[name], targets[name]) for f in result.files[name]),
                 columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
                 fills=tuple(fills_to_json(result.fills[name]))))
         changed = sum(1 for t in extracted if t.changed)
@@ -188,13 +203,16 @@ class RawReplayOperator(BaseOperator):
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param extraction: the extract task's ``Extraction`` (templated: pass ``extract_task.output``).
     :param memory_budget: bytes of key memory before a table's work is split into hash partitions on disk.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     """
 
     template_fields = ("plan", "extraction")
 
-    def __init__(self, *, plan: Any, extraction: Any, memory_budget: int = 512 * 1024 * 1024, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, extraction: Any, memory_budget: int = 512 * 1024 * 1024,
+                 work_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.extraction, self.memory_budget = plan, extraction, memory_budget
+        self.work_conn_id = work_conn_id
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -203,10 +221,16 @@ class RawReplayOperator(BaseOperator):
         results: list[MergeInput | TableFailure] = []
         transient: list[str] = []
         for part in extraction.changed:
-            out = Path(plan.table(part.source).run_dir)
+            target = plan.table(part.source).run_dir
+            store = work_store(target, self.work_conn_id)
+            fills = fills_from_json(part.fills)
             try:
-                result = replay(part.files, out / "upsert.parquet", out / "delete.parquet",
-                                memory_budget=self.memory_budget, fills=fills_from_json(part.fills))
+                # On an object store: the raw files fetched, the outputs uploaded once the replay has succeeded.
+                with store.fetched(part.files) as raw, store.staging(target) as out:
+                    result = replay(raw, out / "upsert.parquet", out / "delete.parquet",
+                                    memory_budget=self.memory_budget, fills=fills)
+                    files = [store.location_of(f, out, target) if f else None
+                             for f in (result.upsert_file, result.delete_file, result.fills_file)]
             except CdcError as exc:
                 self.log.error("Replay of %s failed: %s", part.source, exc)
                 results.append(TableFailure(source=part.source, stage="replay", error=str(exc)))
@@ -218,8 +242,9 @@ class RawReplayOperator(BaseOperator):
             self.log.info("Replayed %s: %d raw records, %d upserts, %d deletes (%d partitions)", part.source,
                           result.records, result.upserts, result.deletes, result.partitions)
             results.append(MergeInput(
-                source=part.source, mode="incremental", upsert_files=(result.upsert_file,),
-                delete_file=result.delete_file, fills_file=result.fills_file or None, columns=result.columns,
+                source=part.source, mode="incremental", upsert_files=(files[0],), delete_file=files[1],
+                fills_file=files[2], fill_sources=tuple((f.column, tuple(f.sources)) for f in fills),
+                columns=result.columns,
                 key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
                 upserts=result.upserts, deletes=result.deletes))
         return _finish(self.log, "replay", results, transient).to_xcom()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -14,13 +13,15 @@ from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePatte
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.storage import join
 
 
-def catalog_path(work_dir: str, dag_id: str, task_id: str) -> Path:
+def catalog_path(work_dir: str, dag_id: str, task_id: str) -> str:
     """Where the tables a source's last run captured are kept: one file per DAG and task group."""
     group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
-    return Path(work_dir) / "_catalog" / f"{dag_id}.{group or 'tables'}.json"
+    return join(work_dir, "_catalog", f"{dag_id}.{group or 'tables'}.json")
 
 
 class CaptureCheckOperator(BaseOperator):
@@ -38,6 +39,7 @@ class CaptureCheckOperator(BaseOperator):
     :param tables: the configuration's table entries (``CdcConfig.tables``).
     :param hive: the Hive settings (the targets' database).
     :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param schema_changes: the policy of tables whose entry sets none.
     """
@@ -46,9 +48,10 @@ class CaptureCheckOperator(BaseOperator):
 
     def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
                  mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
-                 **kwargs: Any) -> None:
+                 work_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
+        self.work_conn_id = work_conn_id
         self.mysql_conn_id, self.schema_changes = mysql_conn_id, schema_changes
 
     @final_on_cdc_error  # a setting, a privilege, a key, a refused login: a retry would find the same
@@ -57,8 +60,9 @@ class CaptureCheckOperator(BaseOperator):
 
     def _check(self) -> CheckResult:
         hook = MySqlSourceHook(self.mysql_conn_id)
-        catalog = catalog_path(self.work_dir, self.dag_id, self.task_id)
-        previous = previous_from_json(json.loads(catalog.read_text())) if catalog.exists() else {}
+        kept = work_store(self.work_dir, self.work_conn_id).read_text(
+            catalog_path(self.work_dir, self.dag_id, self.task_id))
+        previous = previous_from_json(json.loads(kept)) if kept else {}
         schemas: set[str] | None = {t.schema for t in previous}
         for entry in self.tables:
             literal = entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
-import uuid
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -15,12 +12,14 @@ from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CheckResult, SourcePlan, TablePlan
 from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef, TableBusy, plan_run, run_target
 from airflow_cdc_provider.operators.check import catalog_path
+from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.storage import join
 
 
-def table_dir(work_dir: str, hive_table: str) -> Path:
+def table_dir(work_dir: str, hive_table: str) -> str:
     """The directory of one Hive table's ledger and run files."""
-    return Path(work_dir) / hive_table
+    return join(work_dir, hive_table)
 
 
 def _true(value: Any) -> bool:
@@ -47,15 +46,18 @@ class CdcPlanOperator(BaseOperator):
     Returns (XCom) a ``SourcePlan``.
 
     :param check: the check task's ``CheckResult`` (templated: pass ``check_task.output``).
-    :param work_dir: the base directory of run files and ledgers (shared by the workers).
+    :param work_dir: the base directory of run files and ledgers (shared by the workers): a path or a URI.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     """
 
     template_fields = ("check", "fresh_snapshot")
 
-    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, **kwargs: Any) -> None:
+    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
+        self.work_conn_id = work_conn_id
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -73,7 +75,9 @@ class CdcPlanOperator(BaseOperator):
             return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
 
         tables = sorted(check.tables, key=lambda t: t.hive_table)
-        ledgers = {t.hive_table: Ledger(table_dir(self.work_dir, t.hive_table) / "ledger", log=self.log.warning)
+        store = work_store(self.work_dir, self.work_conn_id)
+        ledgers = {t.hive_table: Ledger(join(table_dir(self.work_dir, t.hive_table), "ledger"), store,
+                                        log=self.log.warning)
                    for t in tables}
         taken: list[Ledger] = []
         try:
@@ -101,19 +105,15 @@ class CdcPlanOperator(BaseOperator):
                 ledger.release(run)
             else:
                 ledger.save_run_plan(plan)
-            planned.append(TablePlan(table=table, plan=plan, ledger_dir=str(ledger.root),
-                                     run_dir=str(ledger.root.parent / "runs" / run.key), committed=committed))
-        _write_catalog(catalog_path(self.work_dir, self.dag_id, self.task_id), check)
+            planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
+                                     run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
+                                     committed=committed))
+        # Kept, so that the next run can tell which tables are gone.
+        store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
+            {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
         result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
         self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
                       len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
                       len(check.skipped), len(check.gone))
         return result.to_xcom()
 
-
-def _write_catalog(path: Path, check: CheckResult) -> None:
-    """Keep the tables captured now, so that the next run can tell which are gone."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(json.dumps({"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
-    os.replace(tmp, path)

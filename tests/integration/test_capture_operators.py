@@ -20,6 +20,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
+from airflow_cdc_provider.storage import join
 from airflow_cdc_provider.testing.cluster import free_port
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
@@ -48,7 +49,7 @@ def check(entries, conn_id, tmp_path) -> CheckResult:
 
 
 def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
-    """Every table snapshot-planned, or incremental from ``committed[source]`` (a snapshot's watermark)."""
+    """Every table (its files under ``tmp_path``, a path or a URI) snapshot-planned, or incremental from ``committed[source]`` (a snapshot's watermark)."""
     tables = []
     for table in checked.tables:
         plan = plan_run(RUN, None, None, None)
@@ -57,8 +58,8 @@ def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
 
             plan = plan_run(RUN, Committed(1, "/x/v000001", committed[table.source], NOW, RUN, "snapshot",
                                            table.columns), None, None)
-        tables.append(TablePlan(table=table, plan=plan, ledger_dir=str(tmp_path / table.hive_table / "ledger"),
-                                run_dir=str(tmp_path / table.hive_table / ("inc" if committed else "snap"))))
+        tables.append(TablePlan(table=table, plan=plan, ledger_dir=join(str(tmp_path), table.hive_table, "ledger"),
+                                run_dir=join(str(tmp_path), table.hive_table, "inc" if committed else "snap")))
     return SourcePlan(run=RUN, tables=tuple(tables))
 
 

@@ -241,3 +241,9 @@ def test_next_columns_appends_added_ones_keeps_dropped_ones_and_refuses_the_rest
         next_columns(table, [("id", "int"), ("label", "int")], set(), "ods.t")
     with pytest.raises(LedgerConflict, match=r"\['note'\] are not in the Hive table ods.t, and this run did not see"):
         next_columns(table, [*table, ("note", "string")], set(), "ods.t")
+
+
+def test_one_of_many_racing_runs_takes_over_a_dead_runs_lock(tmp_path):
+    from tests.lock_races import assert_one_winner_when_free_and_when_taking_over
+
+    assert_one_winner_when_free_and_when_taking_over(lambda: Ledger(tmp_path))

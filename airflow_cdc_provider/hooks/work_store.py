@@ -1,0 +1,20 @@
+"""The work directory's filesystem, with its credentials from an Airflow connection."""
+
+from __future__ import annotations
+
+from airflow_cdc_provider.storage import LOCAL_SCHEMES, WorkStore, check_work_dir, scheme_of
+
+
+def work_store(location: str, conn_id: str | None = None) -> WorkStore:
+    """The store of ``location`` (the work directory or a path under it).
+
+    On an object store the filesystem comes from Airflow's ``ObjectStoragePath``: ``s3://`` needs the Amazon
+    provider (the ``s3`` extra) and takes its credentials and endpoint from the ``aws`` connection ``conn_id``
+    (the ``work_conn_id:`` setting; None: the provider's default credentials).
+    """
+    check_work_dir(location)
+    if scheme_of(location) in LOCAL_SCHEMES:
+        return WorkStore()
+    from airflow.sdk import ObjectStoragePath
+
+    return WorkStore(ObjectStoragePath(location, conn_id=conn_id).fs)

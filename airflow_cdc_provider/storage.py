@@ -1,0 +1,298 @@
+"""Where run files, ledgers and locks live: a disk the workers share, or an object store.
+
+The work directory (``work_dir``) is a local path, a ``file://`` URI or an ``s3://`` URI. Every Python stage
+reaches it through one ``WorkStore`` over an fsspec filesystem; the merge job on Spark reaches the same files
+through Hadoop's FileSystem, by the URIs ``WorkStore.uri`` gives.
+
+The ledger's lock needs two atomic operations, and each accepted scheme has them:
+
+- create-if-absent: on a disk, ``os.link`` of a written file (fails if the name exists); on S3, PutObject with
+  ``If-None-Match: *``;
+- compare-and-swap, to take over the lock of a run that is gone: on a disk, under an exclusive ``flock`` of a
+  guard file beside the lock (NFS v4 carries it to the server), the lock is read, compared and replaced by one
+  rename, so it is never absent; on S3, PutObject with ``If-Match: <the ETag read>``.
+
+Other schemes (``hdfs://``, ``gs://``, ``abfs://``…) are refused: their lock could not be tested here.
+Stages write each file whole: locally in place, on an object store into a local scratch directory uploaded
+when the stage's table is done (``staging``); the replay downloads the raw files first (``fetched``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from airflow_cdc_provider.core.errors import CdcError
+
+LOCAL_SCHEMES = ("", "file")
+OBJECT_SCHEMES = ("s3", "s3a")
+SCHEMES = LOCAL_SCHEMES + OBJECT_SCHEMES
+
+
+class StorageError(CdcError):
+    """The work directory cannot be used as given."""
+
+
+def scheme_of(location: str) -> str:
+    """The URI scheme of ``location`` ("" for a plain path)."""
+    if "://" not in location:
+        return ""
+    return urlsplit(location).scheme.lower()
+
+
+def check_work_dir(location: str, where: str = "`work_dir:`") -> str:
+    """``location`` if the work directory can hold a lock there, else a StorageError that says why."""
+    if not isinstance(location, str) or not location.strip():
+        raise StorageError(f"{where} must be a path or a URI (file://, s3://), got {location!r}.")
+    scheme = scheme_of(location)
+    if scheme not in SCHEMES:
+        raise StorageError(
+            f"{where} is {location!r}: the scheme {scheme!r} is not supported. The table locks in the work directory "
+            "need an atomic create-if-absent and compare-and-swap, which this provider uses on a local or shared "
+            "disk (a path or file://) and on S3 (s3://, conditional PutObject). Use one of those.")
+    if scheme in OBJECT_SCHEMES and not urlsplit(location).netloc:
+        raise StorageError(f"{where} is {location!r}: an s3:// work directory needs a bucket, as s3://bucket/prefix.")
+    if scheme in LOCAL_SCHEMES and not os.path.isabs(_local(location)):
+        raise StorageError(f"{where} is {location!r}: give an absolute path, so that every worker finds the same "
+                           "directory.")
+    return location
+
+
+def _local(location: str) -> str:
+    return urlsplit(location).path if location.startswith("file:") else location
+
+
+def join(location: str, *parts: str) -> str:
+    """``location`` with ``parts`` appended, as a path or a URI the same way."""
+    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+class WorkStore:
+    """Files of the work directory by location (a path or a URI under ``work_dir``).
+
+    :param fs: the fsspec filesystem of the locations' scheme (``None``: the local disk).
+    """
+
+    def __init__(self, fs: Any = None) -> None:
+        self.fs = fs
+
+    @property
+    def is_local(self) -> bool:
+        return self.fs is None
+
+    # Locations
+
+    def _key(self, location: str) -> str:
+        """The name the filesystem knows ``location`` by."""
+        if self.is_local:
+            return _local(location)
+        return self.fs._strip_protocol(location)
+
+    def uri(self, location: str) -> str:
+        """What Spark reads ``location`` by: a local path as a ``file://`` URI, so that a cluster whose default
+        filesystem is HDFS still finds it on the shared disk."""
+        if self.is_local:
+            return Path(_local(location)).absolute().as_uri()
+        return location
+
+    # Whole files
+
+    def read_text(self, location: str) -> str | None:
+        if self.is_local:
+            try:
+                return Path(self._key(location)).read_text()
+            except FileNotFoundError:
+                return None
+        try:
+            return self.fs.cat_file(self._key(location)).decode()
+        except FileNotFoundError:
+            return None
+
+    def write_text(self, location: str, text: str) -> None:
+        """Replace the file whole: readers see the old text or the new one."""
+        if self.is_local:
+            path = Path(self._key(location))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(self._key(location), text.encode())  # a PUT is atomic
+
+    def create_text(self, location: str, text: str) -> bool:
+        """Write the file only if there is none; whether it was written. Atomic (see the module's notes)."""
+        if self.is_local:
+            path = Path(self._key(location))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+            tmp.write_text(text)
+            try:
+                os.link(tmp, path)
+                return True
+            except FileExistsError:
+                return False
+            finally:
+                tmp.unlink(missing_ok=True)
+        bucket, key = self._bucket_key(location)
+        try:
+            _call(self.fs, "put_object", Bucket=bucket, Key=key, Body=text.encode(), IfNoneMatch="*")
+        except (FileExistsError, OSError) as exc:
+            if self._precondition_failed(exc):
+                return False
+            raise
+        finally:
+            self.fs.invalidate_cache(self._key(location))
+        return True
+
+    def swap_text(self, location: str, expected: str, text: str) -> bool:
+        """Replace the file by ``text`` only if it holds ``expected`` now; whether it was replaced. Atomic."""
+        if self.is_local:
+            path = Path(self._key(location))
+            # The file is replaced in one rename, so it is never absent (a create-if-absent cannot slip in), under
+            # an exclusive lock of a guard file beside it, so that of two swappers only the first finds what it
+            # read. The kernel drops the guard's lock with its process: a killed swapper blocks nobody.
+            guard = path.with_name(f".{path.name}.guard")
+            with open(guard, "a") as held_guard:
+                fcntl.flock(held_guard, fcntl.LOCK_EX)
+                try:
+                    held = path.read_text()
+                except FileNotFoundError:
+                    return False
+                if held != expected:
+                    return False
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+                tmp.write_text(text)
+                os.replace(tmp, path)
+                return True
+        bucket, key = self._bucket_key(location)
+        try:
+            held, etag = _get_object(self.fs, bucket, key)
+        except FileNotFoundError:
+            return False
+        if held != expected:
+            return False
+        try:
+            _call(self.fs, "put_object", Bucket=bucket, Key=key, Body=text.encode(), IfMatch=etag)
+        except OSError as exc:
+            if self._precondition_failed(exc) or isinstance(exc, FileNotFoundError):
+                return False
+            raise
+        finally:
+            self.fs.invalidate_cache(self._key(location))
+        return True
+
+    def delete(self, location: str) -> None:
+        if self.is_local:
+            Path(self._key(location)).unlink(missing_ok=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._key(location))
+
+    def exists(self, location: str) -> bool:
+        if self.is_local:
+            return Path(self._key(location)).exists()
+        return bool(self.fs.exists(self._key(location)))
+
+    # Directories
+
+    def subdirectories(self, location: str) -> list[tuple[str, float]]:
+        """Each directory under ``location``: its name and when it was last written (newest first)."""
+        if self.is_local:
+            root = Path(self._key(location))
+            if not root.is_dir():
+                return []
+            found = [(p.name, p.stat().st_mtime) for p in root.iterdir() if p.is_dir()]
+        else:
+            found = []
+            with contextlib.suppress(FileNotFoundError):
+                for entry in self.fs.ls(self._key(location), detail=True, refresh=True):
+                    if entry["type"] == "directory":
+                        name = entry["name"].rstrip("/").rsplit("/", 1)[-1]
+                        found.append((name, self._newest(entry["name"])))
+        return sorted(found, key=lambda item: item[1], reverse=True)
+
+    def _newest(self, key: str) -> float:
+        times = [info["LastModified"].timestamp() for info in self.fs.find(key, detail=True).values()
+                 if info.get("LastModified") is not None]
+        return max(times, default=0.0)
+
+    def remove_tree(self, location: str) -> None:
+        if self.is_local:
+            shutil.rmtree(self._key(location), ignore_errors=True)
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self._key(location), recursive=True)
+
+    @contextlib.contextmanager
+    def staging(self, location: str) -> Iterator[Path]:
+        """A local directory to write ``location``'s files in. Locally it is ``location`` itself; on an object
+        store a scratch directory, uploaded when the block ends without an error (a failed stage uploads
+        nothing, and its retry starts over)."""
+        if self.is_local:
+            path = Path(self._key(location))
+            path.mkdir(parents=True, exist_ok=True)
+            yield path
+            return
+        with tempfile.TemporaryDirectory(prefix="cdc-stage-") as scratch:
+            yield Path(scratch)
+            for file in sorted(p for p in Path(scratch).rglob("*") if p.is_file()):
+                self.fs.put_file(str(file), self._key(join(location, file.relative_to(scratch).as_posix())))
+
+    def location_of(self, staged: Path | str, staging_dir: Path, location: str) -> str:
+        """The location a file written in ``staging(location)`` is found at after the upload."""
+        return join(location, Path(staged).relative_to(staging_dir).as_posix())
+
+    @contextlib.contextmanager
+    def fetched(self, locations: Sequence[str]) -> Iterator[list[Path]]:
+        """Local copies of the files at ``locations``, in order (the files themselves on a local disk)."""
+        if self.is_local:
+            yield [Path(self._key(location)) for location in locations]
+            return
+        with tempfile.TemporaryDirectory(prefix="cdc-fetch-") as scratch:
+            local = []
+            for n, location in enumerate(locations):
+                target = Path(scratch) / f"{n:06d}-{location.rsplit('/', 1)[-1]}"
+                self.fs.get_file(self._key(location), str(target))
+                local.append(target)
+            yield local
+
+    # S3 details
+
+    def _bucket_key(self, location: str) -> tuple[str, str]:
+        bucket, _, key = self._key(location).partition("/")
+        return bucket, key
+
+    @staticmethod
+    def _precondition_failed(exc: BaseException) -> bool:
+        # s3fs turns HTTP 412 into FileExistsError (If-None-Match) or an OSError holding PreconditionFailed.
+        if isinstance(exc, FileExistsError):
+            return True
+        text = f"{exc} {exc.__cause__ or ''}"
+        return "PreconditionFailed" in text or "412" in text or "At least one of the pre-conditions" in text
+
+
+def _call(fs: Any, method: str, **kwargs: Any) -> Any:
+    """One S3 call through the filesystem's client (its credentials, endpoint and retries)."""
+    from fsspec.asyn import sync
+
+    return sync(fs.loop, fs._call_s3, method, **kwargs)
+
+
+def _get_object(fs: Any, bucket: str, key: str) -> tuple[str, str]:
+    """An object's text and the ETag of that very content."""
+    from fsspec.asyn import sync
+
+    async def get() -> tuple[str, str]:
+        found = await fs._call_s3("get_object", Bucket=bucket, Key=key)
+        async with found["Body"] as stream:
+            return (await stream.read()).decode(), found["ETag"]
+
+    return sync(fs.loop, get)
