@@ -163,6 +163,8 @@ class MergeInput(_Value):
     upsert_files: tuple[str, ...]
     delete_file: str | None = None  # None for a snapshot
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows
+    # Each added column of the fills file and the columns it takes its values from (a rename's old name).
+    fill_sources: tuple[tuple[str, tuple[str, ...]], ...] = ()
     columns: Columns  # the upsert files' columns
     key: tuple[str, ...]
     end: Watermark

@@ -2,7 +2,8 @@
 of a table's version directories.
 
 The merge operator writes the job as a JSON file in the run's work directory and hands the application its
-path: nothing secret is in it, and nothing but that path is on the command line.
+URI: nothing secret is in it, and nothing but that URI is on the command line. Every file the job names is a URI
+too (``file://`` on a shared disk), so that the driver can run on any node of the cluster.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +68,7 @@ class MergeSpec:
     # The source's columns (name, MySQL type) at ``end``: recorded with the commit, where the next run starts.
     source_columns: tuple[tuple[str, str], ...] = ()
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows (replay)
+    fill_sources: tuple[tuple[str, tuple[str, ...]], ...] = ()  # each fills column and the columns it comes from
     # The zone the table's readers use, and the DATETIME columns (Hive names) written as the instant their digits
     # name in it; "UTC" writes them as the UTC instant of their digits.
     datetime_zone: str = "UTC"
@@ -108,6 +111,7 @@ class MergeSpec:
                 "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
                 "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
                 "fills_file": self.fills_file, "datetime_zone": self.datetime_zone,
+                "fill_sources": [[column, list(sources)] for column, sources in self.fill_sources],
                 "datetime_columns": list(self.datetime_columns)}
 
     @classmethod
@@ -122,6 +126,7 @@ class MergeSpec:
             keep_versions=int(data.get("keep_versions", 3)),
             source_columns=tuple((str(n), str(t)) for n, t in data.get("source_columns") or ()),
             fills_file=data.get("fills_file") or None, datetime_zone=data.get("datetime_zone") or "UTC",
+            fill_sources=tuple((str(c), tuple(s)) for c, s in data.get("fill_sources") or ()),
             datetime_columns=tuple(data.get("datetime_columns") or ()),
         )
 
@@ -149,19 +154,27 @@ class MergeJob:
         return cls(data["warehouse_dir"], data.get("metastore_uri"),
                    tuple(MergeSpec.from_dict(t) for t in data["tables"]), data["result_file"])
 
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> MergeJob:
+        return cls.from_dict(json.loads(text))
+
     def write(self, path: str | Path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1))
+        Path(path).write_text(self.to_json())
 
     @classmethod
     def read(cls, path: str | Path) -> MergeJob:
-        return cls.from_dict(json.loads(Path(path).read_text()))
+        return cls.from_json(Path(path).read_text())
 
 
 def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, metastore_uri: str | None,
-               keep_versions: int, datetime_zone: str = "UTC") -> MergeSpec:
+               keep_versions: int, datetime_zone: str = "UTC", uri: Callable[[str], str] = str) -> MergeSpec:
     """The merge spec of one table: its plan, what the snapshot or the replay made of it, and its target.
 
-    ``datetime_zone`` is the zone the table's readers use (``hive.time_zone``)."""
+    ``datetime_zone`` is the zone the table's readers use (``hive.time_zone``); ``uri`` gives the URI Spark
+    reads a capture file by (``WorkStore.uri``)."""
     if merge_input.source != table.source:
         raise ValueError(f"The merge input of {merge_input.source} was given for {table.source}.")
     if merge_input.mode != table.mode:
@@ -173,8 +186,10 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         # A re-run keeps the moment its first commit reflected; the range is the same.
         as_of=table.plan.as_of or merge_input.as_of,
         columns=tuple((name, hive_type(ctype)) for name, ctype in merge_input.columns), key=merge_input.key,
-        upsert_files=merge_input.upsert_files, delete_file=merge_input.delete_file, keep_versions=keep_versions,
-        source_columns=merge_input.source_columns, fills_file=merge_input.fills_file, datetime_zone=datetime_zone,
+        upsert_files=tuple(uri(f) for f in merge_input.upsert_files),
+        delete_file=uri(merge_input.delete_file) if merge_input.delete_file else None, keep_versions=keep_versions,
+        source_columns=merge_input.source_columns, fills_file=uri(merge_input.fills_file) if merge_input.fills_file
+        else None, fill_sources=merge_input.fill_sources, datetime_zone=datetime_zone,
         datetime_columns=tuple(name.lower() for name, ctype in merge_input.columns
                                if ColumnType.parse(ctype).base == "datetime"),
     )

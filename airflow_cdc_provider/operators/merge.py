@@ -3,10 +3,14 @@ and the per-table task that reports each table's outcome and releases its lock."
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +29,12 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
+from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
+from airflow_cdc_provider.storage import WorkStore, join
 
 
 def _batches(items: list[Any], count: int) -> list[list[Any]]:
@@ -48,8 +54,9 @@ class SparkMergeOperator(SparkSubmitOperator):
 
     One Spark application (or ``applications``, each taking a batch of tables) runs
     ``airflow_cdc_provider/spark/merge_job.py``; ``--master`` and the rest come from the Spark connection. The
-    job's only argument is the path of a merge job file (no secret in it). Each table is committed on its own
-    by one metastore switch; this task then records each commit in the table's ledger from the job's result.
+    job's only argument is the URI of a merge job file in the work directory (no secret in it). Each table is
+    committed on its own by one metastore switch; the job writes its result beside the job file and this task
+    records each commit in the table's ledger from it (the job never touches a ledger).
     A table with no change in the range starts no Spark work: its watermark advances on the version it has.
     When no table has changes, no application starts at all.
 
@@ -68,6 +75,7 @@ class SparkMergeOperator(SparkSubmitOperator):
     :param applications: Spark applications the run's tables are dealt into (one after the other).
     :param time_zone: the zone the tables' readers use (``hive.time_zone``): DATETIME values are written so that
         they read back with the source's digits there.
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
         throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
         seconds off every merge.
@@ -77,13 +85,14 @@ class SparkMergeOperator(SparkSubmitOperator):
 
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
-                 class_archive: bool = True, time_zone: str = "UTC", **kwargs: Any) -> None:
+                 class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
         self.warehouse_dir, self.metastore_uri = warehouse_dir, metastore_uri
         self.keep_versions, self.applications, self.class_archive = keep_versions, applications, class_archive
-        self.time_zone = time_zone
+        self.time_zone, self.work_conn_id = time_zone, work_conn_id
         self._given: tuple[dict, dict] | None = None
 
     @final_on_cdc_error
@@ -97,6 +106,8 @@ class SparkMergeOperator(SparkSubmitOperator):
         snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
         outcomes: dict[str, TableOutcome] = {}
+        store = work_store(plan.tables[0].ledger_dir, self.work_conn_id) if plan.tables else WorkStore()
+        self._store = store
         for table in plan.of_mode(NOTHING):
             outcomes[table.source] = _outcome(table, "nothing", reason=table.plan.reason)
         for failure in (f for part in (snapshot, extraction, replay) if part is not None for f in part.failed):
@@ -108,7 +119,7 @@ class SparkMergeOperator(SparkSubmitOperator):
         specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
         for merge_input in inputs:
             table = plan.table(merge_input.source)
-            ledger = Ledger(table.ledger_dir)
+            ledger = Ledger(table.ledger_dir, store)
             recorded = ledger.run_plan(plan.run)
             if recorded is not None and recorded.output_version is not None:  # this task's earlier attempt
                 outcomes[table.source] = _outcome(
@@ -123,7 +134,7 @@ class SparkMergeOperator(SparkSubmitOperator):
                 continue
             try:
                 spec = merge_spec(table, merge_input, self.warehouse_dir, self.metastore_uri, self.keep_versions,
-                                  self.time_zone)
+                                  self.time_zone, uri=store.uri)
             except (CdcError, ValueError) as exc:
                 outcomes[table.source] = _outcome(table, "failed", error=f"merge: {exc}")
                 continue
@@ -144,7 +155,7 @@ class SparkMergeOperator(SparkSubmitOperator):
             self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                           f" (version {outcome.version})" if outcome.version is not None else "")
             if outcome.status == IDLE:  # done here: an idle table gets no task of its own
-                finish_table(Path(plan.table(outcome.source).ledger_dir), plan.run, self.keep_versions)
+                finish_table(plan.table(outcome.source).ledger_dir, plan.run, self.keep_versions, store)
         context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
         # One task per table the run wrote or failed; idle and untouched tables cost no task.
         return [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
@@ -158,7 +169,7 @@ class SparkMergeOperator(SparkSubmitOperator):
         committed = table.committed
         if committed is None:
             return _outcome(table, "failed", error="an incremental plan without a committed version")
-        ledger = Ledger(table.ledger_dir)
+        ledger = Ledger(table.ledger_dir, self._store)
         advanced = Committed(committed.version, committed.location, end, extraction.as_of, table.plan.run,
                              table.plan.mode, columns)
         ledger.commit(table.plan, advanced)
@@ -168,18 +179,22 @@ class SparkMergeOperator(SparkSubmitOperator):
 
     def _submit(self, context: Any, plan: SourcePlan, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
                 number: int) -> dict[str, TableOutcome]:
-        # The job file lives beside the first table's run files; its result names each table.
-        run_dir = Path(batch[0][0].run_dir)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        result_file = run_dir / f"merge-result-{number}.json"
-        result_file.unlink(missing_ok=True)
-        job = MergeJob(self.warehouse_dir, self.metastore_uri, tuple(spec for _, _, spec in batch), str(result_file))
-        job_path = run_dir / f"merge-job-{number}.json"
-        job.write(job_path)
+        # The job file lives beside the first table's run files; its result, beside it, names each table.
+        store, run_dir = self._store, batch[0][0].run_dir
+        result_file = join(run_dir, f"merge-result-{number}.json")
+        store.delete(result_file)
+        job = MergeJob(self.warehouse_dir, self.metastore_uri, tuple(spec for _, _, spec in batch),
+                       store.uri(result_file))
+        job_file = join(run_dir, f"merge-job-{number}.json")
+        store.write_text(job_file, job.to_json())
         self.log.info("Merging %d tables in one Spark application: %s", len(batch),
                       ", ".join(f"{s.database}.{s.table}" for _, _, s in batch))
-        self._spark_submit(context, str(job_path))
-        results = json.loads(result_file.read_text())["tables"]
+        self._spark_submit(context, store.uri(job_file))
+        written = store.read_text(result_file)
+        if written is None:  # a retry of the task submits the job again
+            raise RuntimeError(f"The merge application ended without writing its result {job.result_file}; see "
+                               "its log above.")
+        results = json.loads(written)["tables"]
         outcomes = {}
         for table, merge_input, spec in batch:
             result = results[f"{spec.database}.{spec.table}"]
@@ -190,7 +205,8 @@ class SparkMergeOperator(SparkSubmitOperator):
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
                 self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
-                Ledger(table.ledger_dir).commit(table.plan, spec.committed(result["version"], result["location"]))
+                Ledger(table.ledger_dir, store).commit(table.plan, spec.committed(result["version"],
+                                                                                   result["location"]))
             outcomes[table.source] = _outcome(
                 table, status, reason=result.get("reason", ""), version=result.get("version"),
                 location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
@@ -206,30 +222,66 @@ class SparkMergeOperator(SparkSubmitOperator):
         if self._given is None:
             self._given = (dict(self.conf or {}), dict(self.env_vars or {}))
         given_conf, given_env = self._given
-        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **given_conf,
-                     "spark.pyspark.driver.python": sys.executable}
+        on_cluster = self._driver_on_cluster()
+        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **given_conf}
+        if not on_cluster and "spark.pyspark.driver.python" not in given_conf:
+            # The driver runs here: with this worker's Python, which has this provider.
+            self.conf["spark.pyspark.driver.python"] = sys.executable
         self.env_vars = dict(given_env)
         java_options = [given_conf.get("spark.driver.extraJavaOptions", "")]
-        if not self.metastore_uri:  # Derby writes derby.log into its home: keep it out of the worker's cwd
+        if not self.metastore_uri and not on_cluster:  # Derby writes derby.log into its home, not the cwd
             java_options.append(f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
         spark_submit = "spark-submit"
         if shutil.which(spark_submit) is None:
             bin_dir = str(Path(sys.executable).parent)
             self.env_vars["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
             spark_submit = str(Path(bin_dir) / spark_submit)
-        archive = ClassArchive(spark_submit) if self.class_archive else None
+        archive = ClassArchive(spark_submit) if self.class_archive and not on_cluster else None
         if archive is not None:
             java_options += archive.java_options() + batch_gc_options(" ".join(java_options))
         self.conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
         self._hook = None
         try:
-            super().execute(context)
+            with self._metastore_turn():
+                super().execute(context)
         except BaseException:
             if archive is not None:
                 archive.job_failed()
             raise
         if archive is not None:
             archive.job_done()
+
+    def _driver_on_cluster(self) -> bool:
+        """Whether spark-submit puts the driver on a cluster node (``deploy-mode: cluster``, given to the operator
+        or in the Spark connection's extra): then nothing of this worker's (its Python, its JVM class archive)
+        may be named in the driver's settings."""
+        mode = self._deploy_mode
+        if mode is None:
+            with contextlib.suppress(AirflowNotFoundException):
+                mode = BaseHook.get_connection(self._conn_id).extra_dejson.get("deploy-mode")
+        return str(mode or "").lower() == "cluster"
+
+    @contextlib.contextmanager
+    def _metastore_turn(self) -> Iterator[None]:
+        """With the embedded metastore, one merge at a time on this warehouse: Derby admits one JVM, and a second
+        one would fail on its lock. The turn is an exclusive ``flock`` of a file beside the metastore, held while
+        the application runs; the kernel drops it if this process is killed. A thrift metastore needs no turn."""
+        if self.metastore_uri or "://" in self.warehouse_dir:
+            yield
+            return
+        path = Path(self.warehouse_dir).absolute() / ".cdc-embedded-metastore.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a") as turn:
+            try:
+                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self.log.info("Waiting for the embedded metastore: another merge on %s is running (Derby admits one "
+                              "application at a time; a thrift metastore lets merges run together).",
+                              self.warehouse_dir)
+                started = time.monotonic()
+                fcntl.flock(turn, fcntl.LOCK_EX)
+                self.log.info("The embedded metastore is free after %.1f s of waiting.", time.monotonic() - started)
+            yield
 
     def _require_spark_connection(self) -> None:
         # Without its connection, SparkSubmitHook quietly submits to YARN; say what is missing instead.
@@ -247,18 +299,16 @@ OUTCOMES_KEY = "outcomes"
 IDLE = "idle"
 
 
-def finish_table(ledger_dir: Path, run: RunRef, keep_runs: int) -> tuple[bool, list[str]]:
+def finish_table(ledger_dir: str, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
     """Release the table's lock held by ``run`` and remove the files of its older runs (the newest
     ``keep_runs`` stay: a re-run needs its own). Returns whether the lock was released, and what was removed."""
-    released = Ledger(ledger_dir).release(run)
-    runs = ledger_dir.parent / "runs"
+    released = Ledger(ledger_dir, store).release(run)
+    runs = join(ledger_dir.rstrip("/").rsplit("/", 1)[0], "runs")
     removed = []
-    if runs.is_dir():
-        dirs = sorted((p for p in runs.iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in dirs[keep_runs:]:
-            if old.name != run.key:
-                shutil.rmtree(old, ignore_errors=True)
-                removed.append(old.name)
+    for name, _ in store.subdirectories(runs)[keep_runs:]:  # newest first
+        if name != run.key:
+            store.remove_tree(join(runs, name))
+            removed.append(name)
     return released, removed
 
 
@@ -275,21 +325,25 @@ class CdcTableOperator(BaseOperator):
     :param outcome: the table's ``TableOutcome`` (templated; mapped over the merge task's output).
     :param work_dir: the base directory of run files and ledgers.
     :param keep_runs: run directories kept per table, newest first (a re-run needs its own).
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     """
 
     template_fields = ("outcome",)
 
-    def __init__(self, *, outcome: Any, work_dir: str, keep_runs: int = 3, **kwargs: Any) -> None:
+    def __init__(self, *, outcome: Any, work_dir: str, keep_runs: int = 3, work_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.outcome, self.work_dir, self.keep_runs = outcome, work_dir, keep_runs
+        self.work_conn_id = work_conn_id
 
     def execute(self, context: Any) -> dict[str, Any]:
         outcome = TableOutcome.model_validate(self.outcome)
         if outcome.status == "failed":
             raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
         run = context["dag_run"]
-        released, removed = finish_table(Path(self.work_dir) / outcome.hive_table / "ledger",
-                                         RunRef(run.dag_id, run.run_id), self.keep_runs)
+        released, removed = finish_table(join(self.work_dir, outcome.hive_table, "ledger"),
+                                         RunRef(run.dag_id, run.run_id), self.keep_runs,
+                                         work_store(self.work_dir, self.work_conn_id))
         self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
         self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
         return {**outcome.to_xcom(), "released": released}

@@ -1,10 +1,12 @@
 """The merge, on Spark: the next version of the Hive table, written beside the current one, then switched to.
 
-    spark-submit merge_job.py <merge job JSON>
+    spark-submit merge_job.py <URI of the merge job JSON>
 
 One application merges every table of its job, one after the other, each committed on its own; one table's
 failure is its result and does not stop the others. The application writes the results and nothing else:
-the merge task records the commits in the ledgers from them.
+the merge task records the commits in the ledgers from them. It reads the job, the capture files and the table,
+and writes the result, through Hadoop's FileSystem by the URIs in the job: it needs nothing from the Airflow
+worker's disk, so the driver may run on a cluster node (YARN or Kubernetes cluster deploy mode).
 
     new = origin LEFT ANTI JOIN deletes ON key
                  LEFT ANTI JOIN upserts ON key
@@ -48,6 +50,7 @@ class _Files:
     """The table's directories, through Hadoop's FileSystem, so a warehouse on HDFS or S3 works the same."""
 
     def __init__(self, spark: Any, root: str) -> None:
+        # A SparkSession or a SparkContext: both hold the JVM and the Java context.
         self.jvm = spark._jvm
         self.conf = spark._jsc.hadoopConfiguration()
         self.root = root.rstrip("/")
@@ -83,8 +86,8 @@ class _Files:
         finally:
             stream.close()
 
-    def write_text(self, path: str, text: str) -> None:
-        stream = self._fs(path).create(self._path(path), False)
+    def write_text(self, path: str, text: str, overwrite: bool = False) -> None:
+        stream = self._fs(path).create(self._path(path), overwrite)
         try:
             stream.write(bytearray(text.encode("utf-8")))
         finally:
@@ -173,19 +176,14 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns."""
     from pyspark.sql.functions import col
 
-    if not spec.fills_file:
+    if not spec.fills_file or not spec.fill_sources:
         return None, {}
-    import pyarrow.parquet as pq  # the file is local: the replay task wrote it beside the upsert file
-
-    from airflow_cdc_provider.stages.replay import FILLS_METADATA
-
-    meta = json.loads(pq.read_schema(spec.fills_file).metadata[FILLS_METADATA.encode()])
     types = dict(spec.hive_columns)
-    names = [f["column"].lower() for f in meta]
-    frame = _hive_frame(spark, [spec.fills_file], [(f["column"], types[f["column"].lower()]) for f in meta],
+    names = [column.lower() for column, _ in spec.fill_sources]
+    frame = _hive_frame(spark, [spec.fills_file], [(column, types[column.lower()]) for column, _ in spec.fill_sources],
                         spec)
     frame = frame.select([col(quote_identifier(name)).alias(f"__fill_{name}") for name in names])
-    return frame, {f["column"].lower(): [s.lower() for s in f["sources"]] for f in meta}
+    return frame, {column.lower(): [s.lower() for s in sources] for column, sources in spec.fill_sources}
 
 
 def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None,
@@ -331,14 +329,22 @@ def run(job: MergeJob) -> dict[str, Any]:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print(f"usage: {argv[0]} <merge job JSON file>", file=sys.stderr)
+        print(f"usage: {argv[0]} <URI of the merge job JSON>", file=sys.stderr)
         return 2
-    job = MergeJob.read(argv[1])
+    from pyspark import SparkConf, SparkContext
+
     started = dt.datetime.now(dt.timezone.utc)
+    # The context first, for its Hadoop FileSystem: the job file may be on any filesystem the cluster reads.
+    context = SparkContext.getOrCreate(SparkConf())
+    text = _Files(context, "").read_text(argv[1])
+    if text is None:
+        print(f"cdc-merge: the merge job {argv[1]} does not exist", file=sys.stderr)
+        return 2
+    job = MergeJob.from_json(text)
+    print(f"cdc-merge: read the job {argv[1]} ({len(job.tables)} tables)", flush=True)
     result = run(job)
     result["seconds"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)
-    with open(job.result_file, "w") as out:
-        json.dump(result, out)
+    _Files(context, "").write_text(job.result_file, json.dumps(result), overwrite=True)
     return 0
 
 

@@ -23,11 +23,23 @@ def metastore_conf(warehouse_dir: str, metastore_uri: str | None) -> dict[str, s
 
 
 def hive_session(app_name: str, warehouse_dir: str, metastore_uri: str | None) -> Any:
+    """The session, on the Spark context already started if there is one (the merge job starts it to read its
+    job file)."""
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
-    for key, value in metastore_conf(warehouse_dir, metastore_uri).items():
+    settings = metastore_conf(warehouse_dir, metastore_uri)
+    for key, value in settings.items():
         builder = builder.config(key, value)
+    context = SparkContext._active_spark_context
+    if context is not None:
+        # A started context no longer takes spark.hadoop.* from a builder: the Hive client reads them from the
+        # context's Hadoop configuration.
+        hadoop = context._jsc.hadoopConfiguration()
+        for key, value in settings.items():
+            if key.startswith("spark.hadoop."):
+                hadoop.set(key.removeprefix("spark.hadoop."), value)
     # DATETIME values are written as UTC instants and read back in UTC, so they keep their wall clock.
     builder = builder.config("spark.sql.session.timeZone", "UTC")
     # MySQL's calendar is the proleptic Gregorian one, as Arrow's and Spark's own: dates before 1582 are

@@ -1,13 +1,16 @@
 """The chain under a real scheduler (api-server, dag-processor, scheduler with the LocalExecutor): runs made by
-the timetable, and a finished run cleared through the REST API as the UI's Clear does."""
+the timetable and what each holds, finished runs cleared through the REST API as the UI's Clear does, backfills,
+a backfill beside scheduled runs, a scheduler killed mid-run, and merges meeting on the embedded metastore."""
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+import yaml
 
 from tests.e2e.deployment import AirflowDeployment
 from tests.e2e.test_pipeline import Pipeline
@@ -95,3 +98,227 @@ def _next_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime |
                 return run["dag_run_id"]
         time.sleep(1)
     raise AssertionError(f"no new scheduled run of {DAG_ID} within {timeout} s\n{airflow.log_tails()}")
+
+
+# Two tables of one source in two task groups of one DAG: their merges run at the same moment, on the embedded
+# metastore, whose Derby admits one application at a time.
+INTERVALS_DAG_ID = "cdc_intervals"
+INTERVALS_DAG_FILE = '''
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+from airflow.sdk import DAG
+
+from airflow_cdc_provider.core.config import CdcConfig
+from airflow_cdc_provider.task_groups import cdc_params, cdc_table_group
+
+config = CdcConfig.from_dict(yaml.safe_load(Path(os.environ["CDC_CONFIG"]).read_text()))
+with DAG("cdc_intervals", schedule="*/1 * * * *", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+         catchup=False, max_active_runs=1, params=cdc_params()):
+    for table in config.named_tables():
+        cdc_table_group(table, config, group_id=table.source.table)
+'''
+
+# A table no run has loaded yet: the timetable fires on New Year's Day only, so nothing but a backfill runs it.
+YEARLY_DAG_ID = "cdc_yearly"
+YEARLY_DAG_FILE = '''
+import os
+from datetime import datetime, timezone
+from pathlib import Path
+
+import yaml
+from airflow.sdk import DAG, CronTriggerTimetable
+
+from airflow_cdc_provider.core.config import CdcConfig
+from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
+
+config = CdcConfig.from_dict(yaml.safe_load(Path(os.environ["CDC_CONFIG_YEARLY"]).read_text()))
+with DAG("cdc_yearly", schedule=CronTriggerTimetable("0 0 1 1 *", timezone="UTC"),
+         start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False, max_active_runs=1,
+         params=cdc_params()):
+    cdc_source_group(config, group_id="source")
+'''
+
+
+class Writer:
+    """Inserts an order every quarter second, noting the moments before and after each commit."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        self.pipeline, self.written = pipeline, []  # (order_no, before, after)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._write, daemon=True)
+
+    def _write(self) -> None:
+        conn = self.pipeline.server.root_connection()
+        try:
+            with conn.cursor() as cursor:
+                n = 0
+                while not self._stop.is_set():
+                    n += 1
+                    before = dt.datetime.now(dt.timezone.utc)
+                    cursor.execute(f"INSERT INTO {self.pipeline.schema}.orders (order_no, line_no, customer_id, "
+                                   f"amount) VALUES ({100000 + n}, 1, 1, {n})")
+                    conn.commit()
+                    self.written.append((100000 + n, before, dt.datetime.now(dt.timezone.utc)))
+                    self._stop.wait(0.25)
+        finally:
+            conn.close()
+
+    def __enter__(self) -> Writer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+
+def _when(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _written_orders(location: str) -> set[int]:
+    """The order numbers the writer made that a version directory holds."""
+    import pyarrow.parquet as pq
+
+    path = location.removeprefix("file:")
+    numbers = pq.read_table(path, columns=["order_no"]).column("order_no").to_pylist()
+    return {n for n in numbers if n > 100000}
+
+
+def _outcome(airflow: AirflowDeployment, run_id: str, table: str) -> dict:
+    (outcome,) = airflow.api.xcom(INTERVALS_DAG_ID, run_id, f"{table}.merge", key="outcomes")
+    return outcome
+
+
+@pytest.fixture
+def intervals(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployment, Pipeline]]:
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"], retries=1)
+    pipeline.sql("CREATE TABLE {s}.products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(100), price DECIMAL(8,2))",
+                 "INSERT INTO {s}.products VALUES ('a-1', 'Anvil', 99.50), ('b-2', 'Bell', 3.20)")
+    pipeline.config["keep_versions"] = 20  # every version a run committed stays readable for the checks
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    yearly = {**pipeline.config, "tables": [{"source": f"{pipeline.schema}.products", "target": "products"}]}
+    (tmp_path / "yearly.yaml").write_text(yaml.safe_dump(yearly))
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "cdc_intervals.py").write_text(INTERVALS_DAG_FILE)
+    (dags / "cdc_yearly.py").write_text(YEARLY_DAG_FILE)
+    env = {"CDC_CONFIG": str(pipeline.config_path), "CDC_CONFIG_YEARLY": str(tmp_path / "yearly.yaml"),
+           **{k: v for k, v in pipeline.env.items() if k.startswith("AIRFLOW_CONN_")}}
+    deployment = AirflowDeployment.start(tmp_path / "airflow", dags, env=env)
+    try:
+        yield deployment, pipeline
+    finally:
+        deployment.stop()
+
+
+def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
+    airflow, pipeline = intervals
+    for dag_id in (INTERVALS_DAG_ID, YEARLY_DAG_ID):
+        airflow.api.wait_for_dag(dag_id, timeout=120)
+        airflow.api.unpause(dag_id)
+
+    # A backfill of a table never loaded: its oldest interval loads it once, the later ones find it loaded.
+    airflow.backfill(YEARLY_DAG_ID, "2023-01-01", "2026-01-01", max_active_runs=1)
+
+    with Writer(pipeline) as writer:
+        # At least three scheduled runs after the first load, each holding exactly the orders committed before
+        # its data interval end (binlog times have whole seconds: a second either side is left out of the check).
+        runs, checked = [], 0
+        while checked < 3:
+            run_id = _next_interval_run(airflow, [r["dag_run_id"] for r in runs])
+            run = airflow.api.wait_for_run(INTERVALS_DAG_ID, run_id, timeout=600)
+            assert run["state"] == "success", airflow.log_tails()
+            runs.append(run)
+            orders = _outcome(airflow, run_id, "orders")
+            if orders["mode"] != "incremental":
+                continue
+            assert orders["status"] == "committed", orders
+            end = _when(run["data_interval_end"])
+            held = _written_orders(orders["location"])
+            before = {n for n, _, after in writer.written if after < end - dt.timedelta(seconds=1.5)}
+            since = {n for n, at, _ in writer.written if at > end + dt.timedelta(seconds=1.5)}
+            assert before <= held, f"run {run_id} misses orders written before {end}: {sorted(before - held)[:5]}"
+            assert not since & held, f"run {run_id} holds orders written after {end}: {sorted(since & held)[:5]}"
+            checked += 1
+        # The two merges of a run met on the embedded metastore: one waited for the other, neither failed.
+        waited = [r for r in runs for table in ("orders", "customers")
+                  if "Waiting for the embedded metastore" in airflow.api.task_log(
+                      INTERVALS_DAG_ID, r["dag_run_id"], f"{table}.merge", 1)]
+        assert waited, "no two merges ever met: the test shows nothing about the metastore's turn"
+
+        # A run older than the last committed one, cleared: it redoes nothing, and the table does not go back.
+        latest = _outcome(airflow, runs[-1]["dag_run_id"], "orders")
+        older = runs[-2]["dag_run_id"]
+        airflow.api.clear_run(INTERVALS_DAG_ID, older)
+        cleared = airflow.api.wait_for_run(INTERVALS_DAG_ID, older, timeout=600)
+        assert cleared["state"] == "success", airflow.log_tails()
+        assert _outcome(airflow, older, "orders")["status"] == "nothing"
+        assert "already committed by this run" in airflow.api.task_log(INTERVALS_DAG_ID, older, "orders.plan", 2)
+        assert pipeline.ledger("orders").committed().version >= latest["version"]
+
+        # While a scheduled run holds the tables, a backfill of intervals before the first run: each of its runs
+        # is refused clearly or finds the tables already past its interval; none changes them.
+        busy = _next_interval_run(airflow, [r["dag_run_id"] for r in runs] + [older])
+        _wait_for_task(airflow, busy, "orders.merge", "running")
+        first_end = _when(runs[0]["data_interval_end"])
+        airflow.backfill(INTERVALS_DAG_ID, first_end - dt.timedelta(minutes=6), first_end - dt.timedelta(minutes=3),
+                         max_active_runs=2)
+
+        # The scheduler killed (with its tasks, as a lost machine would) in the middle of that run's merge.
+        airflow.kill_scheduler(with_tasks=True)
+        airflow.start_scheduler()
+        killed = airflow.api.wait_for_run(INTERVALS_DAG_ID, busy, timeout=900)
+        assert killed["state"] in ("success", "failed"), killed
+        backfilled = airflow.api.wait_for_backfills(INTERVALS_DAG_ID, timeout=900)
+        assert len(backfilled) >= 3, backfilled
+        for run in backfilled:
+            plan_log = airflow.api.task_log(INTERVALS_DAG_ID, run["dag_run_id"], "orders.plan", 1)
+            if run["state"] == "failed":
+                assert "is being updated by run" in plan_log and "this run changed nothing" in plan_log, plan_log
+            else:
+                assert "already committed: version" in plan_log, plan_log
+                assert _outcome(airflow, run["dag_run_id"], "orders")["status"] == "nothing"
+
+    # With the writer stopped, the next scheduled run brings both tables level with the source: no lock stuck.
+    stopped = dt.datetime.now(dt.timezone.utc)
+    known = [r["dag_run_id"] for r in airflow.api.runs(INTERVALS_DAG_ID)]
+    last = airflow.api.wait_for_run(INTERVALS_DAG_ID, _next_interval_run(airflow, known, after=stopped), timeout=900)
+    assert last["state"] == "success", airflow.log_tails()
+    for table in ("orders", "customers"):
+        pipeline.assert_equal(table)
+        assert pipeline.ledger(table).holder() is None
+
+    # The yearly backfill: the oldest interval loaded the table, the three after it left it as it was.
+    yearly = airflow.api.wait_for_backfills(YEARLY_DAG_ID, timeout=600)
+    assert [r["state"] for r in yearly] == ["success"] * 4, yearly
+    modes = [airflow.api.xcom(YEARLY_DAG_ID, r["dag_run_id"], "source.merge", key="outcomes")[0]["status"]
+             for r in yearly]
+    assert modes == ["committed", "nothing", "nothing", "nothing"], modes
+    assert "already committed" in airflow.api.task_log(YEARLY_DAG_ID, yearly[-1]["dag_run_id"], "source.plan", 1)
+    pipeline.assert_equal("products")
+
+
+def _next_interval_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime | None = None,
+                       timeout: float = 240) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for run in airflow.api.runs(INTERVALS_DAG_ID):
+            if (run["dag_run_id"] not in known and run["run_type"] == "scheduled"
+                    and (after is None or _when(run["data_interval_end"]) > after)):
+                return run["dag_run_id"]
+        time.sleep(1)
+    raise AssertionError(f"no new scheduled run of {INTERVALS_DAG_ID} within {timeout} s\n{airflow.log_tails()}")
+
+
+def _wait_for_task(airflow: AirflowDeployment, run_id: str, task_id: str, state: str, timeout: float = 600) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        states = {t["task_id"]: t["state"] for t in airflow.api.task_instances(INTERVALS_DAG_ID, run_id)}
+        if states.get(task_id) == state:
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{task_id} of {run_id} never got to {state}: {states}\n{airflow.log_tails()}")

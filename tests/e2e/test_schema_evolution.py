@@ -23,12 +23,13 @@ def _merge_again(job_path) -> dict:
     """The merge job of a run submitted once more, as a retry of its merge task would; its one table's result."""
     from airflow_cdc_provider.core.merge import MergeJob
     from airflow_cdc_provider.spark import MERGE_JOB
+    from airflow_cdc_provider.storage import WorkStore
     from airflow_cdc_provider.testing.hive import run_spark_job
 
     job = MergeJob.read(job_path)
     done = run_spark_job(MERGE_JOB, str(job_path), work_dir=str(job_path.parent))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    (result,) = json.loads(open(job.result_file).read())["tables"].values()
+    (result,) = json.loads(WorkStore().read_text(job.result_file))["tables"].values()
     return result
 
 
