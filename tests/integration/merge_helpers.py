@@ -57,18 +57,23 @@ class Table:
         result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
         return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
 
-    def submit(self, job_path: Path, java_options: list[str] | None = None) -> subprocess.Popen:
+    def submit(self, job_path: Path, java_options: list[str] | None = None,
+               env: dict[str, str] | None = None) -> subprocess.Popen:
         command = spark_submit_command(MERGE_JOB, str(job_path), work_dir=str(self.tmp), java_options=java_options)
-        return subprocess.Popen(command, env=spark_env(), cwd=self.tmp, stdout=subprocess.PIPE,
+        return subprocess.Popen(command, env=env or spark_env(), cwd=self.tmp, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
-    def merge(self, job_path: Path) -> dict:
-        """Run the job, and record its commit in the ledger as the merge task does; the table's result."""
-        archive = ClassArchive(str(Path(sys.executable).with_name("spark-submit")))
-        proc = self.submit(job_path, archive.java_options() + batch_gc_options())
+    def merge(self, job_path: Path, env: dict[str, str] | None = None) -> dict:
+        """Run the job, and record its commit in the ledger as the merge task does; the table's result.
+
+        ``env``: another Spark's environment (its spark-submit first on PATH), which starts its own JVM."""
+        archive = None if env else ClassArchive(str(Path(sys.executable).with_name("spark-submit")))
+        proc = self.submit(job_path, archive.java_options() + batch_gc_options() if archive else None, env)
         output, _ = proc.communicate(timeout=600)
-        archive.job_done() if proc.returncode == 0 else archive.job_failed()
+        if archive:
+            archive.job_done() if proc.returncode == 0 else archive.job_failed()
         assert proc.returncode == 0, output[-6000:]
+        self.last_output = output
         job = MergeJob.read(job_path)
         (spec,) = job.tables
         result = json.loads(Path(job.result_file).read_text())["tables"][f"{self.database}.{self.table}"]
