@@ -590,7 +590,16 @@ class AirflowDeployment:
         ]
         if max_active_runs is not None:
             args += ["--max-active-runs", str(max_active_runs)]
-        return self.cli(*args, check=check).stdout
+        for _ in range(5):
+            result = self.cli(*args, check=False)
+            # SQLite admits one writer: a busy scheduler can hold the DB longer than the command waits. Its
+            # transaction was rolled back, so it is tried again.
+            if result.returncode == 0 or "database is locked" not in result.stdout:
+                break
+            time.sleep(2)
+        if check and result.returncode != 0:
+            raise DeploymentError(f"airflow {' '.join(args)} exited with code {result.returncode}:\n{result.stdout}")
+        return result.stdout
 
     # Crashes
 

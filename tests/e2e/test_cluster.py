@@ -1,14 +1,17 @@
 """Where the platform runs it: the merge submitted to a Spark standalone cluster, the tables in a Hive
-metastore service. Real runs of the example DAG; the cluster and the metastore are started from pip pyspark's
+metastore service, read by a reader while they change. Real runs of the example DAG; the cluster and the metastore are started from pip pyspark's
 jars (``airflow_cdc_provider.testing.cluster``)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 
 import pytest
 
 from airflow_cdc_provider.core.ledger import Ledger
+from airflow_cdc_provider.testing.hive import spark_env, spark_submit_command
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 
 
@@ -61,7 +64,77 @@ def test_two_sources_merge_at_the_same_moment_on_a_cluster_through_a_metastore_s
                 committed = Ledger(pipeline.tmp / "work" / f"{database}.{table}" / "ledger").committed()
                 assert committed.version == (1 if changes is None else 2) and committed.location == location
 
+    # The job names every file by URI (the driver may run on any node that reaches them), and the job is handed
+    # over by its URI too: nothing in it is a path on the Airflow worker's disk.
+    for pipeline in (first, second):
+        for job_file in (pipeline.tmp / "work").glob("*/runs/*/merge-job-*.json"):
+            job = json.loads(job_file.read_text())
+            named = [job["result_file"]] + [f for t in job["tables"] for f in
+                                            [*t["upsert_files"], t["delete_file"], t["fills_file"]] if f]
+            assert named and all(f.startswith("file:///") for f in named), named
+
     # Every merge ran as an application of the cluster, one per run of each source.
     apps = [app for app in spark_cluster.state().get("completedapps", []) if app["id"] not in before]
     merges = [app for app in apps if app["name"].startswith("cdc-merge")]
     assert len(merges) == 4 and {app["state"] for app in merges} == {"FINISHED"}, apps
+
+
+READER = '''
+import json, sys, time, os
+from airflow_cdc_provider.spark.session import hive_session
+
+warehouse, uri, table, out, stop = sys.argv[1:6]
+spark = hive_session("cdc-reader", warehouse, uri)
+with open(out, "a") as lines:
+    while not os.path.exists(stop):
+        try:
+            spark.sql(f"REFRESH TABLE {table}")  # a reader that wants the newest version asks for it
+            count, low, high = spark.sql(f"SELECT count(*), min(round), max(round) FROM {table}").first()
+            lines.write(json.dumps({"rows": count, "low": low, "high": high}) + "\\n")
+        except Exception as exc:
+            lines.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:500]}) + "\\n")
+        lines.flush()
+        time.sleep(0.2)
+'''
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix(
+        mariadb, capture_conn, tmp_path, metastore_service):
+    (tmp_path / "r").mkdir()
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path / "r", ["stamps"])
+    pipeline.configure(hive={"database": "ods_r", "warehouse_dir": str(metastore_service.warehouse_dir),
+                             "metastore_uri": metastore_service.uri})
+    # Every run changes every row: a read that mixed two versions would see two rounds, or another count.
+    pipeline.sql("CREATE TABLE {s}.stamps (id INT PRIMARY KEY, round INT NOT NULL, pad VARCHAR(40))",
+                 "INSERT INTO {s}.stamps SELECT seq, 0, REPEAT('x', 40) FROM {s}.seq_1_to_3000")
+    code, output = pipeline.run("2026-08-01T00:00:00+00:00")
+    assert code == 0, output[-8000:]
+
+    reader_file, results, stop = tmp_path / "reader.py", tmp_path / "reads.jsonl", tmp_path / "stop"
+    reader_file.write_text(READER)
+    reader = subprocess.Popen(
+        spark_submit_command(str(reader_file), str(metastore_service.warehouse_dir), metastore_service.uri,
+                             "ods_r.stamps", str(results), str(stop), work_dir=str(tmp_path), master="local[1]"),
+        env=spark_env(), cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and (not results.exists() or not results.read_text().strip()):
+            assert reader.poll() is None, reader.communicate()[0][-5000:]
+            time.sleep(1)
+        for n, hour in enumerate(("01", "02", "03"), start=1):
+            pipeline.sql("UPDATE {s}.stamps SET round = round + 1")
+            code, output = pipeline.run(f"2026-08-01T{hour}:00:00+00:00")
+            assert code == 0, output[-8000:]
+        time.sleep(3)  # reads of the last version too
+    finally:
+        stop.touch()
+        output, _ = reader.communicate(timeout=120)
+    reads = [json.loads(line) for line in results.read_text().splitlines()]
+    errors = [r for r in reads if "error" in r]
+    assert not errors, errors[:3]
+    mixed = [r for r in reads if r["rows"] != 3000 or r["low"] != r["high"]]
+    assert not mixed, mixed[:3]
+    seen = sorted({r["low"] for r in reads})
+    assert seen[0] <= 1 and seen[-1] == 3 and len(seen) >= 3, f"the reader saw too few versions change: {seen}"
+    pipeline.assert_equal("stamps")

@@ -125,7 +125,6 @@ with DAG("cdc_intervals", schedule="*/1 * * * *", start_date=datetime(2026, 1, 1
 YEARLY_DAG_ID = "cdc_yearly"
 YEARLY_DAG_FILE = '''
 import os
-from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
@@ -135,9 +134,9 @@ from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
 
 config = CdcConfig.from_dict(yaml.safe_load(Path(os.environ["CDC_CONFIG_YEARLY"]).read_text()))
-with DAG("cdc_yearly", schedule=CronTriggerTimetable("0 0 1 1 *", timezone="UTC"),
-         start_date=datetime(2020, 1, 1, tzinfo=timezone.utc), catchup=False, max_active_runs=1,
-         params=cdc_params()):
+# No start_date: the timetable then waits for its next trigger instead of running the latest past one.
+with DAG("cdc_yearly", schedule=CronTriggerTimetable("0 0 1 1 *", timezone="UTC"), catchup=False,
+         max_active_runs=1, params=cdc_params()):
     cdc_source_group(config, group_id="source")
 '''
 
