@@ -66,22 +66,25 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
     retry = {"retries": config.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
     conn = {"mysql_conn_id": config.mysql_conn_id}
     work = {"work_conn_id": config.work_conn_id}
+    lease = {"lock_lease_seconds": config.lock_lease_seconds}
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
         check = CaptureCheckOperator(task_id="check", tables=tables, hive=config.hive, work_dir=config.work_dir,
                                      schema_changes=config.schema_changes, **conn, **work, **retry)
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
-                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **retry)
+                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
+                               **retry)
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
-                                         concurrency=config.snapshot_concurrency, **conn, **work, **retry)
-        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **retry)
-        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, **work, **retry)
+                                         concurrency=config.snapshot_concurrency, **conn, **work, **lease, **retry)
+        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **retry)
+        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, **work, **lease,
+                                   **retry)
         # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
             task_id="merge", conn_id=config.spark_conn_id, plan=plan.output, snapshot=snapshot.output,
             extraction=extract.output, replay=replay.output, warehouse_dir=config.hive.warehouse_dir,
             metastore_uri=config.hive.metastore_uri, keep_versions=config.keep_versions,
             applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **work,
-            **retry,
+            **lease, **retry,
         )
         CdcTableOperator.partial(
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,

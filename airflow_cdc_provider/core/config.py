@@ -139,6 +139,8 @@ class CdcConfig:
     schema_changes: str = "strict"  # what a run does with a schema change in its range (core.schema)
     snapshot_concurrency: int = 4  # new tables snapshotted at the same time: each holds a server connection
     merge_applications: int = 1  # Spark applications a run's merges share: each pays the JVM and session start
+    # How long a run's table locks count as alive without a renewal: a killed run's lock is taken over after it.
+    lock_lease_seconds: int = 600
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -156,7 +158,7 @@ class CdcConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
         known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
-                 "schema_changes", "snapshot_concurrency", "merge_applications"}
+                 "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -190,12 +192,17 @@ class CdcConfig:
             except StorageError as exc:
                 raise ConfigError(str(exc)) from None
         for name, least in (("keep_versions", 2), ("retries", 0), ("snapshot_concurrency", 1),
-                            ("merge_applications", 1)):
+                            ("merge_applications", 1), ("lock_lease_seconds", 10)):
             value = data.get(name)
             if value is not None:
                 if isinstance(value, bool) or not isinstance(value, int) or value < least:
                     raise ConfigError(f"`{name}:` in {origin} must be a whole number >= {least}, got {value!r}.")
                 rest[name] = value
+        lease, retries = rest.get("lock_lease_seconds", cls.lock_lease_seconds), rest.get("retries", cls.retries)
+        if retries and lease < 120:
+            raise ConfigError(f"`lock_lease_seconds:` in {origin} is {lease}, shorter than a retry's wait: a task "
+                              "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
+                              "120, or set `retries: 0`.")
         policy = _policy(data.get("schema_changes"), origin)
         if policy:
             rest["schema_changes"] = policy

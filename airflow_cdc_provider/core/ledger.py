@@ -249,6 +249,63 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
     )
 
 
+@dataclass(frozen=True)
+class Owner:
+    """The task process that took or renewed a lock: where to look when it seems stuck."""
+
+    host: str
+    pid: int
+    task: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "task": self.task}
+
+
+@dataclass(frozen=True)
+class Lock:
+    """The run updating a table, since when, and its lease: until when it counts as alive without a renewal."""
+
+    run: RunRef
+    since: str | None
+    renewed: dt.datetime | None = None
+    lease_until: dt.datetime | None = None
+    owner: Owner | None = None
+
+    @classmethod
+    def taken(cls, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
+        return cls(run, _iso(now), now, now + lease if lease else None, owner)
+
+    def renewed_by(self, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
+        return replace(self, renewed=now, lease_until=now + lease if lease else None, owner=owner or self.owner)
+
+    def expired(self, now: dt.datetime) -> bool:
+        """Whether the lease has ended unrenewed. A lock without a lease (written before leases) never expires."""
+        return self.lease_until is not None and now >= self.lease_until
+
+    def liveness(self, now: dt.datetime) -> str:
+        by = (f"task {self.owner.task} (process {self.owner.pid} on {self.owner.host})" if self.owner
+              else "a task of it")
+        if self.renewed is None:
+            return "its run is running (the lock has no lease)"
+        left = "ended" if self.expired(now) else "lasts"
+        return (f"{by} renewed the lock at {_iso(self.renewed)}; its lease {left} until {_iso(self.lease_until)}"
+                if self.lease_until else f"{by} took it at {_iso(self.renewed)}, with no lease")
+
+    def lease_hint(self) -> str:
+        return f", or wait until {_iso(self.lease_until)}, when it is taken over unless renewed" \
+            if self.lease_until else ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.run.to_dict(), "since": self.since, "renewed": _iso(self.renewed),
+                "lease_until": _iso(self.lease_until), "owner": self.owner.to_dict() if self.owner else None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Lock:
+        owner = data.get("owner")
+        return cls(RunRef.from_dict(data), data.get("since"), _utc(data.get("renewed")), _utc(data.get("lease_until")),
+                   Owner(str(owner["host"]), int(owner["pid"]), str(owner["task"])) if owner else None)
+
+
 class FileStore(Protocol):
     """The files the ledger is kept in (``airflow_cdc_provider.storage.WorkStore``): whole-file reads and writes
     and the two atomic operations its lock needs."""
@@ -309,36 +366,64 @@ class Ledger:
         self._write(plan.to_dict(), "runs", f"{plan.run.key}.json")
 
     def holder(self) -> RunRef | None:
-        data = self._read("lock.json")
-        return RunRef.from_dict(data) if data else None
+        lock = self.lock()
+        return lock.run if lock else None
 
-    def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime) -> None:
+    def lock(self) -> Lock | None:
+        data = self._read("lock.json")
+        return Lock.from_dict(data) if data else None
+
+    def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime,
+                lease: dt.timedelta | None = None, owner: Owner | None = None) -> None:
         """Make ``run`` the one run updating the table, or raise TableBusy and change nothing.
 
-        A lock left by a run that is no longer running (it failed, or was marked failed) is taken over. Both
-        steps are atomic on every store (see ``airflow_cdc_provider.storage``): of two runs at once, one wins.
+        The lock is held for ``lease`` (None: until released), renewed by each task of the run while it works
+        (``renew``). A lock is taken over when its run has ended (it failed, or was marked failed), or when no
+        task of it has renewed it within its lease (its process was killed: its run may stay "running" for
+        good). Both steps are atomic on every store (see ``airflow_cdc_provider.storage``): of two runs at
+        once, one wins.
         """
         lock = self._at("lock.json")
-        body = json.dumps({**run.to_dict(), "since": _iso(_utc(now))})
+        now = _utc(now)
+        body = json.dumps(Lock.taken(run, now, lease, owner).to_dict())
         for _ in range(3):
             if self.store.create_text(lock, body):
                 return
             text = self.store.read_text(lock)
             if text is None:
                 continue  # released between the two calls
-            data = json.loads(text)
-            holder = RunRef.from_dict(data)
-            if holder == run:
-                return  # a retry or a re-run of the run that holds it
-            if is_running(holder):
+            held = Lock.from_dict(json.loads(text))
+            if held.run == run:
+                self.renew(run, now, lease, owner)  # a retry or a re-run of the run that holds it
+                return
+            running = is_running(held.run)
+            if running and not held.expired(now):
                 raise TableBusy(
-                    f"The table is being updated by {holder} (since {data.get('since')}). Only one run at a "
-                    "time may update a table; this run changed nothing. Run it again once that run has finished."
+                    f"The table is being updated by {held.run} (since {held.since}), which looks alive: "
+                    f"{held.liveness(now)}. Only one run at a time may update a table; this run changed nothing. "
+                    f"Run it again once that run has finished. If that run is dead, mark it failed in the UI (its "
+                    f"lock is then taken over){held.lease_hint()}, or delete {lock} by hand once you are sure."
                 )
             if self.store.swap_text(lock, text, body):  # only one taker can replace the stale lock
-                self.log(f"Took over the lock left by {holder}, which is not running any more.")
+                why = "its run is not running any more" if not running else f"its lease ended ({held.liveness(now)})"
+                self.log(f"Took over the lock left by {held.run}: {why}.")
                 return
         raise TableBusy("Could not take the table's lock: other runs keep taking it. Nothing was changed.")
+
+    def renew(self, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None = None) -> bool:
+        """Extend ``run``'s lease from ``now``; False (and nothing changed) when another run holds the lock."""
+        lock = self._at("lock.json")
+        for _ in range(3):
+            text = self.store.read_text(lock)
+            if text is None:
+                return False
+            held = Lock.from_dict(json.loads(text))
+            if held.run != run:
+                return False
+            renewed = held.renewed_by(_utc(now), lease, owner)
+            if self.store.swap_text(lock, text, json.dumps(renewed.to_dict())):
+                return True
+        return False
 
     def release(self, run: RunRef) -> bool:
         if self.holder() == run:

@@ -29,6 +29,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
@@ -51,7 +52,7 @@ def _header(table: TablePlan) -> RawHeader:
     return RawHeader(table.source, table.table.columns, table.table.key)
 
 
-class MySqlSnapshotOperator(BaseOperator):
+class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     """Load the tables the plan gives a snapshot: each read whole, with the binlog watermark taken before the
     read, into upsert files.
 
@@ -65,19 +66,25 @@ class MySqlSnapshotOperator(BaseOperator):
     :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
-                 chunk_rows: int = 50_000, work_conn_id: str | None = None, **kwargs: Any) -> None:
+                 chunk_rows: int = 50_000, work_conn_id: str | None = None,
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
-        self.work_conn_id = work_conn_id
+        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
-        tables = SourcePlan.model_validate(self.plan).snapshots
+        plan = SourcePlan.model_validate(self.plan)
+        with self._leased(context, plan.snapshots, plan.run):
+            return self._snapshot(plan.snapshots)
+
+    def _snapshot(self, tables: tuple[TablePlan, ...]) -> dict[str, Any]:
         if not tables:
             self.log.info("No table needs a snapshot in this run.")
             return Captured().to_xcom()
@@ -113,7 +120,7 @@ class MySqlSnapshotOperator(BaseOperator):
         return _finish(self.log, "snapshot", results, transient).to_xcom()
 
 
-class MySqlBinlogExtractOperator(BaseOperator):
+class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     """Read the row events of every incremental table of the run in one binlog pass, into raw files per table.
 
     The pass runs from the earliest committed watermark among the tables; a table whose watermark lies later
@@ -125,18 +132,25 @@ class MySqlBinlogExtractOperator(BaseOperator):
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 work_conn_id: str | None = None, **kwargs: Any) -> None:
+                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
+        self.lock_lease_seconds = lock_lease_seconds
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
-        tables = SourcePlan.model_validate(self.plan).incrementals
+        plan = SourcePlan.model_validate(self.plan)
+        with self._leased(context, plan.incrementals, plan.run):
+            return self._extract(plan.incrementals)
+
+    def _extract(self, tables: tuple[TablePlan, ...]) -> dict[str, Any]:
         if not tables:
             self.log.info("No table reads the binlog in this run.")
             return Extraction().to_xcom()
@@ -195,7 +209,7 @@ class MySqlBinlogExtractOperator(BaseOperator):
                           failed=tuple(failed)).to_xcom()
 
 
-class RawReplayOperator(BaseOperator):
+class RawReplayOperator(HoldsTableLeases, BaseOperator):
     """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet).
 
     Returns (XCom) a ``Captured``: a merge input per table.
@@ -204,20 +218,26 @@ class RawReplayOperator(BaseOperator):
     :param extraction: the extract task's ``Extraction`` (templated: pass ``extract_task.output``).
     :param memory_budget: bytes of key memory before a table's work is split into hash partitions on disk.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     """
 
     template_fields = ("plan", "extraction")
 
     def __init__(self, *, plan: Any, extraction: Any, memory_budget: int = 512 * 1024 * 1024,
-                 work_conn_id: str | None = None, **kwargs: Any) -> None:
+                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.extraction, self.memory_budget = plan, extraction, memory_budget
-        self.work_conn_id = work_conn_id
+        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         extraction = Extraction.model_validate(self.extraction)
+        with self._leased(context, [plan.table(part.source) for part in extraction.changed], plan.run):
+            return self._replay(plan, extraction)
+
+    def _replay(self, plan: SourcePlan, extraction: Extraction) -> dict[str, Any]:
         results: list[MergeInput | TableFailure] = []
         transient: list[str] = []
         for part in extraction.changed:

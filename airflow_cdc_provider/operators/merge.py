@@ -31,6 +31,7 @@ from airflow_cdc_provider.core.ledger import NOTHING, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
@@ -49,7 +50,7 @@ def _batches(items: list[Any], count: int) -> list[list[Any]]:
     return [b for b in batches if b]
 
 
-class SparkMergeOperator(SparkSubmitOperator):
+class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
     """Merge every table of the run that has changes into the next version of its Hive table, and commit each.
 
     One Spark application (or ``applications``, each taking a batch of tables) runs
@@ -76,6 +77,7 @@ class SparkMergeOperator(SparkSubmitOperator):
     :param time_zone: the zone the tables' readers use (``hive.time_zone``): DATETIME values are written so that
         they read back with the source's digits there.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
         throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
         seconds off every merge.
@@ -86,13 +88,13 @@ class SparkMergeOperator(SparkSubmitOperator):
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
                  class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
         self.warehouse_dir, self.metastore_uri = warehouse_dir, metastore_uri
         self.keep_versions, self.applications, self.class_archive = keep_versions, applications, class_archive
-        self.time_zone, self.work_conn_id = time_zone, work_conn_id
+        self.time_zone, self.work_conn_id, self.lock_lease_seconds = time_zone, work_conn_id, lock_lease_seconds
         self._given: tuple[dict, dict] | None = None
 
     @final_on_cdc_error
@@ -102,6 +104,10 @@ class SparkMergeOperator(SparkSubmitOperator):
             raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
                                        "merged.")
         plan = SourcePlan.model_validate(self.plan)
+        with self._leased(context, [t for t in plan.tables if t.mode != NOTHING], plan.run):
+            return self._merge(context, plan)
+
+    def _merge(self, context: Any, plan: SourcePlan) -> list[dict[str, Any]]:
         # A capture task that failed as a whole left no value: its tables are failed below, the others go on.
         snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None

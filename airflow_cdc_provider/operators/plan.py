@@ -14,6 +14,7 @@ from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef, TableBusy,
 from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, task_owner
 from airflow_cdc_provider.storage import join
 
 
@@ -41,23 +42,25 @@ class CdcPlanOperator(BaseOperator):
     - A re-run (a cleared run) repeats what it planned for the tables it did not commit, and leaves the ones it
       committed.
     - While another run holds one of the tables, this run fails and changes nothing (the locks are taken in
-      one order, so two runs never end up holding half each).
+      one order, so two runs never end up holding half each). A holder counts as alive while its run is
+      running and its lease is renewed (``operators.lease``); a dead one's lock is taken over.
 
     Returns (XCom) a ``SourcePlan``.
 
     :param check: the check task's ``CheckResult`` (templated: pass ``check_task.output``).
     :param work_dir: the base directory of run files and ledgers (shared by the workers): a path or a URI.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     """
 
     template_fields = ("check", "fresh_snapshot")
 
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
-        self.work_conn_id = work_conn_id
+        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -65,6 +68,8 @@ class CdcPlanOperator(BaseOperator):
         dag_run, ti = context["dag_run"], context["ti"]
         run = RunRef(dag_run.dag_id, dag_run.run_id)
         now = dt.datetime.now(dt.timezone.utc)
+        lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
+        owner = task_owner(context, self.task_id)
 
         def is_running(holder: RunRef) -> bool:
             try:
@@ -84,7 +89,7 @@ class CdcPlanOperator(BaseOperator):
             for table in tables:
                 ledger = ledgers[table.hive_table]
                 try:
-                    ledger.acquire(run, is_running, now)
+                    ledger.acquire(run, is_running, now, lease, owner)
                 except TableBusy as busy:
                     raise TableBusy(f"{table.hive_table} (from {table.source}): {busy}") from None
                 taken.append(ledger)

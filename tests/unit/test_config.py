@@ -273,3 +273,10 @@ def test_the_readers_time_zone_is_utc_unless_set_to_a_region():
         CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "EST"}})
     with pytest.raises(ConfigError, match="must be a zone name"):
         CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": 8}})
+
+
+def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
+    with pytest.raises(ConfigError, match=r"`lock_lease_seconds:` in dag.yaml is 60, shorter than a retry's wait"):
+        CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
+    assert CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
+                                "retries": 0}).lock_lease_seconds == 15

@@ -247,3 +247,42 @@ def test_one_of_many_racing_runs_takes_over_a_dead_runs_lock(tmp_path):
     from tests.lock_races import assert_one_winner_when_free_and_when_taking_over
 
     assert_one_winner_when_free_and_when_taking_over(lambda: Ledger(tmp_path))
+
+
+def test_a_live_holder_is_refused_naming_it_its_task_and_its_lease(tmp_path):
+    from airflow_cdc_provider.core.ledger import Owner
+
+    ledger, lease = Ledger(tmp_path), dt.timedelta(minutes=10)
+    ledger.acquire(OTHER, lambda holder: True, T0, lease, Owner("worker-3", 4242, "cdc.plan"))
+    later = T0 + dt.timedelta(minutes=4)
+    assert ledger.renew(OTHER, later, lease, Owner("worker-3", 4343, "cdc.merge"))
+    with pytest.raises(TableBusy) as refused:
+        ledger.acquire(RUN, lambda holder: True, later + dt.timedelta(minutes=9), lease)
+    message = str(refused.value)
+    for part in ("manual__2026-03-01T10:30:00", "since 2026-03-01T10:00:00+00:00", "looks alive",
+                 "task cdc.merge (process 4343 on worker-3) renewed the lock at 2026-03-01T10:04:00+00:00",
+                 "lasts until 2026-03-01T10:14:00+00:00", "mark it failed in the UI",
+                 "or wait until 2026-03-01T10:14:00+00:00", f"delete {tmp_path}/lock.json", "this run changed nothing"):
+        assert part in message, (part, message)
+    assert ledger.holder() == OTHER
+
+
+def test_a_holder_whose_run_still_looks_running_is_taken_over_once_its_lease_ends(tmp_path):
+    messages, lease = [], dt.timedelta(minutes=10)
+    ledger = Ledger(tmp_path, log=messages.append)
+    ledger.acquire(OTHER, lambda holder: True, T0, lease)
+    # Killed: its run stays "running" in Airflow, but nothing renews the lock any more.
+    ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=10), lease)
+    assert ledger.holder() == RUN and "its lease ended" in messages[0]
+    assert not ledger.renew(OTHER, T0 + dt.timedelta(minutes=11), lease), "the old run learns it lost the lock"
+    assert ledger.lock().lease_until == T0 + dt.timedelta(minutes=20)
+
+
+def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
+    ledger = Ledger(tmp_path)
+    (tmp_path / "lock.json").write_text(json.dumps({"dag_id": OTHER.dag_id, "run_id": OTHER.run_id,
+                                                    "since": T0.isoformat()}))
+    with pytest.raises(TableBusy, match="its run is running \\(the lock has no lease\\)"):
+        ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
+    ledger.acquire(RUN, lambda holder: False, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
+    assert ledger.holder() == RUN

@@ -48,3 +48,4 @@ def test_spark_reads_local_files_by_file_uri(tmp_path):
     store = WorkStore()
     assert store.uri(str(tmp_path / "a b.parquet")) == (tmp_path / "a b.parquet").as_uri()
     assert store.uri(f"file://{tmp_path}/x") == f"file://{tmp_path}/x"
+
