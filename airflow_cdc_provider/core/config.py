@@ -141,6 +141,8 @@ class CdcConfig:
     merge_applications: int = 1  # Spark applications a run's merges share: each pays the JVM and session start
     # How long a run's table locks count as alive without a renewal: a killed run's lock is taken over after it.
     lock_lease_seconds: int = 600
+    # A table whose binlog from its watermark was purged: fail it (nothing changes), or take a fresh snapshot.
+    on_purged_binlog: str = "fail"
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -158,7 +160,8 @@ class CdcConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
         known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
-                 "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds"}
+                 "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds",
+                 "on_purged_binlog"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -203,6 +206,13 @@ class CdcConfig:
             raise ConfigError(f"`lock_lease_seconds:` in {origin} is {lease}, shorter than a retry's wait: a task "
                               "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
                               "120, or set `retries: 0`.")
+        purged = data.get("on_purged_binlog")
+        if purged is not None:
+            if purged not in ("fail", "snapshot"):
+                raise ConfigError(f"`on_purged_binlog:` in {origin} must be `fail` (the default: the table fails, "
+                                  f"naming the missing file) or `snapshot` (a fresh snapshot in the same run), got "
+                                  f"{purged!r}.")
+            rest["on_purged_binlog"] = purged
         policy = _policy(data.get("schema_changes"), origin)
         if policy:
             rest["schema_changes"] = policy

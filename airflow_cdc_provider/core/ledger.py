@@ -130,6 +130,7 @@ class RunPlan:
     as_of: dt.datetime | None = None  # set at commit: the moment the output version reflects
     # The source's columns at ``start`` (the input version's); None when the ledger predates recording them.
     start_columns: tuple[tuple[str, str], ...] | None = None
+    warning: str | None = None  # what a reader of the run's result should know (a snapshot instead of the binlog)
 
     def to_dict(self) -> dict[str, Any]:
         return {"run": self.run.to_dict(), "mode": self.mode, "reason": self.reason,
@@ -137,7 +138,8 @@ class RunPlan:
                 "start": self.start.to_dict() if self.start else None,
                 "end": self.end.to_dict() if self.end else None,
                 "stop_before": _iso(self.stop_before), "output_version": self.output_version,
-                "as_of": _iso(self.as_of), "start_columns": _columns_out(self.start_columns)}
+                "as_of": _iso(self.as_of), "start_columns": _columns_out(self.start_columns),
+                "warning": self.warning}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunPlan:
@@ -146,7 +148,7 @@ class RunPlan:
                    Watermark.from_dict(data["start"]) if data.get("start") else None,
                    Watermark.from_dict(data["end"]) if data.get("end") else None,
                    _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")),
-                   _columns_in(data.get("start_columns")))
+                   _columns_in(data.get("start_columns")), data.get("warning"))
 
 
 # Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)

@@ -216,15 +216,20 @@ class MySqlSourceHook(BaseHook):
 
     def unreadable_reasons(self, watermarks: Sequence[Watermark]) -> list[str | None]:
         """``unreadable_reason`` of each watermark, with the server asked once."""
+        return [found[1] if found else None for found in self.unreadable(watermarks)]
+
+    def unreadable(self, watermarks: Sequence[Watermark]) -> list[tuple[str, str] | None]:
+        """For each watermark, None if the binlog can be read from it, else why not: ``(kind, message)`` with
+        kind ``server`` (taken on another server), ``purged`` (its file is gone) or ``past_end``."""
         current = self.current_watermark()
         files = self.binlogs()
         sizes = {f.name: f.size for f in files}
         retention: dict[str, Any] | None = None
-        reasons: list[str | None] = []
+        reasons: list[tuple[str, str] | None] = []
         for watermark in watermarks:
             reason = None
             if not watermark.same_server(current):
-                reason = (
+                reason = "server", (
                     f"The watermark {watermark} was taken on server id {watermark.server_id} "
                     f"(uuid {watermark.server_uuid}), but this server is id {current.server_id} "
                     f"(uuid {current.server_uuid}) with binlog {current.file}."
@@ -235,14 +240,14 @@ class MySqlSourceHook(BaseHook):
                 kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
                 settings = ", ".join(f"{k}={v}" for k, v in retention.items())
                 older = watermark.sequence < split_binlog_file(files[0].name)[1] if files else True
-                reason = (
+                reason = "purged", (
                     f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
                     f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                    f"{settings}. Trigger a run with the parameter fresh_snapshot=true, and keep binlogs longer "
-                    "than the time between two runs."
+                    f"{settings}. Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: "
+                    "snapshot` to take one in such a run), and keep binlogs longer than the time between two runs."
                 )
             elif watermark.position > sizes[watermark.file]:
-                reason = (
+                reason = "past_end", (
                     f"The watermark {watermark} is past the end of {watermark.file}, which has "
                     f"{sizes[watermark.file]} bytes: it does not belong to this server's binlog."
                 )

@@ -205,7 +205,7 @@ class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
         for table, merge_input, spec in batch:
             result = results[f"{spec.database}.{spec.table}"]
             status = result["status"]
-            warnings = []
+            warnings = [table.plan.warning] if table.plan.warning else []
             if result.get("datetimes_in_gaps"):
                 warnings.append(f"{result['datetimes_in_gaps']} rows hold a DATETIME that does not exist in "
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")

@@ -10,7 +10,18 @@ from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CheckResult, SourcePlan, TablePlan
-from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef, TableBusy, plan_run, run_target
+from airflow_cdc_provider.core.ledger import (
+    INCREMENTAL,
+    NOTHING,
+    SNAPSHOT,
+    Ledger,
+    RunPlan,
+    RunRef,
+    TableBusy,
+    plan_run,
+    run_target,
+)
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -51,16 +62,21 @@ class CdcPlanOperator(BaseOperator):
     :param work_dir: the base directory of run files and ledgers (shared by the workers): a path or a URI.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param on_purged_binlog: ``fail`` (a table whose binlog from its watermark was purged fails in the extraction,
+        naming the file) or ``snapshot`` (it takes a fresh snapshot in this run, with a warning).
+    :param mysql_conn_id: Airflow connection of the capture user (asked only with ``on_purged_binlog: snapshot``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     """
 
     template_fields = ("check", "fresh_snapshot")
 
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
+                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
+        self.on_purged_binlog, self.mysql_conn_id = on_purged_binlog, mysql_conn_id
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -100,11 +116,16 @@ class CdcPlanOperator(BaseOperator):
 
         target = run_target(dag_run.run_type, dag_run.data_interval_end)
         fresh = _true(self.fresh_snapshot)
+        committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
+        plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
+                                        fresh) for t in tables}
+        if self.on_purged_binlog == "snapshot":
+            plans.update(self._snapshots_for_purged(run, tables, plans))
         planned = []
         for table in tables:
-            ledger = ledgers[table.hive_table]
-            committed = ledger.committed()
-            plan = plan_run(run, committed, ledger.run_plan(run), target, fresh)
+            ledger, plan = ledgers[table.hive_table], plans[table.hive_table]
+            if plan.warning:
+                self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
             self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
             if plan.mode == NOTHING:
                 ledger.release(run)
@@ -112,7 +133,7 @@ class CdcPlanOperator(BaseOperator):
                 ledger.save_run_plan(plan)
             planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
                                      run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
-                                     committed=committed))
+                                     committed=committed[table.hive_table]))
         # Kept, so that the next run can tell which tables are gone.
         store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
             {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
@@ -121,4 +142,21 @@ class CdcPlanOperator(BaseOperator):
                       len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
                       len(check.skipped), len(check.gone))
         return result.to_xcom()
+
+    def _snapshots_for_purged(self, run: RunRef, tables: list[Any], plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
+        """``on_purged_binlog: snapshot``: a table whose binlog from its watermark is gone takes a fresh snapshot
+        in this run instead of failing in the extraction."""
+        incremental = [t for t in tables if plans[t.hive_table].mode == INCREMENTAL]
+        if not incremental:
+            return {}
+        found = MySqlSourceHook(self.mysql_conn_id).unreadable([plans[t.hive_table].start for t in incremental])
+        replanned = {}
+        for table, why in zip(incremental, found):
+            if why is not None and why[0] == "purged":
+                warning = (f"the binlog from the committed watermark {plans[table.hive_table].start} is no longer on "
+                           f"the server, so this run takes a fresh snapshot instead (on_purged_binlog: snapshot). "
+                           f"{why[1].split('. Trigger')[0]}.")
+                replanned[table.hive_table] = RunPlan(run, SNAPSHOT, "a fresh snapshot: the binlog from the "
+                                                      "watermark was purged", warning=warning)
+        return replanned
 

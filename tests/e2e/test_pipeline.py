@@ -308,3 +308,36 @@ def test_a_killed_runs_lock_is_refused_while_its_lease_lasts_and_taken_over_afte
     assert (dt.datetime.now(dt.timezone.utc) - killed_at).total_seconds() < 45 + 120
     pipeline.assert_equal("orders")
     assert pipeline.ledger("orders").holder() is None
+
+
+@pytest.mark.usefixtures("airflow_home")
+def test_a_purged_binlog_fails_the_table_by_default_and_takes_a_snapshot_when_asked(mariadb, capture_conn, tmp_path):
+    from tests.integration.test_source_hook import purge_binlogs_to
+
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
+    assert pipeline.run("2026-10-01T00:00:00+00:00")[0] == 0
+    before, _ = pipeline.hive("orders")
+    pipeline.sql(*ROUNDS[0])
+    mariadb.execute("FLUSH BINARY LOGS")
+    purge_binlogs_to(mariadb, pipeline.hook.current_watermark().file)
+
+    # The default: each table fails naming the missing file, the retention and the way on; nothing changes.
+    code, output = pipeline.run("2026-10-01T01:00:00+00:00")
+    assert code != 0
+    watermark = pipeline.ledger("orders").committed().watermark
+    for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
+                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
+        assert part in output, (part, output[-6000:])
+    assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == 1
+
+    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
+    pipeline.config["on_purged_binlog"] = "snapshot"
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    code, output = pipeline.run("2026-10-01T02:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert "so this run takes a fresh snapshot instead (on_purged_binlog: snapshot)" in output
+    for table in ("orders", "customers"):
+        outcome = pipeline.outcome(table)
+        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
+        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
+        pipeline.assert_equal(table)
