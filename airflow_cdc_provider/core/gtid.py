@@ -112,3 +112,47 @@ def canonical_gtid(text: str | None, mariadb: bool) -> str | None:
         return None
     value = MariaDbGtidPos.parse(text) if mariadb else MySqlGtidSet.parse(text)
     return str(value) or None
+
+
+# MariaDB's SHOW BINLOG EVENTS: a transaction's Gtid event reads "BEGIN GTID 0-1-6" (or "GTID 0-1-1" for DDL,
+# perhaps followed by " cid=…"); a file's Gtid_list event "[0-1-7,1-2-3]", its GTID state where the file starts.
+_GTID_EVENT = re.compile(r"^(?:BEGIN )?GTID (\d+)-(\d+)-(\d+)\b")
+
+
+def mariadb_event_gtid(info: str) -> tuple[int, int, int] | None:
+    """The (domain, server_id, seq) of a Gtid event's Info text, or None for another text."""
+    match = _GTID_EVENT.match((info or "").strip())
+    return tuple(int(g) for g in match.groups()) if match else None  # type: ignore[return-value]
+
+
+def mariadb_gtid_list(info: str) -> MariaDbGtidPos:
+    """The GTID state of a Gtid_list event's Info text (``[0-1-7,1-2-3]``)."""
+    text = (info or "").strip()
+    if not (text.startswith("[") and text.endswith("]")):
+        raise InvalidWatermark(f"Cannot read the Gtid_list {info!r}: expected [domain-server-seq,…].")
+    return MariaDbGtidPos.parse(text[1:-1])
+
+
+def mariadb_start_after(position: MariaDbGtidPos, files: list[tuple[str, MariaDbGtidPos]],
+                        events: dict[str, list[tuple[int, str]]]) -> tuple[str, int] | None:
+    """Where a server's binlog continues after ``position``: the file and offset of the first transaction whose
+    GTID it does not cover, or None when the binlog holds none (the server has nothing newer).
+
+    ``files`` are the server's binlog files in order with the GTID state each starts at (its Gtid_list);
+    ``events[file]`` that file's Gtid events as (offset, Info). The file to read is the last one that starts
+    at or before ``position``; a server whose first file starts after it lacks transactions in between (they
+    were purged), which is an error.
+    """
+    if not files:
+        return None
+    if not position.covers(files[0][1]):
+        raise InvalidWatermark(f"The binlog starts at GTID {files[0][1]}, after the position {position}: the "
+                               "transactions in between are no longer on this server.")
+    covered = {d: seq for d, _, seq in position.domains}
+    first = max(i for i, (_, start) in enumerate(files) if position.covers(start))
+    for name, _ in files[first:]:
+        for offset, info in events.get(name, ()):
+            gtid = mariadb_event_gtid(info)
+            if gtid is not None and gtid[2] > covered.get(gtid[0], 0):
+                return name, offset
+    return None

@@ -50,3 +50,23 @@ def test_canonical_gtid():
     assert canonical_gtid(None, mariadb=True) is None
     assert canonical_gtid("", mariadb=False) is None
     assert canonical_gtid("0-1-5", mariadb=True) == "0-1-5"
+
+
+def test_a_mariadb_position_becomes_a_file_and_offset_on_another_server():
+    from airflow_cdc_provider.core.gtid import mariadb_event_gtid, mariadb_gtid_list, mariadb_start_after
+
+    # As a promoted replica lists them (SHOW BINLOG EVENTS): the primary's GTIDs, its own files and offsets.
+    assert mariadb_event_gtid("BEGIN GTID 0-1-6") == (0, 1, 6) and mariadb_event_gtid("GTID 0-1-1 cid=12") == (0, 1, 1)
+    assert mariadb_event_gtid("COMMIT /* xid=20 */") is None
+    assert str(mariadb_gtid_list("[1-2-3,0-1-7]")) == "0-1-7,1-2-3" and str(mariadb_gtid_list("[]")) == ""
+    files = [("binlog.000001", mariadb_gtid_list("[]")), ("binlog.000002", mariadb_gtid_list("[0-1-7]"))]
+    events = {"binlog.000001": [(325, "GTID 0-1-1"), (926, "BEGIN GTID 0-1-5"), (1171, "BEGIN GTID 0-1-6"),
+                                (1414, "BEGIN GTID 0-1-7")],
+              "binlog.000002": [(330, "BEGIN GTID 0-1-8"), (600, "BEGIN GTID 0-2-9")]}
+    at = MariaDbGtidPos.parse
+    assert mariadb_start_after(at("0-1-5"), files, events) == ("binlog.000001", 1171)
+    assert mariadb_start_after(at("0-1-7"), files, events) == ("binlog.000002", 330)
+    assert mariadb_start_after(at("0-1-8"), files, events) == ("binlog.000002", 600), "a new server id, same domain"
+    assert mariadb_start_after(at("0-2-9"), files, events) is None, "nothing newer"
+    with pytest.raises(InvalidWatermark, match="after the position 0-1-3: the transactions in between are no longer"):
+        mariadb_start_after(at("0-1-3"), files[1:], events)
