@@ -120,10 +120,7 @@ class WorkStore:
         """Replace the file whole: readers see the old text or the new one."""
         if self.is_local:
             path = Path(self._key(location))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(text)
-            os.replace(tmp, path)
+            os.replace(_written_beside(path, text), path)
         else:
             self.fs.pipe_file(self._key(location), text.encode())  # a PUT is atomic
 
@@ -131,9 +128,7 @@ class WorkStore:
         """Write the file only if there is none; whether it was written. Atomic (see the module's notes)."""
         if self.is_local:
             path = Path(self._key(location))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-            tmp.write_text(text)
+            tmp = _written_beside(path, text)
             try:
                 os.link(tmp, path)
                 return True
@@ -168,9 +163,7 @@ class WorkStore:
                     return False
                 if held != expected:
                     return False
-                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-                tmp.write_text(text)
-                os.replace(tmp, path)
+                os.replace(_written_beside(path, text), path)
                 return True
         bucket, key = self._bucket_key(location)
         try:
@@ -277,6 +270,14 @@ class WorkStore:
             return True
         text = f"{exc} {exc.__cause__ or ''}"
         return "PreconditionFailed" in text or "412" in text or "At least one of the pre-conditions" in text
+
+
+def _written_beside(path: Path, text: str) -> Path:
+    """``text`` in a new file of a unique name beside ``path``, to be renamed or linked into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    tmp.write_text(text)
+    return tmp
 
 
 def _call(fs: Any, method: str, **kwargs: Any) -> Any:

@@ -336,7 +336,8 @@ def main(argv: list[str]) -> int:
     started = dt.datetime.now(dt.timezone.utc)
     # The context first, for its Hadoop FileSystem: the job file may be on any filesystem the cluster reads.
     context = SparkContext.getOrCreate(SparkConf())
-    text = _Files(context, "").read_text(argv[1])
+    files = _Files(context, "")
+    text = files.read_text(argv[1])
     if text is None:
         print(f"cdc-merge: the merge job {argv[1]} does not exist", file=sys.stderr)
         return 2
@@ -344,7 +345,7 @@ def main(argv: list[str]) -> int:
     print(f"cdc-merge: read the job {argv[1]} ({len(job.tables)} tables)", flush=True)
     result = run(job)
     result["seconds"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)
-    _Files(context, "").write_text(job.result_file, json.dumps(result), overwrite=True)
+    files.write_text(job.result_file, json.dumps(result), overwrite=True)
     return 0
 
 

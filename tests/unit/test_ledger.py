@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import threading
 from dataclasses import replace
 
 import pytest
@@ -183,23 +182,10 @@ def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(t
 
 
 def test_lock_admits_exactly_one_of_many_racing_runs(tmp_path):
+    from tests.lock_races import race
+
     ledger = Ledger(tmp_path)
-    runs = [RunRef("d", f"r{i}") for i in range(16)]
-    won, barrier = [], threading.Barrier(len(runs))
-
-    def take(run):
-        barrier.wait()
-        try:
-            ledger.acquire(run, lambda holder: True, T0)
-            won.append(run)
-        except TableBusy:
-            pass
-
-    threads = [threading.Thread(target=take, args=(r,)) for r in runs]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    won = race(lambda: ledger, [RunRef("d", f"r{i}") for i in range(16)], lambda holder: True)
     assert len(won) == 1 and ledger.holder() == won[0]
 
 
