@@ -72,7 +72,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                      schema_changes=config.schema_changes, **conn, **work, **retry)
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
-                               on_purged_binlog=config.on_purged_binlog, **conn, **retry)
+                               on_purged_binlog=config.on_purged_binlog,
+                               on_server_change=config.on_server_change, **conn, **retry)
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.snapshot_concurrency, **conn, **work, **lease, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **retry)

@@ -143,6 +143,9 @@ class CdcConfig:
     lock_lease_seconds: int = 600
     # A table whose binlog from its watermark was purged: fail it (nothing changes), or take a fresh snapshot.
     on_purged_binlog: str = "fail"
+    # A table whose watermark was taken on another server that cannot be followed there (no GTIDs, or
+    # transactions lost in a failover): fail it (nothing changes), or take a fresh snapshot.
+    on_server_change: str = "fail"
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -161,7 +164,7 @@ class CdcConfig:
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
         known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
                  "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds",
-                 "on_purged_binlog"}
+                 "on_purged_binlog", "on_server_change"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -206,13 +209,14 @@ class CdcConfig:
             raise ConfigError(f"`lock_lease_seconds:` in {origin} is {lease}, shorter than a retry's wait: a task "
                               "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
                               "120, or set `retries: 0`.")
-        purged = data.get("on_purged_binlog")
-        if purged is not None:
-            if purged not in ("fail", "snapshot"):
-                raise ConfigError(f"`on_purged_binlog:` in {origin} must be `fail` (the default: the table fails, "
-                                  f"naming the missing file) or `snapshot` (a fresh snapshot in the same run), got "
-                                  f"{purged!r}.")
-            rest["on_purged_binlog"] = purged
+        for name, fails in (("on_purged_binlog", "naming the missing file"),
+                             ("on_server_change", "naming the old and the new server")):
+            choice = data.get(name)
+            if choice is not None:
+                if choice not in ("fail", "snapshot"):
+                    raise ConfigError(f"`{name}:` in {origin} must be `fail` (the default: the table fails, {fails}) "
+                                      f"or `snapshot` (a fresh snapshot in the same run), got {choice!r}.")
+                rest[name] = choice
         policy = _policy(data.get("schema_changes"), origin)
         if policy:
             rest["schema_changes"] = policy

@@ -216,6 +216,12 @@ class Origin:
     reason: str
 
 
+def _later(a: Watermark, b: Watermark) -> bool:
+    # A version of another server is never later than a snapshot: the snapshot is of the server that is the
+    # source now, and GTID sequence numbers of two servers whose histories parted do not order them.
+    return a.same_server(b) and a > b
+
+
 def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) -> Origin:
     """Pick the version the merge starts from, given the version the metastore points at now.
 
@@ -224,7 +230,7 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
     That rule decides every case below.
     """
     if plan.mode == SNAPSHOT:
-        if current is not None and current.watermark > end:
+        if current is not None and _later(current.watermark, end):
             return Origin("skip", None, f"the table is at version {current.version}, which reflects "
                           f"{current.watermark}, later than this snapshot's {end}; the table is left as it is")
         return Origin("load", None, "a snapshot replaces the table")

@@ -1,7 +1,9 @@
 """The binlog watermark: where a capture stands in a server's binlog.
 
-A small immutable value that goes into XCom and the run ledger as JSON. Watermarks order by binlog file
-sequence number, then position, so ``binlog.999999`` comes before ``binlog.1000000`` (string order does not).
+A small immutable value that goes into XCom and the run ledger as JSON. Watermarks of one server order by
+binlog file sequence number, then position, so ``binlog.999999`` comes before ``binlog.1000000`` (string order
+does not). Watermarks of two servers (before and after a failover) order by their GTID positions, if they have
+them.
 """
 
 from __future__ import annotations
@@ -9,10 +11,10 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import asdict, dataclass
-from functools import total_ordering
 from typing import Any
 
 from airflow_cdc_provider.core.errors import InvalidWatermark
+from airflow_cdc_provider.core.gtid import MariaDbGtidPos, MySqlGtidSet
 
 _BINLOG_FILE = re.compile(r"^(?P<base>.+)\.(?P<seq>\d+)$")
 _FIELDS = {"file": str, "position": int, "gtid": (str, type(None)), "server_id": int, "server_uuid": (str, type(None))}
@@ -28,7 +30,6 @@ def split_binlog_file(name: str) -> tuple[str, int]:
     return match["base"], int(match["seq"])
 
 
-@total_ordering
 @dataclass(frozen=True)
 class Watermark:
     """A position in one server's binlog, with the GTID state at that position when the server has one.
@@ -63,21 +64,37 @@ class Watermark:
             return self.server_uuid == other.server_uuid
         return self.server_id == other.server_id and split_binlog_file(self.file)[0] == split_binlog_file(other.file)[0]
 
-    def _comparable(self, other: object) -> Watermark:
-        if not isinstance(other, Watermark):
-            return NotImplemented  # type: ignore[return-value]
-        if not self.same_server(other):
-            raise InvalidWatermark(
-                f"Cannot order watermarks of different servers: {self} and {other}. A watermark is valid only "
-                "on the server that wrote it; after moving to another server, take a fresh snapshot."
-            )
-        return other
+    def gtid_position(self) -> MariaDbGtidPos | MySqlGtidSet | None:
+        """The GTID state as a comparable value: MySQL's set (its servers have a uuid) or MariaDB's position."""
+        if not self.gtid:
+            return None
+        return MySqlGtidSet.parse(self.gtid) if self.server_uuid else MariaDbGtidPos.parse(self.gtid)
 
-    def __lt__(self, other: object) -> bool:
-        other = self._comparable(other)
-        if other is NotImplemented:
-            return NotImplemented
-        return self.coordinate < other.coordinate
+    def _order(self, other: Watermark) -> int:
+        if self.same_server(other):
+            return (self.coordinate > other.coordinate) - (self.coordinate < other.coordinate)
+        mine, theirs = self.gtid_position(), other.gtid_position()
+        if mine is not None and theirs is not None and type(mine) is type(theirs):
+            later, earlier = mine.covers(theirs), theirs.covers(mine)  # type: ignore[arg-type]
+            if later or earlier:
+                return later - earlier
+        raise InvalidWatermark(
+            f"Cannot order watermarks of different servers without GTID positions that contain one another: {self} "
+            f"(server id {self.server_id}) and {other} (server id {other.server_id}). A file and position are valid "
+            "only on the server that wrote them; after moving to another server without GTIDs, take a fresh snapshot."
+        )
+
+    def __lt__(self, other: Watermark) -> bool:
+        return self._order(other) < 0
+
+    def __le__(self, other: Watermark) -> bool:
+        return self._order(other) <= 0
+
+    def __gt__(self, other: Watermark) -> bool:
+        return self._order(other) > 0
+
+    def __ge__(self, other: Watermark) -> bool:
+        return self._order(other) >= 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

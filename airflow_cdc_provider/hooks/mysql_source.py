@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
-from airflow_cdc_provider.core.gtid import canonical_gtid
+from airflow_cdc_provider.core.gtid import GtidFile, GtidPositionLost, canonical_gtid, first_file, mysql_gtid_at, start_after
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
@@ -40,6 +40,10 @@ def _table_not_found(table: TableName) -> TableNotFound:
 # Errors of a login the server refuses for good: access denied (1045, 1044, 1698), password expired (1862),
 # account locked (MySQL 3118, MariaDB 4151).
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
+
+
+_PURGED_WAY_ON = ("Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: snapshot` to take "
+                  "one in such a run), and keep binlogs longer than the time between two runs.")
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,8 @@ class MySqlSourceHook(BaseHook):
     def watermark_at(self, file: str, position: int) -> Watermark:
         """The watermark at a transaction boundary found in the binlog (a data interval's end).
 
-        On MariaDB its GTID state comes from BINLOG_GTID_POS. MySQL has no function giving the GTID set at a
-        past position, so the watermark has none there; positioning is by file and position anyway.
+        On MariaDB its GTID state comes from BINLOG_GTID_POS. MySQL has no such function: its GTID set there is
+        the file's Previous_gtids with the transactions before the position (``core.gtid.mysql_gtid_at``).
         """
         flavor = self.flavor
         with self.cursor() as cursor:
@@ -169,11 +173,51 @@ class MySqlSourceHook(BaseHook):
                 gtid, server_id = cursor.fetchone()
                 server_uuid = None
             else:
-                gtid = None
-                cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid")
-                server_id, server_uuid = cursor.fetchone()
+                cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid, @@GLOBAL.gtid_mode")
+                server_id, server_uuid, gtid_mode = cursor.fetchone()
+                gtid = str(mysql_gtid_at(self._gtid_file(cursor.connection, file, until=position), position)) \
+                    if str(gtid_mode).upper() == "ON" else None
         return Watermark(file=file, position=position, server_id=int(server_id),
                          gtid=canonical_gtid(gtid, flavor.is_mariadb) if gtid else None, server_uuid=server_uuid)
+
+    def _gtid_file(self, conn: pymysql.connections.Connection, name: str, limit: int | None = None,
+                   until: int | None = None) -> GtidFile:
+        """A binlog file's GTID state at its start and its transactions' GTIDs, from SHOW BINLOG EVENTS: its first
+        ``limit`` events, or those before offset ``until``, or all (streamed: a file holds millions)."""
+        mariadb = self.flavor.is_mariadb
+        start, events = ("[]" if mariadb else ""), []
+        with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+            cursor.execute("SHOW BINLOG EVENTS IN %s" + (f" LIMIT {int(limit)}" if limit else ""), (name,))
+            # Rows: Log_name, Pos, Event_type, Server_id, End_log_pos, Info. Read to the end even after
+            # ``until``: the connection serves the next statement.
+            for _, offset, kind, _, _, info in cursor:
+                if until is not None and offset >= until:
+                    continue
+                if kind in ("Gtid_list", "Previous_gtids"):
+                    start = info
+                elif kind.startswith("Gtid"):
+                    events.append((int(offset), info))
+        return GtidFile.mariadb(name, start, events) if mariadb else GtidFile.mysql(name, start, events)
+
+    def find_gtid_position(self, watermark: Watermark, current: Watermark, files: Sequence[BinlogFile]) -> Watermark:
+        """``watermark``, taken on another server before a failover, as a watermark of this one: the same GTID
+        position found in this server's binlog (``core.gtid.start_after``); ``current`` when it has nothing newer.
+
+        Raises GtidPositionLost when this server's binlog no longer reaches back to it, or lacks a transaction
+        of it.
+        """
+        position = watermark.gtid_position()
+        if position is None or not files:
+            return current
+        conn = self.get_conn()
+        try:
+            # Where each file begins is in its first few events; only the files from the one holding the position
+            # on are read whole.
+            first = first_file(position, [(f.name, self._gtid_file(conn, f.name, limit=4).start) for f in files])
+            found = start_after(position, [self._gtid_file(conn, f.name) for f in files[first:]])
+        finally:
+            conn.close()
+        return current if found is None else self.watermark_at(*found)
 
     def current_watermark(self) -> Watermark:
         """The server's binlog position now, with its GTID state and server identity."""
@@ -219,40 +263,67 @@ class MySqlSourceHook(BaseHook):
         return [found[1] if found else None for found in self.unreadable(watermarks)]
 
     def unreadable(self, watermarks: Sequence[Watermark]) -> list[tuple[str, str] | None]:
-        """For each watermark, None if the binlog can be read from it, else why not: ``(kind, message)`` with
-        kind ``server`` (taken on another server), ``purged`` (its file is gone) or ``past_end``."""
+        """For each watermark, None if the binlog can be read from it, else why not (see ``read_positions``)."""
+        return [None if isinstance(found, Watermark) else found for found in self.read_positions(watermarks)]
+
+    def read_positions(self, watermarks: Sequence[Watermark]) -> list[Watermark | tuple[str, str]]:
+        """For each watermark, where this server's binlog is read from to go on from it, or why it cannot be.
+
+        The place is the watermark itself; or, for one taken on another server (before a failover), the same GTID
+        position found in this server's binlog. Why not is ``(kind, message)`` with kind ``server`` (taken on
+        another server, and one of them has no GTIDs), ``diverged`` (this server lacks transactions the
+        watermark holds), ``purged`` (its file, or its transactions, are gone) or ``past_end``.
+        """
         current = self.current_watermark()
         files = self.binlogs()
         sizes = {f.name: f.size for f in files}
         retention: dict[str, Any] | None = None
-        reasons: list[tuple[str, str] | None] = []
+        found: dict[Watermark, Watermark | tuple[str, str]] = {}  # tables of a source often share a watermark
         for watermark in watermarks:
-            reason = None
+            if watermark in found:
+                continue
+            where: Watermark | tuple[str, str] = watermark
             if not watermark.same_server(current):
-                reason = "server", (
-                    f"The watermark {watermark} was taken on server id {watermark.server_id} "
-                    f"(uuid {watermark.server_uuid}), but this server is id {current.server_id} "
-                    f"(uuid {current.server_uuid}) with binlog {current.file}."
-                )
-            elif watermark.file not in sizes:
+                where = self._on_this_server(watermark, current, files)
+            if isinstance(where, Watermark) and where.file not in sizes:
                 if retention is None:
                     retention = self.global_variables(self.flavor.retention_variables)
                 kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
                 settings = ", ".join(f"{k}={v}" for k, v in retention.items())
-                older = watermark.sequence < split_binlog_file(files[0].name)[1] if files else True
-                reason = "purged", (
-                    f"The binlog file {watermark.file} of the watermark {watermark} is no longer on the server "
+                older = where.sequence < split_binlog_file(files[0].name)[1] if files else True
+                where = "purged", (
+                    f"The binlog file {where.file} of the watermark {where} is no longer on the server "
                     f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                    f"{settings}. Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: "
-                    "snapshot` to take one in such a run), and keep binlogs longer than the time between two runs."
+                    f"{settings}. {_PURGED_WAY_ON}"
                 )
-            elif watermark.position > sizes[watermark.file]:
-                reason = "past_end", (
-                    f"The watermark {watermark} is past the end of {watermark.file}, which has "
-                    f"{sizes[watermark.file]} bytes: it does not belong to this server's binlog."
+            elif isinstance(where, Watermark) and where.position > sizes[where.file]:
+                where = "past_end", (
+                    f"The watermark {where} is past the end of {where.file}, which has "
+                    f"{sizes[where.file]} bytes: it does not belong to this server's binlog."
                 )
-            reasons.append(reason)
-        return reasons
+            found[watermark] = where
+        return [found[w] for w in watermarks]
+
+    def _on_this_server(self, watermark: Watermark, current: Watermark,
+                        files: Sequence[BinlogFile]) -> Watermark | tuple[str, str]:
+        moved = (f"The watermark {watermark} was taken on server id {watermark.server_id} (uuid "
+                 f"{watermark.server_uuid}), but this server is id {current.server_id} (uuid {current.server_uuid}) "
+                 f"with binlog {current.file}")
+        if watermark.gtid is None or current.gtid is None or (watermark.server_uuid is None) != (
+                current.server_uuid is None):
+            without = "the watermark has" if watermark.gtid is None else "this server has"
+            return "server", (
+                f"{moved}. A file and position mean nothing on another server, and {without} no GTID position to "
+                "find the place by (MySQL: gtid_mode=ON). Trigger a run with fresh_snapshot=true, or set "
+                "`on_server_change: snapshot` to take one in such a run.")
+        try:
+            return self.find_gtid_position(watermark, current, files)
+        except GtidPositionLost as lost:
+            if lost.kind == "purged":
+                return "purged", f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} {_PURGED_WAY_ON}"
+            return "diverged", (
+                f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} Trigger a run with "
+                "fresh_snapshot=true (or set `on_server_change: snapshot` to take one in such a run).")
 
     def is_readable(self, watermark: Watermark) -> bool:
         return self.unreadable_reason(watermark) is None

@@ -26,6 +26,7 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -126,7 +127,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     The pass runs from the earliest committed watermark among the tables; a table whose watermark lies later
     skips the events it has. It ends before the first transaction that began at or after the run's
     ``stop_before`` (a scheduled run's data interval end), else at the server's position when the task starts.
-    A table whose start cannot be read (purged, another server), or whose range holds a change its policy
+    After a failover, a table's watermark of the old server is found again on the new one by its GTID
+    position. A table whose start cannot be read (purged, another server without GTIDs), or whose range holds a change its policy
     refuses, is returned as a failure; the others go on. Returns (XCom) an ``Extraction``.
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
@@ -156,18 +158,21 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             return Extraction().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
         failed: list[TableFailure] = []
-        reasons = hook.unreadable_reasons([t.plan.start for t in tables])
-        readable = []
-        for table, reason in zip(tables, reasons):
-            if reason:
-                self.log.error("%s cannot be read from its watermark: %s", table.source, reason)
-                failed.append(TableFailure(source=table.source, stage="extract", error=reason))
-            else:
-                readable.append(table)
+        readable, starts = [], {}
+        for table, where in zip(tables, hook.read_positions([t.plan.start for t in tables])):
+            if not isinstance(where, Watermark):
+                self.log.error("%s cannot be read from its watermark: %s", table.source, where[1])
+                failed.append(TableFailure(source=table.source, stage="extract", error=where[1]))
+                continue
+            if where != table.plan.start:
+                self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
+                                 "position is at %s on this one (server id %s), and the binlog is read from there",
+                                 table.source, table.plan.start, table.plan.start.server_id, where, where.server_id)
+            readable.append(table)
+            starts[table.source] = where
         if not readable:
             return Extraction(failed=tuple(failed)).to_xcom()
         headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
-        starts = {t.source: t.plan.start for t in readable}
         start = min(starts.values())
         started = dt.datetime.now(dt.timezone.utc)
         # Every table of a run shares its target moment.

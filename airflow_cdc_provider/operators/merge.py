@@ -36,6 +36,7 @@ from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
 from airflow_cdc_provider.storage import WorkStore, join
+from airflow_cdc_provider.failpoints import failpoint
 
 
 def _batches(items: list[Any], count: int) -> list[list[Any]]:
@@ -211,6 +212,7 @@ class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
                 self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
+                failpoint("merge.task.committed")
                 Ledger(table.ledger_dir, store).commit(table.plan, spec.committed(result["version"],
                                                                                    result["location"]))
             outcomes[table.source] = _outcome(
@@ -347,6 +349,7 @@ class CdcTableOperator(BaseOperator):
         if outcome.status == "failed":
             raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
         run = context["dag_run"]
+        failpoint("table.finish")
         released, removed = finish_table(join(self.work_dir, outcome.hive_table, "ledger"),
                                          RunRef(run.dag_id, run.run_id), self.keep_runs,
                                          work_store(self.work_dir, self.work_conn_id))

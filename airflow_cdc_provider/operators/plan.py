@@ -21,6 +21,7 @@ from airflow_cdc_provider.core.ledger import (
     plan_run,
     run_target,
 )
+from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -64,7 +65,11 @@ class CdcPlanOperator(BaseOperator):
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param on_purged_binlog: ``fail`` (a table whose binlog from its watermark was purged fails in the extraction,
         naming the file) or ``snapshot`` (it takes a fresh snapshot in this run, with a warning).
-    :param mysql_conn_id: Airflow connection of the capture user (asked only with ``on_purged_binlog: snapshot``).
+    :param on_server_change: ``fail`` (a table whose watermark was taken on another server, and cannot be found
+        on this one by its GTID position, fails in the extraction, naming both servers) or ``snapshot`` (it takes a
+        fresh snapshot in this run, with a warning).
+    :param mysql_conn_id: Airflow connection of the capture user (asked only when an ``on_…`` option is
+        ``snapshot``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     """
 
@@ -72,11 +77,12 @@ class CdcPlanOperator(BaseOperator):
 
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+                 on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
-        self.on_purged_binlog, self.mysql_conn_id = on_purged_binlog, mysql_conn_id
+        self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
+        self.mysql_conn_id = mysql_conn_id
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -113,14 +119,15 @@ class CdcPlanOperator(BaseOperator):
             for ledger in taken:  # this run does nothing: it holds no table
                 ledger.release(run)
             raise
+        failpoint("plan.locked")
 
         target = run_target(dag_run.run_type, dag_run.data_interval_end)
         fresh = _true(self.fresh_snapshot)
         committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
         plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
                                         fresh) for t in tables}
-        if self.on_purged_binlog == "snapshot":
-            plans.update(self._snapshots_for_purged(run, tables, plans))
+        if "snapshot" in (self.on_purged_binlog, self.on_server_change):
+            plans.update(self._snapshots_instead(run, tables, plans))
         planned = []
         for table in tables:
             ledger, plan = ledgers[table.hive_table], plans[table.hive_table]
@@ -143,20 +150,22 @@ class CdcPlanOperator(BaseOperator):
                       len(check.skipped), len(check.gone))
         return result.to_xcom()
 
-    def _snapshots_for_purged(self, run: RunRef, tables: list[Any], plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
-        """``on_purged_binlog: snapshot``: a table whose binlog from its watermark is gone takes a fresh snapshot
-        in this run instead of failing in the extraction."""
+    def _snapshots_instead(self, run: RunRef, tables: list[Any], plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
+        """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot``: a table that cannot go on from its
+        watermark on this server takes a fresh snapshot in this run instead of failing in the extraction."""
         incremental = [t for t in tables if plans[t.hive_table].mode == INCREMENTAL]
         if not incremental:
             return {}
+        chosen = {"purged": ("on_purged_binlog", self.on_purged_binlog, "the binlog from the watermark was purged"),
+                  "server": ("on_server_change", self.on_server_change, "the source is another server"),
+                  "diverged": ("on_server_change", self.on_server_change, "the source is another server, which "
+                               "lacks transactions of the watermark")}
         found = MySqlSourceHook(self.mysql_conn_id).unreadable([plans[t.hive_table].start for t in incremental])
         replanned = {}
         for table, why in zip(incremental, found):
-            if why is not None and why[0] == "purged":
-                warning = (f"the binlog from the committed watermark {plans[table.hive_table].start} is no longer on "
-                           f"the server, so this run takes a fresh snapshot instead (on_purged_binlog: snapshot). "
-                           f"{why[1].split('. Trigger')[0]}.")
-                replanned[table.hive_table] = RunPlan(run, SNAPSHOT, "a fresh snapshot: the binlog from the "
-                                                      "watermark was purged", warning=warning)
+            if why is None or why[0] not in chosen or chosen[why[0]][1] != "snapshot":
+                continue
+            option, _, reason = chosen[why[0]]
+            warning = (f"this run takes a fresh snapshot ({option}: snapshot): {why[1].split(' Trigger a run')[0]}")
+            replanned[table.hive_table] = RunPlan(run, SNAPSHOT, f"a fresh snapshot: {reason}", warning=warning)
         return replanned
-

@@ -44,6 +44,7 @@ from airflow_cdc_provider.core.merge import (
 )
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.spark.session import hive_session
+from airflow_cdc_provider.failpoints import failpoint
 
 
 class _Files:
@@ -260,6 +261,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
     _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
     clock.lap("write")
+    failpoint("merge.driver.written")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
         "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
@@ -279,6 +281,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
     else:
         spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
+        failpoint("merge.driver.switched")
         if added:
             # After the switch: until the ADD, readers see the columns they knew, over the new rows. A job killed
             # in between is not recorded as committed; its retry merges again and adds them.

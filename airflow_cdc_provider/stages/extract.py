@@ -38,6 +38,7 @@ from airflow_cdc_provider.core.schema import (
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
+from airflow_cdc_provider.failpoints import failpoint
 
 
 class ExtractionError(CdcError):
@@ -327,6 +328,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
                     except CdcError as exc:
                         sink.fail(exc)
                     events += 1
+                    failpoint("extract.file")
             if last == high_at:
                 return events, None
         # The server said end of log. Events the reader filters out (checkpoints, other tables) are not

@@ -27,6 +27,7 @@ from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
 from airflow_cdc_provider.core.schema import Fill, layout_plans
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
+from airflow_cdc_provider.failpoints import failpoint
 
 FILLS_METADATA = "cdc.fills"
 
@@ -160,6 +161,7 @@ class _Output:
         self._flush_upserts()
         self._flush_deletes()
         self.upsert_writer.close()
+        failpoint("replay.write")
         self.delete_writer.close()
 
 

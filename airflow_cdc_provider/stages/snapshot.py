@@ -27,6 +27,7 @@ from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_v
 from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.failpoints import failpoint
 
 PROGRESS_FILE = "snapshot-progress.json"
 FETCH_ROWS = 10_000
@@ -159,5 +160,6 @@ def _read_chunk(conn: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int
                 normalise_rows(batch, normalisers)
             writer.write_table(arrow_table(batch, schema))
             rows += len(batch)
+            failpoint("snapshot.chunk")
     os.replace(tmp, path)
     return rows, last_row

@@ -209,14 +209,28 @@ class ThrowawayServer:
         return {"conn_type": "mysql", "host": "127.0.0.1", "port": self.port, "login": login.user,
                 "password": login.password}
 
-    def stop(self) -> None:
+    def restart(self, kill: bool = False, timeout: float = 60) -> None:
+        """Stop the server (shut down, or SIGKILLed as a crash) and start it again on the same data and port."""
         if self.process and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
+            if kill:
                 self.process.kill()
                 self.process.wait()
+            else:
+                self._shut_down()
+        self._launch(timeout)
+
+    def _shut_down(self) -> None:
+        assert self.process is not None
+        self.process.terminate()
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+    def stop(self) -> None:
+        if self.process and self.process.poll() is None:
+            self._shut_down()
         if self.owns_dir:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 

@@ -159,6 +159,20 @@ def test_snapshot_loads_unless_the_table_is_already_later():
     assert choose_origin(None, snap, wm(500)).action == "load"
     assert choose_origin(current(3, 400), snap, wm(500)).action == "load"
     assert choose_origin(current(3, 600), snap, wm(500)).action == "skip"
+    # After a failover to a replica that lacked the table's last changes, its GTID sequence numbers are behind:
+    # a snapshot of it replaces the table all the same.
+    behind = Watermark("binlog.000003", 900, server_id=11, gtid="0-11-40")
+    ahead = VersionInfo(3, Watermark("binlog.000009", 100, server_id=12, gtid="0-12-55"), OTHER, None)
+    assert choose_origin(ahead, snap, behind).action == "load"
+
+
+def test_after_a_failover_the_ranges_order_by_gtid():
+    # The version and the run's start on the old primary, the run's end on the promoted replica.
+    start = Watermark("binlog.000007", 400, server_id=11, gtid="0-11-20")
+    inside = VersionInfo(4, Watermark("binlog.000007", 600, server_id=11, gtid="0-11-25"), OTHER, None)
+    end = Watermark("binlog.000002", 355, server_id=12, gtid="0-12-31")
+    origin = choose_origin(inside, RunPlan(RUN, INCREMENTAL, "", input_version=3, start=start), end)
+    assert (origin.action, origin.version) == ("merge", 4) and "overlap" in origin.reason
 
 
 def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):

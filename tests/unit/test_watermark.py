@@ -30,6 +30,22 @@ def test_watermarks_of_different_servers_do_not_compare():
         wm(server_uuid="a") < wm(server_uuid="b")
 
 
+def test_watermarks_of_two_servers_order_by_their_gtids():
+    # Before and after a failover to a replica: other files, other positions, one GTID history.
+    old = wm("binlog.000007", 900, server_id=1, gtid="0-1-12")
+    new = wm("binlog.000002", 355, server_id=2, gtid="0-2-15")
+    same = wm("binlog.000001", 2750, server_id=2, gtid="0-1-12")
+    assert old < new and new > old and old <= same <= old and not old < same
+    assert max(old, new) is new
+    # Two domains that each went further on one side: neither contains the other.
+    with pytest.raises(InvalidWatermark, match="without GTID positions that contain one another.*take a fresh"):
+        wm(server_id=1, gtid="0-1-5,1-1-9") < wm(server_id=2, gtid="0-2-6,1-1-8")
+    a, b = "3e11fa47-71ca-11e1-9e33-c80aa9429562", "4a6b2c1d-0000-11e1-8000-000000000001"
+    assert wm(server_uuid=a, gtid=f"{a}:1-5") < wm(server_uuid=b, gtid=f"{a}:1-5,{b}:1")
+    with pytest.raises(InvalidWatermark, match="different servers"):
+        wm(server_id=1, gtid="0-1-5") < wm(server_id=2)
+
+
 @pytest.mark.parametrize(
     "text",
     [

@@ -1,0 +1,29 @@
+"""Failpoints: named places where the process kills itself with SIGKILL, as a crash or an OOM kill would.
+
+Tests set ``CDC_FAILPOINT=<name>`` in the environment of a run (its tasks, and the Spark driver they start) to
+show that a run killed at that place loses nothing: its re-run completes and the Hive table equals the source.
+Unset, as it is outside those tests, a failpoint costs one environment lookup. The places:
+
+``plan.locked``            the plan task, with every table's lock taken, before any plan is recorded
+``snapshot.chunk``         the snapshot, with a chunk file half written
+``extract.file``           the extraction, with a raw file half written
+``replay.write``           the replay, with the upsert file written and the delete file not
+``merge.driver.written``   the Spark driver, with the new version's files written and its version file not
+``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
+``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger
+``table.finish``           the table task, before it releases the lock
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+ENVIRONMENT_VARIABLE = "CDC_FAILPOINT"
+
+
+def failpoint(name: str) -> None:
+    """Kill this process here if ``CDC_FAILPOINT`` names this place."""
+    if os.environ.get(ENVIRONMENT_VARIABLE) == name:
+        print(f"failpoint {name}: killing process {os.getpid()}", flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
