@@ -20,6 +20,7 @@ when the stage's table is done (``staging``); the replay downloads the raw files
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 import shutil
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.errors import CdcError, WorkDirFull
 
 LOCAL_SCHEMES = ("", "file")
 OBJECT_SCHEMES = ("s3", "s3a")
@@ -297,3 +298,22 @@ def _get_object(fs: Any, bucket: str, key: str) -> tuple[str, str]:
             return (await stream.read()).decode(), found["ETag"]
 
     return sync(fs.loop, get)
+
+
+@contextlib.contextmanager
+def room_for(directory: str | os.PathLike, what: str) -> Iterator[None]:
+    """Turn a full filesystem met while writing ``what`` in ``directory`` into a WorkDirFull that says so."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC or isinstance(exc, WorkDirFull):
+            raise
+        try:
+            usage = shutil.disk_usage(directory)
+            free = f"{usage.free} of {usage.total} bytes are free there"
+        except OSError:
+            free = "its free space could not be read"
+        raise WorkDirFull(errno.ENOSPC, (
+            f"The filesystem of the work directory {directory} is full: writing {what} failed ({exc.strerror or exc}); "
+            f"{free}. Nothing was committed. Free space there, or give work_dir a larger filesystem, then run the "
+            "task again: it goes on from the files it had finished.")) from None

@@ -45,3 +45,26 @@ class WatermarkNotReadable(CdcError):
 
 class AccessDenied(CdcError):
     """The server refused the capture user's login: a wrong user or password, or a host it may not come from."""
+
+
+# Not CdcErrors: a retry of the task may get through, so they must not fail it for good.
+
+
+class SourceConnectionLost(ConnectionError):
+    """The connection to the source server broke mid-read (it restarted, went away, or dropped the reader)."""
+
+
+class WorkDirFull(OSError):
+    """The work directory's filesystem has no room left; nothing was committed."""
+
+
+def mysql_error_hint(code: int | None, replica_server_id: int | None = None) -> str:
+    """What a MySQL client error met mid-read means for the user."""
+    if code == 4052:
+        return (f"another binlog reader uses the same replica server id {replica_server_id} on this server, and "
+                "the server dropped this one; give each reader its own id")
+    if code in (2003, 2006, 2013):
+        return "the server went away: it was restarted, failed over, or the connection was killed"
+    if code == 1927:
+        return "the connection was killed on the server (KILL)"
+    return "see the server's error log"

@@ -15,12 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pymysql
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
@@ -39,6 +40,7 @@ from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.storage import room_for
 
 
 class ExtractionError(CdcError):
@@ -226,56 +228,59 @@ def extract(
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
-    now = {d.table: d for d in definitions}
-    starts = dict(starts or {})
-    sinks = {}
-    for h in headers:
-        name = TableName.parse(h.table)
-        directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
-        sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table))
-        table_start = starts.get(h.table, start)
-        if table_start < start:
-            raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
-        sink.start_at = table_start.coordinate
-        sink.policy = schema_changes if isinstance(schema_changes, str) else schema_changes[h.table]
-        sinks[(name.schema, name.table)] = sink
-    result = ExtractResult(start, high)
-    try:
-        if start.coordinate < high.coordinate:
-            result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before)
-            if end is not None:
-                result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
-        for sink in sinks.values():
-            if sink.failed is None:
-                try:
-                    sink.finish()
-                    check_changes(sink.changes, sink.policy, sink.header.key)
-                    result.fills[sink.header.table] = sink.fills(defaults)
-                except CdcError as exc:
-                    sink.fail(exc)
-        for sink in sinks.values():
-            table = sink.header.table
-            if sink.failed is not None:
-                result.failed[table] = sink.failed
-                continue
-            result.files[table] = sink.writer.close()
-            result.counts[table] = dict(sink.writer.counts)
-            result.headers[table], result.schema_changes[table] = sink.header, sink.changes
-    except BaseException:
-        for sink in sinks.values():
-            sink.writer.abort()
-        raise
-    return result
+    some_dir = out_dir if isinstance(out_dir, (str, Path)) else next(iter(out_dir.values()), ".")
+    with room_for(some_dir, "the extraction's raw files"):
+        now = {d.table: d for d in definitions}
+        starts = dict(starts or {})
+        sinks = {}
+        for h in headers:
+            name = TableName.parse(h.table)
+            directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
+            sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table))
+            table_start = starts.get(h.table, start)
+            if table_start < start:
+                raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
+            sink.start_at = table_start.coordinate
+            sink.policy = schema_changes if isinstance(schema_changes, str) else schema_changes[h.table]
+            sinks[(name.schema, name.table)] = sink
+        result = ExtractResult(start, high)
+        try:
+            if start.coordinate < high.coordinate:
+                result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before)
+                if end is not None:
+                    result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
+            for sink in sinks.values():
+                if sink.failed is None:
+                    try:
+                        sink.finish()
+                        check_changes(sink.changes, sink.policy, sink.header.key)
+                        result.fills[sink.header.table] = sink.fills(defaults)
+                    except CdcError as exc:
+                        sink.fail(exc)
+            for sink in sinks.values():
+                table = sink.header.table
+                if sink.failed is not None:
+                    result.failed[table] = sink.failed
+                    continue
+                result.files[table] = sink.writer.close()
+                result.counts[table] = dict(sink.writer.counts)
+                result.headers[table], result.schema_changes[table] = sink.header, sink.changes
+        except BaseException:
+            for sink in sinks.values():
+                sink.writer.abort()
+            raise
+        return result
 
 
 def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
           stop_before: dt.datetime | None) -> tuple[int, tuple[str, int] | None]:
     """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
+    server_id = server_id or random.randint(1 << 20, (1 << 32) - 1)
     stream = BinLogStreamReader(
         connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
                              "password": settings["password"]},
         # A replica id of its own: the server drops an older dump connection with the same id.
-        server_id=server_id or random.randint(1 << 20, (1 << 32) - 1),
+        server_id=server_id,
         resume_stream=True,
         log_file=start.file,
         log_pos=start.position,
@@ -295,7 +300,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     between_transactions = True
     events = 0
     try:
-        for event in stream:
+        for event in _events(stream, settings, server_id, lambda: _file_name(start.file, last[0]) + f":{last[1]}"):
             end_pos = event.packet.log_pos
             if isinstance(event, RotateEvent):
                 if end_pos:  # a real rotate ends the current file; the first one sent is artificial (0)
@@ -342,6 +347,19 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
         f"The binlog ended at {stream.log_file}:{stream.log_pos}, before the high watermark {high}. The server "
         "may have been restarted or its binlog reset; run the task again."
     )
+
+
+def _events(stream: BinLogStreamReader, settings: dict[str, Any], server_id: int, where: Callable[[], str]) -> Any:
+    """The reader's events; a broken connection it cannot resume as an error that says so. (The reader itself
+    resumes from where it was after a dropped connection, when the server takes it back.)"""
+    try:
+        yield from stream
+    except pymysql.err.OperationalError as exc:
+        code = exc.args[0] if exc.args else None
+        raise SourceConnectionLost(
+            f"The binlog connection to {settings['host']}:{settings['port']} failed after {where()} (MySQL error "
+            f"{code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code, server_id)}. Nothing of "
+            "this range was handed on; the task's retry reads it again.") from None
 
 
 def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:

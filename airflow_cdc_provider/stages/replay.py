@@ -28,6 +28,7 @@ from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids,
 from airflow_cdc_provider.core.schema import Fill, layout_plans
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.storage import room_for
 
 FILLS_METADATA = "cdc.fills"
 
@@ -293,6 +294,12 @@ def replay(
     files = [Path(f) for f in raw_files]
     if not files:
         raise ValueError("replay needs at least one raw file (an extraction with no changes still writes one).")
+    with room_for(Path(upsert_file).parent, f"the replay of {len(files)} raw files"):
+        return _replay(files, upsert_file, delete_file, memory_budget, block_size, fills, fills_file)
+
+
+def _replay(files: list[Path], upsert_file: str | os.PathLike, delete_file: str | os.PathLike, memory_budget: int,
+            block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike | None) -> ReplayResult:
     layouts = _Layouts(files, fills)
     header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)

@@ -22,12 +22,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pymysql.cursors
 
+from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.storage import room_for
 
 PROGRESS_FILE = "snapshot-progress.json"
 FETCH_ROWS = 10_000
@@ -111,6 +113,11 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chun
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    with room_for(out, f"the snapshot of {header.table}"):
+        return _snapshot(source, header, out, chunk_rows)
+
+
+def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int) -> SnapshotResult:
     progress = _Progress(out / PROGRESS_FILE, header)
     if progress.state is None:
         # Before any row is read: see the module's docstring.
@@ -128,7 +135,14 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chun
         while True:
             chunk = result.chunks + 1
             path = out / f"snapshot-{chunk:05d}.parquet"
-            rows, last_row = _read_chunk(conn, header, schema, chunk_rows, last_key, path)
+            try:
+                rows, last_row = _read_chunk(conn, header, schema, chunk_rows, last_key, path)
+            except pymysql.err.OperationalError as exc:
+                code = exc.args[0] if exc.args else None
+                raise SourceConnectionLost(
+                    f"The connection to the source failed while the snapshot of {header.table} read chunk {chunk} "
+                    f"(MySQL error {code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code)}. "
+                    f"The {chunk - 1} chunks read before are kept; the task's retry goes on after them.") from None
             if last_row is not None:
                 last_key = [last_row[i] for i in key_indexes]
             done = rows < chunk_rows
