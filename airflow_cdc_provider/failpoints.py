@@ -8,7 +8,6 @@ Unset, as it is outside those tests, a failpoint costs one environment lookup. T
 ``snapshot.chunk``         the snapshot, with a chunk file half written
 ``extract.file``           the extraction, with a raw file half written
 ``replay.write``           the replay, with the upsert file written and the delete file not
-``merge.driver.written``   the Spark driver, with the new version's files written and its version file not
 ``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
 ``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger
 ``table.finish``           the table task, before it releases the lock

@@ -261,7 +261,6 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
     _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
     clock.lap("write")
-    failpoint("merge.driver.written")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
         "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),

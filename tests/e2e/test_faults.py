@@ -7,6 +7,7 @@ GTID replication where the point is a failover), real Spark, the embedded metast
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import yaml
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.testing.server import ThrowawayServer
 from tests.conftest import conn_env
-from tests.e2e.test_pipeline import Pipeline
+from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
 
 
@@ -29,7 +30,7 @@ def replicate(replica: ThrowawayServer, primary: ThrowawayServer) -> None:
 
 def caught_up(replica: ThrowawayServer, primary: ThrowawayServer) -> None:
     position = primary.execute("SELECT @@GLOBAL.gtid_binlog_pos")[0][0]
-    assert replica.execute(f"SELECT MASTER_GTID_WAIT('{position}', 60)")[0][0] == 0, "the replica did not catch up"
+    assert replica.execute(f"SELECT MASTER_GTID_WAIT('{position}', 300)")[0][0] == 0, "the replica did not catch up"
 
 
 def promote(replica: ThrowawayServer) -> None:
@@ -44,8 +45,22 @@ def point_at(pipeline: Pipeline, server: ThrowawayServer, monkeypatch: pytest.Mo
     pipeline.server, pipeline.hook = server, MySqlSourceHook(pipeline.conn_id)
 
 
+def _task_windows(dag_id: str) -> dict[str, tuple[float, float]]:
+    """The latest run's tasks: (start, end) as epoch seconds, by task id."""
+    from airflow.models.dagrun import DagRun
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        run = session.query(DagRun).filter(DagRun.dag_id == dag_id).order_by(DagRun.id.desc()).first()
+        return {ti.task_id: (ti.start_date.timestamp(), ti.end_date.timestamp())
+                for ti in session.query(TaskInstance).filter(TaskInstance.dag_id == dag_id,
+                                                             TaskInstance.run_id == run.run_id)
+                if ti.start_date and ti.end_date and ti.map_index < 1}
+
+
 @pytest.mark.usefixtures("airflow_home")
-def test_a_failover_to_a_replica_is_followed_by_gtid_and_lost_transactions_are_refused(
+def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions_are_refused(
         tmp_path, make_user, monkeypatch):
     primary = ThrowawayServer.start(tmp_path / "primary", {"server_id": 11})
     replica = ThrowawayServer.start(tmp_path / "replica", {"server_id": 12, "log_slave_updates": True})
@@ -54,12 +69,28 @@ def test_a_failover_to_a_replica_is_followed_by_gtid_and_lost_transactions_are_r
         replicate(replica, primary)
         conn_id = make_user(server=primary)  # the capture user reaches the replica by replication
         pipeline = Pipeline(primary, conn_id, tmp_path, ["orders", "customers"])
-        with Writers(primary, pipeline.schema, threads=2, pause=0.005) as writers:
-            # Runs capture from the primary while the application writes.
-            writers.wait_for(50)
-            for hour in (0, 1):
+        pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) SELECT seq, 1, 1, "
+                     "seq / 100, CONCAT('preloaded ', seq) FROM {s}.seq_100000_to_140000")
+        user = json.loads(pipeline.env[conn_env(conn_id)])["login"]
+        primary.track_binlog_dumps()
+        load: dict = {}
+        with Writers(primary, pipeline.schema, threads=4, pause=0.004) as writers:
+            # Runs capture from the primary while four threads write (hundreds of commits a second: the pause
+            # holds them there). What the capture costs the source is reported: the writers' rate alone and
+            # during the snapshot and the extraction, and the bytes the server sent the capture user.
+            alone_from = time.time()
+            time.sleep(5)
+            load["writers_alone_per_s"] = round(writers.rate(alone_from, time.time()))
+            for hour, task in ((0, "source.snapshot"), (1, "source.extract")):
+                sent, began = primary.bytes_sent(user), time.monotonic()
                 code, output = pipeline.run(f"2026-11-01T0{hour}:00:00+00:00")
                 assert code == 0, output[-8000:]
+                start, end = _task_windows(DAG_ID)[task]
+                load[task] = {"run_s": round(time.monotonic() - began, 1), "task_s": round(end - start, 1),
+                              "writers_per_s_during_task": round(writers.rate(start, end)),
+                              "bytes_sent_to_capture": primary.bytes_sent(user) - sent}
+            assert writers.commits > 1000 and sum(writers.key_changes.values()) > 0, load
+            print("load:", json.dumps(load))
             committed = pipeline.ledger("orders").committed().watermark
             assert committed.server_id == 11 and committed.gtid
 
@@ -134,30 +165,32 @@ def test_a_failover_to_a_replica_is_followed_by_gtid_and_lost_transactions_are_r
         replica.stop()
 
 
-# Each place a run can be killed (``airflow_cdc_provider.failpoints``), in the order a run passes them, with
-# what the killed run had already made visible in Hive.
-KILLS = [
-    ("plan.locked", "nothing"),
-    ("snapshot.chunk", "nothing"),
-    ("extract.file", "nothing"),
-    ("replay.write", "nothing"),
-    ("merge.driver.written", "nothing"),
-    ("merge.driver.switched", "the new version, without the added column"),
-    ("merge.task.committed", "the new version"),
-    ("table.finish", "the new version"),
+# Each place a run can be killed (``airflow_cdc_provider.failpoints``), in two chains of attempts of one run
+# each: every attempt is killed at a later place than the one before, and goes on from what that one left (as a
+# retry killed again would). A chain's last attempt has no failpoint and completes. With each place, what the
+# killed attempt had made visible in Hive. (A Spark driver killed in the middle of writing a version is
+# test_pipeline's test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right.)
+KILL_CHAINS = [
+    ('{"fresh_snapshot": true}', [("plan.locked", "nothing"), ("snapshot.chunk", "nothing"),
+                                  ("table.finish", "the new version")]),
+    (None, [("extract.file", "nothing"), ("replay.write", "nothing"),
+            ("merge.driver.switched", "the new version, without the added column"),
+            ("merge.task.committed", "the new version")]),
 ]
+# What the completing attempt says after the kill before it.
+SAID_AFTER = {"merge.task.committed": "a re-run: onto version", "table.finish": "already committed by this run"}
 
 
-def _changes(cell: int) -> list[str]:
-    """A cell's source changes: inserts, an update, a key change, a delete of an earlier cell's row."""
-    n = 3000 + 10 * cell
+def _changes(chain: int) -> list[str]:
+    """A chain's source changes: inserts, an update, a key change, a delete of an earlier chain's row."""
+    n = 3000 + 10 * chain
     return [
         "INSERT INTO {s}.orders (order_no, line_no, customer_id, amount, note) VALUES "
-        f"({n}, 1, 1, {cell}.50, 'cell {cell}'), ({n}, 2, 2, 1.00, NULL)",
+        f"({n}, 1, 1, {chain}.50, 'chain {chain}'), ({n}, 2, 2, 1.00, NULL)",
         "UPDATE {s}.orders SET amount = amount + 1 WHERE order_no = 1001",
         f"UPDATE {{s}}.orders SET line_no = 3 WHERE order_no = {n} AND line_no = 2",
         f"DELETE FROM {{s}}.orders WHERE order_no = {n - 10} AND line_no = 1",
-        f"UPDATE {{s}}.customers SET city = 'cell {cell}' WHERE id = 1",
+        f"UPDATE {{s}}.customers SET city = 'chain {chain}' WHERE id = 1",
     ]
 
 
@@ -167,39 +200,42 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
 
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     assert pipeline.run("2026-11-02T00:00:00+00:00")[0] == 0
-    results = {}
-    for cell, (point, visible) in enumerate(KILLS, start=1):
-        pipeline.sql(*_changes(cell))
-        if point == "merge.driver.switched":  # the run adds a column: the kill falls before ADD COLUMNS
+    killed = []
+    for chain, (conf, kills) in enumerate(KILL_CHAINS, start=1):
+        pipeline.sql(*_changes(chain))
+        if chain == 2:  # the run adds a column: its driver is killed between the switch and ADD COLUMNS
             pipeline.sql("ALTER TABLE {s}.orders ADD COLUMN channel VARCHAR(20) NULL",
-                         f"UPDATE {{s}}.orders SET channel = 'web' WHERE order_no = {3000 + 10 * cell}")
-        conf = ['{"fresh_snapshot": true}'] if point == "snapshot.chunk" else []
-        date = f"2026-11-02T{cell:02d}:00:00+00:00"
+                         "UPDATE {s}.orders SET channel = 'web' WHERE order_no = 3020")
+        date, args = f"2026-11-02T0{chain}:00:00+00:00", [conf] if conf else []
         before = {table: pipeline.hive(table)[0] for table in pipeline.tables}
-        code, output = pipeline.run(date, *conf, env={"CDC_FAILPOINT": point})
-        assert code != 0 and f"failpoint {point}: killing process" in output, (point, output[-8000:])
-        after = {table: pipeline.hive(table)[0] for table in pipeline.tables}
-        if visible == "nothing":
-            assert after == before, f"{point}: the killed run changed Hive"
-        else:
-            assert after != before, f"{point}: the killed run had committed, yet Hive is as it was"
-
-        # The run again (a clear in the UI; under a scheduler, the task's retry does the same) completes.
-        code, output = pipeline.run(date, *conf)
-        assert code == 0, (point, output[-8000:])
+        for point, visible in kills:
+            code, output = pipeline.run(date, *args, env={"CDC_FAILPOINT": point})
+            assert code != 0 and f"failpoint {point}: killing process" in output, (point, output[-8000:])
+            after = {table: pipeline.hive(table)[0] for table in pipeline.tables}
+            if visible == "nothing":
+                assert after == before, f"{point}: the killed attempt changed Hive"
+            else:
+                assert after != before, f"{point}: the killed attempt had committed, yet Hive is as it was"
+            killed.append(point)
+        # The run again (a clear in the UI; under a scheduler, the task's retry does the same work) completes.
+        code, output = pipeline.run(date, *args)
+        assert code == 0, (kills[-1][0], output[-8000:])
+        if kills[-1][0] in SAID_AFTER:
+            assert SAID_AFTER[kills[-1][0]] in output, output[-8000:]
         for table in pipeline.tables:
             pipeline.assert_equal(table)
-            assert pipeline.ledger(table).holder() is None, point
-        results[point] = "the re-run completed; Hive equals the source; no lock held"
+            assert pipeline.ledger(table).holder() is None
 
-    # Nothing piles up: each table keeps its newest run directories and Hive versions, complete or not.
+    assert [point for _, kills in KILL_CHAINS for point, _ in kills] == killed
     hive, _ = pipeline.hive("orders")
-    assert any(row.get("channel") == "web" for row in hive.values())
+    assert any(row.get("channel") == "web" for row in hive.values()), "the column added after the kill"
+    # Nothing piles up: each table keeps its newest Hive versions, complete or not, and run directories (a
+    # completing attempt that finds its run committed leaves the removal of older ones to the next run: one
+    # more).
     for table in pipeline.tables:
         runs = tmp_path / "work" / f"ods.{table}" / "runs"
-        assert len(list(runs.iterdir())) <= 3, sorted(p.name for p in runs.iterdir())
+        assert len(list(runs.iterdir())) <= 3 + 1, sorted(p.name for p in runs.iterdir())
         _, location = pipeline.hive(table)
         root = Path(location.removeprefix("file:")).parent
         versions = [p.name for p in root.iterdir() if parse_version_dir(p.name) is not None]
         assert len(versions) <= 3, versions
-    print(json.dumps(results, indent=1))

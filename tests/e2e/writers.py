@@ -23,6 +23,8 @@ class Writers:
         self.errors = 0
         self._stop = threading.Event()
         self._held: set[int] = set()
+        self.times: list[float] = []  # when each commit was made (epoch seconds)
+        self.key_changes: dict[int, int] = {}
         self._lock = threading.Lock()
         self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True, name=f"writer-{n}")
                          for n in range(threads)]
@@ -42,6 +44,10 @@ class Writers:
         for thread in self._threads:
             thread.join(60)
         return self.commits / max(1e-9, time.monotonic() - self.started)
+
+    def rate(self, start: float, end: float) -> float:
+        """Commits per second between two epoch times."""
+        return sum(start <= t <= end for t in self.times) / max(1e-9, end - start)
 
     def hold(self, timeout: float = 60) -> None:
         """Stop writing until ``resume``: returns once no thread has a statement under way."""
@@ -80,7 +86,7 @@ class Writers:
                 if conn is None:
                     conn = server.root_connection(self.schema)
                 with conn.cursor() as cursor:
-                    roll = rng.random()
+                    roll, changed = rng.random(), False
                     if roll < 0.45 or len(mine) < 5:
                         next_no += 1
                         cursor.execute("INSERT INTO orders (order_no, line_no, customer_id, amount, note) VALUES "
@@ -94,6 +100,7 @@ class Writers:
                         key = mine.pop(rng.randrange(len(mine)))
                         cursor.execute("DELETE FROM orders WHERE order_no = %s AND line_no = %s", key)
                     elif roll < 0.9:  # a key change: the old key is gone, the new one holds the row
+                        changed = True
                         key = mine.pop(rng.randrange(len(mine)))
                         cursor.execute("UPDATE orders SET line_no = line_no + 1 WHERE order_no = %s AND line_no = %s",
                                        key)
@@ -103,6 +110,9 @@ class Writers:
                                        (f"city {rng.randint(1, 1000)}", rng.choice((1, 2))))
                 with self._lock:
                     self.commits += 1
+                    self.times.append(time.time())
+                    if changed:
+                        self.key_changes[n] = self.key_changes.get(n, 0) + 1
             except pymysql.err.MySQLError:
                 # The server went away (or a deadlock): whether the statement committed is not known, and need
                 # not be, since runs are checked against the source's rows, not against this log. Its key is

@@ -158,7 +158,7 @@ def test_the_source_restarted_mid_snapshot_and_mid_extraction(own_server, tmp_pa
 
     # Mid-snapshot: the read fails saying so; run again, it goes on after its last finished chunk.
     out = tmp_path / "snapshot"
-    thread, outcome = in_thread(lambda: snapshot(table.hook, table.header, out, chunk_rows=200))
+    thread, outcome = in_thread(lambda: snapshot(table.hook, table.header, out, chunk_rows=100))
     progress = out / PROGRESS_FILE
     while thread.is_alive() and not (progress.exists() and json.loads(progress.read_text())["chunks"] >= 3):
         time.sleep(0.005)
@@ -167,7 +167,7 @@ def test_the_source_restarted_mid_snapshot_and_mid_extraction(own_server, tmp_pa
     assert isinstance(outcome.get("error"), SourceConnectionLost), outcome
     assert "while the snapshot of shop.events read chunk" in str(outcome["error"])
     assert "the server went away" in str(outcome["error"])
-    done = snapshot(table.hook, table.header, out, chunk_rows=200)
+    done = snapshot(table.hook, table.header, out, chunk_rows=100)
     assert done.resumed_after_chunk >= 3
 
     # Mid-extraction, a crash (SIGKILL) this time: the range fails saying so, and reads whole once it is back.
