@@ -16,8 +16,8 @@ the server's own printing where the Hive value allows it:
   in its checksum though its value is the same, and is cleared by comparing the values themselves. MySQL has no
   ``JSON_NORMALIZE``: there a JSON column counts by its NULL flag only.
 
-A row's text joins its columns' texts with ``#`` and ends with one flag per column, 1 for NULL, so that NULL
-and an empty string differ. A chunk's checksum is its row count and the XOR, over its rows, of the two 32-bit
+A row's text joins its columns' texts with ``#`` and ends with one flag per column, 1 for a NULL text, so
+that NULL and an empty string differ. A chunk's checksum is its row count and the XOR, over its rows, of the two 32-bit
 halves of the MD5 of each row's text: order-free, and small enough for Spark's signed 64-bit integers.
 """
 
@@ -111,14 +111,27 @@ def _invalid_date(col: str) -> str:
 def source_row_text(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
     """The SQL expression of a row's text."""
     texts = [source_text(name, ctype, mariadb) for name, ctype in columns]
-    flags = ", ".join(f"ISNULL({quote_identifier(name)})" for name, _ in columns)
+    # The flag of the text, not of the column: a zero date is a value on the server and NULL in the copy.
+    flags = ", ".join(f"ISNULL({text if text is not None else quote_identifier(name)})"
+                      for (name, _), text in zip(columns, texts))
     return "CONCAT_WS('#', " + ", ".join(t for t in texts if t is not None) + f", CONCAT({flags}))"
 
 
-def source_checksum(row_text: str) -> str:
-    """The select list of a chunk's checksum on the server: row count, and the XOR of each MD5 half."""
-    return (f"COUNT(*), COALESCE(BIT_XOR(CONV(SUBSTRING(MD5({row_text}), 1, 8), 16, 10)), 0), "
-            f"COALESCE(BIT_XOR(CONV(SUBSTRING(MD5({row_text}), 9, 8), 16, 10)), 0)")
+def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
+    """The SQL expression of a row's key text (key columns are never NULL)."""
+    types = dict(columns)
+    return "CONCAT_WS('#', " + ", ".join(str(source_text(name, types[name], mariadb)) for name in key) + ")"
+
+
+def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
+                       buckets: int, where: str = "") -> str:
+    """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key,
+    to read one range of keys): rows (bucket, row count, XOR of the MD5's first half, of its second half)."""
+    row = source_row_text(columns, mariadb)
+    bucket = f"CRC32({source_key_text(columns, key, mariadb)}) % {int(buckets)}"
+    return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 8), 16, 10)), "
+            f"BIT_XOR(CONV(SUBSTRING(MD5({row}), 9, 8), 16, 10)) FROM {table}{' WHERE ' + where if where else ''} "
+            "GROUP BY bucket")
 
 
 # --- Spark's side -----------------------------------------------------------------------------------------

@@ -39,66 +39,12 @@ from airflow_cdc_provider.core.merge import (
     check_datetime_zone,
     next_columns,
     parse_version_dir,
-    version_dir_name,
     versions_to_remove,
 )
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
 from airflow_cdc_provider.failpoints import failpoint
-
-
-class _Files:
-    """The table's directories, through Hadoop's FileSystem, so a warehouse on HDFS or S3 works the same."""
-
-    def __init__(self, spark: Any, root: str) -> None:
-        # A SparkSession or a SparkContext: both hold the JVM and the Java context.
-        self.jvm = spark._jvm
-        self.conf = spark._jsc.hadoopConfiguration()
-        self.root = root.rstrip("/")
-
-    def _path(self, path: str) -> Any:
-        return self.jvm.org.apache.hadoop.fs.Path(path)
-
-    def _fs(self, path: str) -> Any:
-        return self._path(path).getFileSystem(self.conf)
-
-    def version_path(self, version: int) -> str:
-        return f"{self.root}/{version_dir_name(version)}"
-
-    def versions(self) -> dict[int, bool]:
-        """Each version directory under the root, and whether its write finished (it has a version file)."""
-        fs = self._fs(self.root)
-        if not fs.exists(self._path(self.root)):
-            return {}
-        found = {}
-        for status in fs.listStatus(self._path(self.root)):
-            number = parse_version_dir(status.getPath().getName())
-            if number is not None and status.isDirectory():
-                found[number] = fs.exists(self._path(f"{self.version_path(number)}/{VERSION_FILE}"))
-        return found
-
-    def read_text(self, path: str) -> str | None:
-        fs = self._fs(path)
-        if not fs.exists(self._path(path)):
-            return None
-        stream = fs.open(self._path(path))
-        try:
-            return self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
-        finally:
-            stream.close()
-
-    def write_text(self, path: str, text: str, overwrite: bool = False) -> None:
-        stream = self._fs(path).create(self._path(path), overwrite)
-        try:
-            stream.write(bytearray(text.encode("utf-8")))
-        finally:
-            stream.close()
-
-    def delete(self, path: str) -> None:
-        self._fs(path).delete(self._path(path), True)
-
-    def exists(self, path: str) -> bool:
-        return bool(self._fs(path).exists(self._path(path)))
 
 
 def _describe(spark: Any, statement: str) -> dict[str, str]:
@@ -111,7 +57,7 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
         return None, None, []
     details = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")
     location = details.get("Location", "")
-    text = _Files(spark, location).read_text(f"{location}/{VERSION_FILE}")
+    text = HadoopFiles(spark, location).read_text(f"{location}/{VERSION_FILE}")
     if parse_version_dir(location) is None or text is None:
         raise LedgerConflict(
             f"The Hive table {spec.database}.{spec.table} exists but was not made by this pipeline (its location "
@@ -187,7 +133,7 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     return frame, {column.lower(): [s.lower() for s in sources] for column, sources in spec.fill_sources}
 
 
-def _merged(spark: Any, spec: MergeSpec, files: _Files, origin_version: int | None,
+def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int | None,
             columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
     """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``; just the upserts without
     an origin. ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
@@ -248,7 +194,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         root = f"{database['Location'].rstrip('/')}/{spec.table}"
     else:
         root = location.rstrip("/").rsplit("/", 1)[0]
-    files = _Files(spark, root)
+    files = HadoopFiles(spark, root)
     existing = files.versions()
     if origin.action == "merge" and not existing.get(origin.version):
         raise LedgerConflict(
@@ -338,7 +284,7 @@ def main(argv: list[str]) -> int:
     started = dt.datetime.now(dt.timezone.utc)
     # The context first, for its Hadoop FileSystem: the job file may be on any filesystem the cluster reads.
     context = SparkContext.getOrCreate(SparkConf())
-    files = _Files(context, "")
+    files = HadoopFiles(context, "")
     text = files.read_text(argv[1])
     if text is None:
         print(f"cdc-merge: the merge job {argv[1]} does not exist", file=sys.stderr)

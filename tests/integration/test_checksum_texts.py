@@ -4,6 +4,7 @@ gives over the values the copy holds, for every type of the all-types fixture (a
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 
 import pyarrow.parquet as pq
@@ -41,3 +42,39 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
             if mine != text:
                 wrong.append(f"row {ident} {name} {types[name]}: server {text!r:.120}, copy {mine!r:.120}")
     assert wrong == []
+
+
+def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path):
+    from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
+    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob
+    from airflow_cdc_provider.spark import VERIFY_JOB
+    from airflow_cdc_provider.testing.hive import run_spark_job
+    from tests.integration.merge_helpers import Table
+
+    table = TableName(f"checksum_{os.urandom(3).hex()}", "all_types")
+    mariadb.execute(f"CREATE DATABASE {table.schema}", DDL.format(name=table.quoted))
+    insert_cases(mariadb, table.quoted, 1)
+    insert_cases(mariadb, table.quoted, 101)
+    hook = MySqlSourceHook(make_user())
+    header = hook.raw_header(table)
+    target = Table(hook, header, tmp_path, target="ods.all_types")
+    assert target.merge(target.prepare()[1])["status"] == "committed"
+
+    buckets = 4
+    with hook.cursor() as cursor:
+        cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, buckets))
+        served = {int(b): BucketSum(int(n), int(lo), int(hi)) for b, n, lo, hi in cursor.fetchall()}
+        cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
+                       f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
+        served_rows = dict(cursor.fetchall())
+    job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
+                    str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)))
+    (tmp_path / "verify-job.json").write_text(job.to_json())
+    run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
+    result = json.loads((tmp_path / "verify-result.json").read_text())
+    summed = {int(b): BucketSum(*sums) for b, sums in result["buckets"].items()}
+    copied_rows = {key: md5 for rows in result["rows"].values() for key, md5 in rows}
+
+    assert copied_rows == served_rows
+    assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)

@@ -84,4 +84,4 @@ def test_each_type_has_a_text_on_both_sides():
     assert kind_of("decimal(65,30)") == "decimal_text" and kind_of("decimal(38,10)") == "decimal"
     assert source_text("c", "json", mariadb=False) is None and spark_text("c", "json", mariadb=False) is None
     row = source_row_text([("id", "int"), ("js", "json")], mariadb=False)
-    assert row == "CONCAT_WS('#', CAST(`id` + 0 AS CHAR), CONCAT(ISNULL(`id`), ISNULL(`js`)))"
+    assert row == "CONCAT_WS('#', CAST(`id` + 0 AS CHAR), CONCAT(ISNULL(CAST(`id` + 0 AS CHAR)), ISNULL(`js`)))"

@@ -1,0 +1,91 @@
+"""Verify: a Hive version against its source, bucket by bucket, with writes in flight told from real differences.
+
+Both sides put each row in a bucket, CRC32 of the text of its key (``core.checksum``) modulo the number of
+buckets, and sum each bucket: its row count and the XOR of the two halves of each row text's MD5. Buckets, not
+key ranges: the server orders a string key by its collation (``'a' = 'A'`` in most), Spark by its bytes, so a
+range of keys would not hold the same rows on both sides; a bucket does. The server still reads in key order,
+a range of keys at a time, each range adding to every bucket (so no query runs long on a busy primary).
+
+A bucket whose sums differ is looked into: both sides list its rows' key texts with their MD5, and the keys
+that differ are the difference, less the keys whose rows the binlog changed between the Hive version's
+watermark and the end of the check (the copy has not had those changes yet: they are not a fault).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Collection, Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class BucketSum:
+    """A bucket's row count and the XOR of its rows' MD5 halves."""
+
+    rows: int
+    low: int
+    high: int
+
+    def plus(self, other: BucketSum) -> BucketSum:
+        """Two parts of one bucket (two ranges of keys read apart) as one."""
+        return BucketSum(self.rows + other.rows, self.low ^ other.low, self.high ^ other.high)
+
+
+EMPTY = BucketSum(0, 0, 0)
+
+
+def bucket_count(rows: int, bucket_rows: int) -> int:
+    """How many buckets a table of ``rows`` rows gets, ``bucket_rows`` rows each on average."""
+    return max(1, math.ceil(rows / max(1, bucket_rows)))
+
+
+def differing_buckets(source: Mapping[int, BucketSum], copy: Mapping[int, BucketSum]) -> list[int]:
+    """The buckets whose sums differ (a bucket absent on one side is empty there)."""
+    return sorted(b for b in set(source) | set(copy) if source.get(b, EMPTY) != copy.get(b, EMPTY))
+
+
+@dataclass(frozen=True)
+class RowDifference:
+    """A key whose row differs: ``missing`` from the copy, ``extra`` in the copy, or ``different``."""
+
+    key: str
+    kind: str
+
+
+def row_differences(source: Mapping[str, str], copy: Mapping[str, str],
+                    changed: Collection[str] = ()) -> list[RowDifference]:
+    """The rows of looked-into buckets that differ, by key text (each side's key text → row MD5), less the keys
+    the binlog changed since the copy's watermark."""
+    found = []
+    for key in sorted(set(source) | set(copy)):
+        if key in changed or source.get(key) == copy.get(key):
+            continue
+        kind = "missing" if key not in copy else "extra" if key not in source else "different"
+        found.append(RowDifference(key, kind))
+    return found
+
+
+@dataclass(frozen=True)
+class VerifyJob:
+    """What the Spark half of verify (``spark/verify_job.py``) sums, and where it writes the result."""
+
+    warehouse_dir: str
+    metastore_uri: str | None
+    table: str  # database.table in Hive
+    columns: tuple[tuple[str, str], ...]  # (source column name, MySQL type), in the source's order
+    key: tuple[str, ...]
+    mariadb: bool
+    buckets: int
+    result_file: str
+    detail: tuple[int, ...] = field(default=())  # buckets whose rows are listed
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> VerifyJob:
+        data: dict[str, Any] = json.loads(text)
+        return cls(**{**data, "columns": tuple(tuple(c) for c in data["columns"]), "key": tuple(data["key"]),
+                      "detail": tuple(data.get("detail", ()))})
