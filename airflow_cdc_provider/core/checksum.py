@@ -125,10 +125,11 @@ def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mari
 
 def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
                        buckets: int, where: str = "") -> str:
-    """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key,
-    to read one range of keys): rows (bucket, row count, XOR of the MD5's first half, of its second half)."""
-    row = source_row_text(columns, mariadb)
-    bucket = f"CRC32({source_key_text(columns, key, mariadb)}) % {int(buckets)}"
+    """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
+    ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the MD5's first half, of its
+    second half). Run it with arguments (a list, perhaps empty): its own ``%`` are doubled for them."""
+    row = source_row_text(columns, mariadb).replace("%", "%%")
+    bucket = f"MOD(CRC32({source_key_text(columns, key, mariadb).replace('%', '%%')}), {int(buckets)})"
     return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 8), 16, 10)), "
             f"BIT_XOR(CONV(SUBSTRING(MD5({row}), 9, 8), 16, 10)) FROM {table}{' WHERE ' + where if where else ''} "
             "GROUP BY bucket")

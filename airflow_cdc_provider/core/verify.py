@@ -89,3 +89,23 @@ class VerifyJob:
         data: dict[str, Any] = json.loads(text)
         return cls(**{**data, "columns": tuple(tuple(c) for c in data["columns"]), "key": tuple(data["key"]),
                       "detail": tuple(data.get("detail", ()))})
+
+
+def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:
+    """The SQL condition (and its arguments) of a range of keys, ``after`` < key <= ``until`` (either end open
+    when None), spelt out for composite keys as an index range: ``(a, b) > (x, y)`` is ``a > x OR (a = x AND
+    b > y)``."""
+    from airflow_cdc_provider.core.identifiers import quote_identifier
+
+    names = [quote_identifier(k) for k in key]
+    parts, args = [], []
+    for bound, last, first in ((after, ">", ">"), (until, "<=", "<")):
+        if bound is None:
+            continue
+        terms = []
+        for i, name in enumerate(names):
+            equal = [f"{n} = %s" for n in names[:i]]
+            terms.append("(" + " AND ".join([*equal, f"{name} {last if i == len(names) - 1 else first} %s"]) + ")")
+            args += [*bound[:i], bound[i]]
+        parts.append("(" + " OR ".join(terms) + ")")
+    return " AND ".join(parts), args

@@ -62,7 +62,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
 
     buckets = 4
     with hook.cursor() as cursor:
-        cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, buckets))
+        cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, buckets), [])
         served = {int(b): BucketSum(int(n), int(lo), int(hi)) for b, n, lo, hi in cursor.fetchall()}
         cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
                        f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
@@ -78,3 +78,22 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
 
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)
+
+
+def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(mariadb, make_user):
+    from airflow_cdc_provider.core.checksum import source_bucket_sums
+    from airflow_cdc_provider.core.verify import BucketSum
+
+    table = TableName(f"checksum_{os.urandom(3).hex()}", "pairs")
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (a VARCHAR(10) NOT NULL, b INT NOT NULL, v TEXT, PRIMARY KEY (a, b))",
+                    f"INSERT INTO {table.quoted} SELECT CONCAT('k', seq % 7), seq, REPEAT('x', seq % 13) "
+                    f"FROM {table.schema}.seq_1_to_2000")
+    hook = MySqlSourceHook(make_user())
+    header = hook.raw_header(table)
+    with hook.cursor() as cursor:
+        cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, 16), [])
+        whole = {int(b): BucketSum(int(n), int(lo), int(hi)) for b, n, lo, hi in cursor.fetchall()}
+    for range_rows in (1, 333, 2000, 5000):
+        assert hook.bucket_sums(header, 16, range_rows=range_rows) == whole, range_rows
+    assert sum(s.rows for s in whole.values()) == 2000

@@ -85,3 +85,18 @@ def test_each_type_has_a_text_on_both_sides():
     assert source_text("c", "json", mariadb=False) is None and spark_text("c", "json", mariadb=False) is None
     row = source_row_text([("id", "int"), ("js", "json")], mariadb=False)
     assert row == "CONCAT_WS('#', CAST(`id` + 0 AS CHAR), CONCAT(ISNULL(CAST(`id` + 0 AS CHAR)), ISNULL(`js`)))"
+
+
+def test_a_range_of_keys_is_an_index_range_for_composite_keys():
+    from airflow_cdc_provider.core.verify import BucketSum, differing_buckets, key_range, row_differences
+
+    assert key_range(["id"], (5,), (9,)) == ("((`id` > %s)) AND ((`id` <= %s))", [5, 9])
+    sql, args = key_range(["a", "b"], (1, 2), None)
+    assert sql == "((`a` > %s) OR (`a` = %s AND `b` > %s))" and args == [1, 1, 2]
+    sql, args = key_range(["a", "b"], None, (3, 4))
+    assert sql == "((`a` < %s) OR (`a` = %s AND `b` <= %s))" and args == [3, 3, 4]
+    assert key_range(["id"], None, None) == ("", [])
+    assert differing_buckets({0: BucketSum(2, 1, 1), 1: BucketSum(1, 5, 5)}, {0: BucketSum(2, 1, 1)}) == [1]
+    assert BucketSum(1, 3, 5).plus(BucketSum(2, 1, 1)) == BucketSum(3, 2, 4)
+    found = row_differences({"1": "a", "2": "b", "3": "c"}, {"1": "a", "2": "x", "4": "d", "5": "e"}, changed={"5"})
+    assert [(d.key, d.kind) for d in found] == [("2", "different"), ("3", "missing"), ("4", "extra")]
