@@ -97,3 +97,28 @@ def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(m
     for range_rows in (1, 333, 2000, 5000):
         assert hook.bucket_sums(header, 16, range_rows=range_rows) == whole, range_rows
     assert sum(s.rows for s in whole.values()) == 2000
+
+
+def test_the_keys_a_binlog_range_changed_come_out_as_the_servers_key_texts(mariadb, make_user, tmp_path):
+    from airflow_cdc_provider.core.checksum import source_key_text
+    from airflow_cdc_provider.stages.verify import key_texts
+    from tests.integration.capture_helpers import capture_after
+
+    table = TableName(f"checksum_{os.urandom(3).hex()}", "pairs")
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (a VARCHAR(10) NOT NULL, t TIME(6) NOT NULL, v INT, PRIMARY KEY (a, t))",
+                    f"INSERT INTO {table.quoted} VALUES ('x', '-01:00:00.5', 1), ('y', '00:00:01', 2), ('é', '10:00', 3)")
+    hook = MySqlSourceHook(make_user())
+    header = hook.raw_header(table)
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {table.quoted} SET v = 5 WHERE a = 'x'", f"DELETE FROM {table.quoted} WHERE a = 'y'",
+                    f"UPDATE {table.quoted} SET a = 'z' WHERE a = 'é'",  # a key change: both keys changed
+                    f"INSERT INTO {table.quoted} VALUES ('w', '838:59:59', 9)")
+    _, replayed = capture_after(hook, header, start, tmp_path)
+    changed = key_texts([replayed.upsert_file, replayed.delete_file], header)
+    with hook.cursor() as cursor:
+        cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)} FROM {table.quoted}")
+        now = {row[0] for row in cursor.fetchall()}
+    # Updated, deleted, both keys of the key change, inserted; the rows still there spelt as the server spells them.
+    assert changed == {"x#-3600500000", "y#1000000", "é#36000000000", "z#36000000000", "w#3020399000000"}
+    assert now == {"x#-3600500000", "z#36000000000", "w#3020399000000"} and now <= changed
