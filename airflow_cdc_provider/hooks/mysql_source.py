@@ -21,7 +21,14 @@ from airflow_cdc_provider.core.errors import (
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.checksum import source_bucket_sums
-from airflow_cdc_provider.core.gtid import GtidFile, GtidPositionLost, canonical_gtid, first_file, mysql_gtid_at, start_after
+from airflow_cdc_provider.core.gtid import (
+    GtidFile,
+    GtidPositionLost,
+    canonical_gtid,
+    first_file,
+    mysql_gtid_at,
+    start_after,
+)
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader

@@ -77,7 +77,8 @@ class CdcPlanOperator(BaseOperator):
 
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
-                 on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+                 on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
