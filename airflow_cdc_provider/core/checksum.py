@@ -32,9 +32,9 @@ from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, arrow_type
+from airflow_cdc_provider.core.values import EWKB_SRID_FLAG
 
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "inet4", "inet6", "uuid"}
-_EWKB_SRID_FLAG = 0x20000000
 DATETIME_FORMAT_SQL = "%Y-%m-%d %H:%i:%s.%f"
 DATETIME_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
@@ -179,6 +179,8 @@ def hive_text(value: Any, column_type: str, mariadb: bool = True) -> str | None:
         return format(value, "f") if value != 0 else format(abs(Decimal(value)), "f")
     if kind == "date":
         return f"{value.year:04d}-{value:%m-%d}"
+    if kind == "time" and isinstance(value, dt.timedelta):  # the capture files' duration: Hive holds microseconds
+        return str(value // dt.timedelta(microseconds=1))
     if kind in ("datetime", "timestamp"):
         if value.tzinfo is not None:
             value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
@@ -250,8 +252,8 @@ def stored_geometry(wkb: bytes) -> bytes:
     holds (``core.values.standard_wkb`` in reverse)."""
     order = "<" if wkb[0] == 1 else ">"
     (kind,) = struct.unpack(order + "I", wkb[1:5])
-    if not kind & _EWKB_SRID_FLAG:
+    if not kind & EWKB_SRID_FLAG:
         return bytes(4) + wkb
     (srid,) = struct.unpack(order + "I", wkb[5:9])
-    return struct.pack("<I", srid) + wkb[:1] + struct.pack(order + "I", kind & ~_EWKB_SRID_FLAG) + wkb[9:]
+    return struct.pack("<I", srid) + wkb[:1] + struct.pack(order + "I", kind & ~EWKB_SRID_FLAG) + wkb[9:]
 

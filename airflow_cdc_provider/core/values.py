@@ -34,7 +34,7 @@ from airflow_cdc_provider.core.types import GEOMETRIES, SPARK_MAX_PRECISION, Col
 
 Normaliser = Callable[[Any], Any]
 _EPOCH = dt.datetime(1970, 1, 1)
-_EWKB_SRID_FLAG = 0x20000000
+EWKB_SRID_FLAG = 0x20000000
 
 
 def snapshot_select(name: str, column_type: str) -> str:
@@ -210,7 +210,7 @@ def standard_wkb(value: Any) -> Any:
         return wkb
     order = "<" if wkb[0] == 1 else ">"
     (kind,) = struct.unpack(order + "I", wkb[1:5])
-    return wkb[:1] + struct.pack(order + "II", kind | _EWKB_SRID_FLAG, srid) + wkb[5:]
+    return wkb[:1] + struct.pack(order + "II", kind | EWKB_SRID_FLAG, srid) + wkb[5:]
 
 
 def canonical_json(value: Any) -> str:

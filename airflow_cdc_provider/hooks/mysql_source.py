@@ -29,7 +29,7 @@ from airflow_cdc_provider.core.gtid import (
     mysql_gtid_at,
     start_after,
 )
-from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
@@ -479,7 +479,7 @@ class MySqlSourceHook(BaseHook):
         """Each bucket's sums over the table (``core.verify``), read a range of ``range_rows`` keys at a time in key
         order: no statement runs long on the server, and each row is summed once."""
         table = TableName.parse(header.table)
-        keys = ", ".join(f"`{k.replace('`', '``')}`" for k in header.key)
+        keys = ", ".join(quote_identifier(k) for k in header.key)
         sums: dict[int, BucketSum] = {}
         after: tuple | None = None
         with self.cursor() as cursor:

@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import os
 from collections.abc import Iterable
-from typing import Any
 
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.checksum import hive_text
 from airflow_cdc_provider.core.records import RawHeader
-
-
-def _as_hive_holds(value: Any) -> Any:
-    # The capture files hold a TIME as a duration; Hive holds its microseconds.
-    return value // dt.timedelta(microseconds=1) if isinstance(value, dt.timedelta) else value
 
 
 def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> set[str]:
@@ -27,5 +20,5 @@ def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> s
             continue
         table = pq.read_table(path, columns=list(header.key))
         for row in table.to_pylist():
-            found.add("#".join(str(hive_text(_as_hive_holds(row[k]), types[k])) for k in header.key))
+            found.add("#".join(str(hive_text(row[k], types[k])) for k in header.key))
     return found
