@@ -1,7 +1,7 @@
 """The task group factories: a whole source (every table of one server, by name or pattern), or one table.
 
-    check → plan ─┬─ snapshot ─────────────┬─ merge → table (one mapped task per table written or failed)
-                  └─ extract → replay ─────┘
+    check → plan ─┬─ snapshot ─────────────┬─ merge ─┬─ table (one mapped task per table written or failed)
+                  └─ extract → replay ─────┘         └─ verify
 
 ``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
 decides what the run does to it: a snapshot (first run, fresh snapshot), the binlog from its committed
@@ -11,6 +11,7 @@ files into upserts and deletes. ``merge`` runs one Spark application for every t
 none has), commits each table on its own, and records each commit in its ledger; an idle table's watermark
 advances without Spark, and it gets no task of its own. ``table`` shows the outcome of each table the run
 wrote (or failed), releases its lock, and fails for a table that failed, after the others have committed.
+``verify`` checks the committed versions of the tables that are due against the source (``docs/verify.md``).
 
 Each task hands the next one typed value (``core.contract``), wired here as XComArgs.
 """
@@ -28,14 +29,25 @@ from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, M
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
+from airflow_cdc_provider.operators.verify import CdcVerifyOperator
 
 FRESH_SNAPSHOT_PARAM = "fresh_snapshot"
+VERIFY_PARAM = "verify"
+REPAIR_PARAM = "repair"
+REREAD_PARAM = "reread"
 
 
 def cdc_params() -> dict[str, Param]:
     """The trigger-form parameters the task groups read; pass them to your DAG's ``params``."""
     return {FRESH_SNAPSHOT_PARAM: Param(False, type="boolean", title="Fresh snapshot",
-                                        description="Reload every table from a new snapshot instead of the binlog.")}
+                                        description="Reload every table from a new snapshot instead of the binlog."),
+            VERIFY_PARAM: Param(False, type="boolean", title="Verify",
+                                description="Check every table of the run against the source after its merge."),
+            REPAIR_PARAM: Param(False, type="boolean", title="Repair",
+                                description="Read again the rows the tables' last verify found different."),
+            REREAD_PARAM: Param({}, type="object", title="Read again",
+                                description='Tables to read again, each with a condition as after WHERE (empty: '
+                                            'the whole table), e.g. {"shop.orders": "id BETWEEN 10 AND 20"}.')}
 
 
 def cdc_source_group(config: CdcConfig, group_id: str = "cdc", **task_kwargs: Any) -> TaskGroup:
@@ -73,7 +85,9 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
                                on_purged_binlog=config.on_purged_binlog,
-                               on_server_change=config.on_server_change, **conn, **retry)
+                               on_server_change=config.on_server_change,
+                               repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
+                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **conn, **retry)
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.snapshot_concurrency, **conn, **work, **lease, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **retry)
@@ -91,5 +105,11 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
+        CdcVerifyOperator(
+            task_id="verify", conn_id=config.spark_conn_id, plan=plan.output, outcomes=merge.output[OUTCOMES_KEY],
+            verify=config.verify, force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}",
+            warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
+            time_zone=config.hive.time_zone, **conn, **work, **retry,
+        )
     group.outcomes = merge.output[OUTCOMES_KEY]
     return group

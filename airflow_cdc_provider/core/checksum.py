@@ -124,22 +124,29 @@ def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mari
 
 
 def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
-                       buckets: int, where: str = "") -> str:
-    """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
-    ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the MD5's first half, of its
-    second half). Run it with arguments (a list, perhaps empty): its own ``%`` are doubled for them."""
+                       buckets: int, where: str = "", last_key: bool = False) -> str:
+    """The statement that sums each bucket on the server (``table`` quoted, or a derived table; ``where`` a
+    condition on the key with ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the
+    MD5's first half, of its second half). With ``last_key`` (a one-column key), each row also gives the bucket's
+    greatest key, and a last roll-up row (bucket NULL) the count and greatest key of all. Run it with arguments
+    (a list, perhaps empty): its own ``%`` are doubled for them."""
     row = source_row_text(columns, mariadb).replace("%", "%%")
     bucket = f"MOD(CRC32({source_key_text(columns, key, mariadb).replace('%', '%%')}), {int(buckets)})"
+    greatest = f", MAX({quote_identifier(key[0])})" if last_key else ""
     return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 8), 16, 10)), "
-            f"BIT_XOR(CONV(SUBSTRING(MD5({row}), 9, 8), 16, 10)) FROM {table}{' WHERE ' + where if where else ''} "
-            "GROUP BY bucket")
+            f"BIT_XOR(CONV(SUBSTRING(MD5({row}), 9, 8), 16, 10)){greatest} FROM {table}"
+            f"{' WHERE ' + where if where else ''} GROUP BY bucket{' WITH ROLLUP' if last_key else ''}")
 
 
 # --- Spark's side -----------------------------------------------------------------------------------------
 
-def spark_text(name: str, column_type: str, mariadb: bool) -> str | None:
+def spark_text(name: str, column_type: str, mariadb: bool, time_zone: str = "UTC") -> str | None:
     """The Spark SQL expression of a column's text over the Hive table (its column name lower-cased), the
-    string ``python`` when ``hive_text`` must give it, or None for a column counted by its NULL flag only."""
+    string ``python`` when ``hive_text`` must give it, or None for a column counted by its NULL flag only.
+
+    The session is in UTC. A DATETIME is held as the instant its digits name in ``time_zone`` (the
+    ``hive.time_zone`` readers use), so its digits are those of that zone; a TIMESTAMP's are UTC's, as the server
+    prints it."""
     col = f"`{name.lower()}`"
     kind = kind_of(column_type)
     if kind in ("int", "decimal", "decimal_text", "year", "time", "text"):
@@ -150,6 +157,8 @@ def spark_text(name: str, column_type: str, mariadb: bool) -> str | None:
         return f"hex({col})"
     if kind == "date":
         return f"date_format({col}, 'yyyy-MM-dd')"
+    if kind == "datetime" and time_zone != "UTC":
+        return f"date_format(from_utc_timestamp({col}, '{time_zone}'), '{DATETIME_FORMAT_SPARK}')"
     if kind in ("datetime", "timestamp"):
         return f"date_format({col}, '{DATETIME_FORMAT_SPARK}')"
     if kind == "json" and not mariadb:

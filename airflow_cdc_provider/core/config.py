@@ -30,6 +30,33 @@ class HiveConfig:
 
 
 @dataclass(frozen=True)
+class VerifyConfig:
+    """When verify checks the tables against the source (``docs/verify.md``), and what a difference does."""
+
+    every: int = 0  # verify a table every this many runs; 0: only in runs triggered with the `verify` parameter
+    on_difference: str = "fail"  # fail: the verify task fails naming the tables; warn: it logs them and succeeds
+    bucket_rows: int = 1000  # rows per bucket on average: a differing bucket's rows are what is looked into
+    detail_buckets: int = 1000  # differing buckets looked into per table; beyond, they are counted only
+    repair: bool = False  # the next run re-reads the keys found different (as the `repair` parameter asks)
+
+    @classmethod
+    def from_dict(cls, data: Any, origin: str) -> VerifyConfig:
+        known = {"every", "on_difference", "bucket_rows", "detail_buckets", "repair"}
+        if not isinstance(data, dict) or set(data) - known:
+            raise ConfigError(f"`verify:` in {origin} must be a mapping of {', '.join(sorted(known))}, got {data!r}.")
+        for name, least in (("every", 0), ("bucket_rows", 1), ("detail_buckets", 1)):
+            value = data.get(name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+                raise ConfigError(f"`verify: {name}:` in {origin} must be a whole number >= {least}, got {value!r}.")
+        if data.get("on_difference", "fail") not in ("fail", "warn"):
+            raise ConfigError(f"`verify: on_difference:` in {origin} must be `fail` (the verify task fails) or `warn` "
+                              f"(it logs the difference and succeeds), got {data['on_difference']!r}.")
+        if not isinstance(data.get("repair", False), bool):
+            raise ConfigError(f"`verify: repair:` in {origin} must be true or false, got {data['repair']!r}.")
+        return cls(**data)
+
+
+@dataclass(frozen=True)
 class TableConfig:
     source: TableName
     target: str  # the Hive table name, within HiveConfig.database
@@ -146,6 +173,7 @@ class CdcConfig:
     # A table whose watermark was taken on another server that cannot be followed there (no GTIDs, or
     # transactions lost in a failover): fail it (nothing changes), or take a fresh snapshot.
     on_server_change: str = "fail"
+    verify: VerifyConfig = VerifyConfig()
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -164,7 +192,7 @@ class CdcConfig:
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
         known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
                  "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds",
-                 "on_purged_binlog", "on_server_change"}
+                 "on_purged_binlog", "on_server_change", "verify"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -220,6 +248,8 @@ class CdcConfig:
         policy = _policy(data.get("schema_changes"), origin)
         if policy:
             rest["schema_changes"] = policy
+        if data.get("verify") is not None:
+            rest["verify"] = VerifyConfig.from_dict(data["verify"], origin)
         return cls(tables=tuple(tables), hive=hive, **rest)
 
 

@@ -66,6 +66,16 @@ class CheckResult(_Value):
     gone: tuple[GoneTable, ...] = ()
 
 
+class Reread(_Value):
+    """Rows of a table the run reads again from the source besides its binlog range (``stages.reread``): the
+    buckets verify found different (replaced whole in the new version), or the rows a condition selects."""
+
+    buckets: int = 0  # how many buckets the table was verified in
+    which: tuple[int, ...] = ()  # the buckets read again and replaced
+    where: str | None = None  # a condition, as after WHERE (the ``reread`` parameter); "" for the whole table
+    reason: str = ""
+
+
 class TablePlan(_Value):
     """What this run does to one table (``plan``, recorded in its ledger), and where its files go."""
 
@@ -74,6 +84,7 @@ class TablePlan(_Value):
     ledger_dir: str
     run_dir: str
     committed: Committed | None = None  # the ledger's committed version when planned
+    reread: Reread | None = None
 
     @property
     def source(self) -> str:
@@ -129,11 +140,14 @@ class TableExtraction(_Value):
     columns: Columns  # the source's columns at ``end``
     schema_changes: tuple[dict[str, Any], ...] = ()  # SchemaChange.to_dict()
     fills: tuple[dict[str, Any], ...] = ()  # what added columns hold in earlier rows (stages.extract.fills_to_json)
+    reread: Reread | None = None  # rows read again into the range (their raw file is the first of ``files``)
+    reread_rows: int = 0
 
     @property
     def changed(self) -> bool:
-        """Whether the range holds anything for this table: a row event, or a change of its columns."""
-        return bool(sum(self.counts.values()) or self.schema_changes)
+        """Whether the range holds anything for this table: a row event, a change of its columns, or rows (or
+        buckets) read again."""
+        return bool(sum(self.counts.values()) or self.schema_changes or self.reread is not None)
 
 
 class Extraction(_Value):
@@ -172,6 +186,7 @@ class MergeInput(_Value):
     source_columns: Columns  # the source's columns at ``end``: where the next run starts
     upserts: int = 0
     deletes: int = 0
+    reread: Reread | None = None  # its ``which`` buckets are replaced whole: the origin's rows in them go
 
 
 class Captured(_Value):
@@ -209,7 +224,55 @@ class TableOutcome(_Value):
     seconds: dict[str, float] = {}
 
 
+class KeyDifference(_Value):
+    """A key whose row differs: ``missing`` from the copy, ``extra`` in the copy, or ``different`` in value."""
+
+    key: str  # the key's text: its columns' values joined by #
+    kind: Literal["missing", "extra", "different"]
+
+
+VerifyStatus = Literal["clean", "different", "not_verified"]
+
+
+class TableVerification(_Value):
+    """What verify found for one table: its committed version against the source.
+
+    ``different``: rows differ that the binlog did not change since the version's watermark (``keys`` lists up to
+    ``KEYS_LISTED`` of them; ``buckets`` all the buckets they are in); ``not_verified``: see ``reason``.
+    """
+
+    source: str
+    hive_table: str
+    status: VerifyStatus
+    reason: str = ""
+    version: int | None = None
+    watermark: Watermark | None = None  # the version's
+    rows: int = 0  # rows at the source when summed
+    buckets: int = 0
+    differing_buckets: tuple[int, ...] = ()  # with a real difference
+    unexamined_buckets: int = 0  # differing sums beyond the detail limit: not looked into
+    repair_buckets: tuple[int, ...] = ()  # what a repair reads again: the differences' buckets, the unexamined ones
+    differences: int = 0  # keys that differ
+    keys: tuple[KeyDifference, ...] = ()
+    in_flight: int = 0  # keys that differ because the binlog changed them after the version: not a fault
+    seconds: dict[str, float] = {}
+
+
+KEYS_LISTED = 100
+
+
+class Verification(_Value):
+    """The verify task's result: one entry per table of the run it looked at."""
+
+    tables: tuple[TableVerification, ...] = ()
+
+    @property
+    def different(self) -> list[TableVerification]:
+        return [t for t in self.tables if t.status == "different"]
+
+
 __all__ = [
+    "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
     "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
     "TablePlan",

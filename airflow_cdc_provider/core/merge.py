@@ -73,6 +73,10 @@ class MergeSpec:
     # name in it; "UTC" writes them as the UTC instant of their digits.
     datetime_zone: str = "UTC"
     datetime_columns: tuple[str, ...] = ()
+    # Verify's buckets of the key (``core.verify``) read again from the source: the origin's rows in them go, the
+    # upserts hold what the source has there. ``buckets`` 0: none.
+    buckets: int = 0
+    replaced: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.database, "Hive database name")
@@ -112,7 +116,8 @@ class MergeSpec:
                 "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
                 "fills_file": self.fills_file, "datetime_zone": self.datetime_zone,
                 "fill_sources": [[column, list(sources)] for column, sources in self.fill_sources],
-                "datetime_columns": list(self.datetime_columns)}
+                "datetime_columns": list(self.datetime_columns), "buckets": self.buckets,
+                "replaced": list(self.replaced)}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
@@ -128,6 +133,7 @@ class MergeSpec:
             fills_file=data.get("fills_file") or None, datetime_zone=data.get("datetime_zone") or "UTC",
             fill_sources=tuple((str(c), tuple(s)) for c, s in data.get("fill_sources") or ()),
             datetime_columns=tuple(data.get("datetime_columns") or ()),
+            buckets=int(data.get("buckets") or 0), replaced=tuple(int(b) for b in data.get("replaced") or ()),
         )
 
 
@@ -192,6 +198,8 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         else None, fill_sources=merge_input.fill_sources, datetime_zone=datetime_zone,
         datetime_columns=tuple(name.lower() for name, ctype in merge_input.columns
                                if ColumnType.parse(ctype).base == "datetime"),
+        buckets=merge_input.reread.buckets if merge_input.reread and merge_input.reread.which else 0,
+        replaced=merge_input.reread.which if merge_input.reread else (),
     )
 
 

@@ -69,7 +69,11 @@ def row_differences(source: Mapping[str, str], copy: Mapping[str, str],
 
 @dataclass(frozen=True)
 class VerifyJob:
-    """What the Spark half of verify (``spark/verify_job.py``) sums, and where it writes the result."""
+    """What the Spark half of verify (``spark/verify_job.py``) sums for one table, and where it writes the result.
+
+    With ``source`` (the server's sums), the job compares and lists the rows of the buckets that differ, at most
+    ``detail_limit`` of them; ``detail`` names buckets to list whatever the sums.
+    """
 
     warehouse_dir: str
     metastore_uri: str | None
@@ -80,15 +84,39 @@ class VerifyJob:
     buckets: int
     result_file: str
     detail: tuple[int, ...] = field(default=())  # buckets whose rows are listed
+    location: str | None = None  # the version's files; None: the table as the metastore has it now
+    time_zone: str = "UTC"  # hive.time_zone: the zone whose digits a DATETIME's instant holds
+    source: dict[str, tuple[int, int, int]] | None = None  # the server's sums, by bucket
+    detail_limit: int = 1000
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
 
     @classmethod
-    def from_json(cls, text: str) -> VerifyJob:
-        data: dict[str, Any] = json.loads(text)
+    def from_dict(cls, data: dict[str, Any]) -> VerifyJob:
         return cls(**{**data, "columns": tuple(tuple(c) for c in data["columns"]), "key": tuple(data["key"]),
                       "detail": tuple(data.get("detail", ()))})
+
+    @classmethod
+    def from_json(cls, text: str) -> VerifyJob:
+        return cls.from_dict(json.loads(text))
+
+    def source_sums(self) -> dict[int, BucketSum]:
+        return {int(b): BucketSum(*s) for b, s in (self.source or {}).items()}
+
+
+def jobs_to_json(jobs: Collection[VerifyJob]) -> str:
+    """One Spark application's verify jobs, as its job file holds them."""
+    return json.dumps([asdict(job) for job in jobs])
+
+
+def jobs_from_json(text: str) -> list[VerifyJob]:
+    data = json.loads(text)
+    return [VerifyJob.from_dict(d) for d in (data if isinstance(data, list) else [data])]
+
+
+def sums_to_json(sums: Mapping[int, BucketSum]) -> dict[str, tuple[int, int, int]]:
+    return {str(b): (s.rows, s.low, s.high) for b, s in sums.items()}
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:

@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
-from airflow_cdc_provider.core.checksum import source_bucket_sums
+from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
     GtidPositionLost,
@@ -477,23 +477,69 @@ class MySqlSourceHook(BaseHook):
 
     def bucket_sums(self, header: RawHeader, buckets: int, range_rows: int = 100_000) -> dict[int, BucketSum]:
         """Each bucket's sums over the table (``core.verify``), read a range of ``range_rows`` keys at a time in key
-        order: no statement runs long on the server, and each row is summed once."""
+        order: no statement runs long on the server, and each row is summed once.
+
+        With a one-column key, one statement per range sums the next ``range_rows`` rows and gives the range's last
+        key (its MAX): each row is read once. A composite key's range end is looked up first (``LIMIT 1 OFFSET``),
+        which reads the range's keys in index order once more."""
         table = TableName.parse(header.table)
         keys = ", ".join(quote_identifier(k) for k in header.key)
+        mariadb = self.flavor.is_mariadb
         sums: dict[int, BucketSum] = {}
         after: tuple | None = None
+
+        def add(found: Iterable[tuple]) -> None:
+            for bucket, rows, low, high, *_ in found:
+                if bucket is None:  # the roll-up row of the whole range
+                    continue
+                part = BucketSum(int(rows), int(low), int(high))
+                sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0, 0)).plus(part)
+
         with self.cursor() as cursor:
             while True:
                 where, args = key_range(header.key, after, None)
-                cursor.execute(f"SELECT {keys} FROM {table.quoted}{' WHERE ' + where if where else ''} ORDER BY {keys} "
+                where = f" WHERE {where}" if where else ""
+                if len(header.key) == 1:
+                    ranged = f"(SELECT * FROM {table.quoted}{where} ORDER BY {keys} LIMIT {int(range_rows)}) AS r"
+                    cursor.execute(source_bucket_sums(ranged, header.columns, header.key, mariadb, buckets,
+                                                      last_key=True), args)
+                    found = cursor.fetchall()
+                    add(found)
+                    total = next((row for row in found if row[0] is None), None)  # the server's MAX, in its order
+                    if total is None or int(total[1]) < range_rows:
+                        return sums
+                    after = (total[4],)
+                    continue
+                cursor.execute(f"SELECT {keys} FROM {table.quoted}{where} ORDER BY {keys} "
                                f"LIMIT 1 OFFSET {int(range_rows) - 1}", args or None)
                 until = cursor.fetchone()
                 where, args = key_range(header.key, after, until)
-                cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, self.flavor.is_mariadb,
-                                                  buckets, where), args)
-                for bucket, rows, low, high in cursor.fetchall():
-                    part = BucketSum(int(rows), int(low), int(high))
-                    sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0, 0)).plus(part)
+                cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where),
+                               args)
+                add(cursor.fetchall())
                 if until is None:
                     return sums
                 after = tuple(until)
+
+    def bucket_rows(self, header: RawHeader, buckets: int, which: Sequence[int]) -> dict[str, str]:
+        """The rows of the buckets ``which`` of ``buckets`` (``core.verify``): each row's key text → its text's MD5.
+
+        One read of the table (a bucket is a hash of the key, which no index serves), shipping only those rows."""
+        if not which:
+            return {}
+        table = TableName.parse(header.table)
+        key = source_key_text(header.columns, header.key, self.flavor.is_mariadb)
+        row = source_row_text(header.columns, self.flavor.is_mariadb)
+        listed = ", ".join(str(int(b)) for b in sorted(set(which)))
+        with self.cursor() as cursor:
+            cursor.execute(f"SELECT {key}, MD5({row}) FROM {table.quoted} "
+                           f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})".replace("%", "%%"), [])
+            return {k: md5 for k, md5 in cursor.fetchall()}
+
+    def estimated_rows(self, table: TableName | str) -> int:
+        """The server's estimate of a table's row count (``information_schema.TABLES``): free, and near enough to
+        size verify's buckets."""
+        name = table if isinstance(table, TableName) else TableName.parse(table)
+        rows = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
+                           "TABLE_NAME = %s", (name.schema, name.table))
+        return int(rows[0][0] or 0) if rows else 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -33,6 +34,7 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
+from airflow_cdc_provider.stages.reread import RereadResult, drop_keys, raw_uids, reread, reread_condition
 from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_provider.storage import join
 
@@ -172,21 +174,26 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             starts[table.source] = where
         if not readable:
             return Extraction(failed=tuple(failed)).to_xcom()
-        headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
         start = min(starts.values())
         started = dt.datetime.now(dt.timezone.utc)
         # Every table of a run shares its target moment.
         stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
-        high = hook.current_watermark()
         as_of = min(stop_before, started) if stop_before else started
         store = work_store(readable[0].run_dir, self.work_conn_id)
         targets = {t.source: join(t.run_dir, "raw") for t in readable}
         with contextlib.ExitStack() as staged:  # on an object store, uploaded when the pass has ended
             local = {name: staged.enter_context(store.staging(target)) for name, target in targets.items()}
+            # Read again before the range's high watermark is taken, after the tables' watermarks: inside the range.
+            rereads = self._reread(hook, readable, local, failed)
+            readable = [t for t in readable if not any(f.source == t.source for f in failed)]
+            headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
+            high = hook.current_watermark()
             result = extract(hook.connection_settings(), headers, start, high, local, stop_before=stop_before,
                              definitions=[_header(t) for t in readable],
                              schema_changes={t.source: t.table.schema_changes for t in readable},
                              defaults=hook.added_column_defaults, starts=starts)
+            if result.end != high and rereads:
+                self._drop_newer(hook, readable, rereads, result.end, high, local)
         end = result.end
         if end != high:  # cut at stop_before: the GTID state at that position is looked up
             end = hook.watermark_at(end.file, end.position)
@@ -202,16 +209,60 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             for change in result.schema_changes[name]:
                 self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
                                  change.headline())
+            reread = rereads.get(name)
+            files = (reread.files if reread else []) + result.files[name]  # the re-read rows go first: see above
             extracted.append(TableExtraction(
                 source=name, start=starts[name], end=end, counts=result.counts[name],
-                files=tuple(store.location_of(f, local[name], targets[name]) for f in result.files[name]),
+                files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
                 columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
-                fills=tuple(fills_to_json(result.fills[name]))))
+                fills=tuple(fills_to_json(result.fills[name])), reread=table.reread if reread else None,
+                reread_rows=reread.rows if reread else 0))
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
                       len(failed))
         return Extraction(start=start, end=end, as_of=as_of, events=result.events, tables=tuple(extracted),
                           failed=tuple(failed)).to_xcom()
+
+    def _reread(self, hook: MySqlSourceHook, tables: list[TablePlan], local: dict[str, Any],
+                failed: list[TableFailure]) -> dict[str, RereadResult]:
+        """Read the rows each table's plan asks for again (``stages.reread``) into its raw directory."""
+        done: dict[str, RereadResult] = {}
+        for table in (t for t in tables if t.reread is not None):
+            ask = table.reread
+            if (table.plan.start_columns or table.table.columns) != table.table.columns:
+                self.log.warning("%s: its columns changed since its version, so the rows asked for (%s) are read "
+                                 "again by the next run, once this one has merged the change", table.source,
+                                 ask.reason)
+                continue
+            header = _header(table)
+            condition = reread_condition(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
+            conn = hook.get_conn()
+            try:
+                done[table.source] = reread(conn, header, condition, local[table.source])
+            except CdcError as exc:
+                self.log.error("%s: %s", table.source, exc)
+                failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
+                continue
+            finally:
+                conn.close()
+            self.log.info("%s: %d rows read again from the source (%s)", table.source, done[table.source].rows,
+                          ask.reason)
+        return done
+
+    def _drop_newer(self, hook: MySqlSourceHook, tables: list[TablePlan], rereads: dict[str, RereadResult],
+                    end: Watermark, high: Watermark, local: dict[str, Any]) -> None:
+        """The range ends before the rows were read again (at its ``stop_before``): a re-read row the binlog
+        changed after the range's end is newer than the range, and is dropped; the next run's range has it."""
+        headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
+        with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
+            after = extract(hook.connection_settings(), headers, end, high, scratch, definitions=headers,
+                            schema_changes="evolve")
+            for header in headers:
+                newer = raw_uids(after.files.get(header.table, ()))
+                dropped = drop_keys(rereads[header.table].files, newer)
+                rereads[header.table].rows -= dropped
+                self.log.info("%s: %d re-read rows were changed after the range's end and are left to the next "
+                              "run", header.table, dropped)
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):
@@ -271,5 +322,5 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 fills_file=files[2], fill_sources=tuple((f.column, tuple(f.sources)) for f in fills),
                 columns=result.columns,
                 key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
-                upserts=result.upserts, deletes=result.deletes))
+                upserts=result.upserts, deletes=result.deletes, reread=part.reread))
         return _finish(self.log, "replay", results, transient).to_xcom()

@@ -3,20 +3,11 @@ and the per-table task that reports each table's outcome and releases its lock."
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
-import os
-import shutil
-import sys
-import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import BaseHook, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_cdc_provider.core.contract import (
     Captured,
@@ -27,14 +18,14 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import NOTHING, Committed, Ledger, RunRef
+from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
+from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
+from airflow_cdc_provider.operators.verify import settle_repair
 from airflow_cdc_provider.spark import MERGE_JOB
-from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
-from airflow_cdc_provider.spark.session import metastore_conf
 from airflow_cdc_provider.storage import WorkStore, join
 from airflow_cdc_provider.failpoints import failpoint
 
@@ -51,7 +42,7 @@ def _batches(items: list[Any], count: int) -> list[list[Any]]:
     return [b for b in batches if b]
 
 
-class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
+class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     """Merge every table of the run that has changes into the next version of its Hive table, and commit each.
 
     One Spark application (or ``applications``, each taking a batch of tables) runs
@@ -84,19 +75,18 @@ class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
         seconds off every merge.
     """
 
-    template_fields = (*SparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay")
+    template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay")
 
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
                  class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
-        super().__init__(application=MERGE_JOB, **kwargs)
+        super().__init__(application=MERGE_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri,
+                         class_archive=class_archive, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
-        self.warehouse_dir, self.metastore_uri = warehouse_dir, metastore_uri
-        self.keep_versions, self.applications, self.class_archive = keep_versions, applications, class_archive
+        self.keep_versions, self.applications = keep_versions, applications
         self.time_zone, self.work_conn_id, self.lock_lease_seconds = time_zone, work_conn_id, lock_lease_seconds
-        self._given: tuple[dict, dict] | None = None
 
     @final_on_cdc_error
     def execute(self, context: Any) -> list[dict[str, Any]]:
@@ -215,6 +205,10 @@ class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
                 failpoint("merge.task.committed")
                 Ledger(table.ledger_dir, store).commit(table.plan, spec.committed(result["version"],
                                                                                    result["location"]))
+                # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
+                if table.mode == SNAPSHOT or (merge_input.reread is not None and merge_input.reread.which):
+                    settle_repair(store, table.ledger_dir,
+                                  None if table.mode == SNAPSHOT else merge_input.reread.which)
             outcomes[table.source] = _outcome(
                 table, status, reason=result.get("reason", ""), version=result.get("version"),
                 location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
@@ -222,86 +216,6 @@ class SparkMergeOperator(HoldsTableLeases, SparkSubmitOperator):
                 added_columns=tuple(result.get("added_columns", ())), error=result.get("error"), warnings=tuple(warnings),
                 seconds={"merge": result.get("seconds", 0.0)})
         return outcomes
-
-    def _spark_submit(self, context: Any, job_path: str) -> None:
-        self.application_args = [job_path]
-        # What was given, kept apart from what is added here, so that running the same instance again (a
-        # retry in-process, the next batch) does not add the options twice.
-        if self._given is None:
-            self._given = (dict(self.conf or {}), dict(self.env_vars or {}))
-        given_conf, given_env = self._given
-        on_cluster = self._driver_on_cluster()
-        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **given_conf}
-        if not on_cluster and "spark.pyspark.driver.python" not in given_conf:
-            # The driver runs here: with this worker's Python, which has this provider.
-            self.conf["spark.pyspark.driver.python"] = sys.executable
-        self.env_vars = dict(given_env)
-        java_options = [given_conf.get("spark.driver.extraJavaOptions", "")]
-        if not self.metastore_uri and not on_cluster:  # Derby writes derby.log into its home, not the cwd
-            java_options.append(f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
-        spark_submit = "spark-submit"
-        if shutil.which(spark_submit) is None:
-            bin_dir = str(Path(sys.executable).parent)
-            self.env_vars["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
-            spark_submit = str(Path(bin_dir) / spark_submit)
-        archive = ClassArchive(spark_submit) if self.class_archive and not on_cluster else None
-        if archive is not None:
-            java_options += archive.java_options() + batch_gc_options(" ".join(java_options))
-        self.conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
-        self._hook = None
-        try:
-            with self._metastore_turn():
-                super().execute(context)
-        except BaseException:
-            if archive is not None:
-                archive.job_failed()
-            raise
-        if archive is not None:
-            archive.job_done()
-
-    def _driver_on_cluster(self) -> bool:
-        """Whether spark-submit puts the driver on a cluster node (``deploy-mode: cluster``, given to the operator
-        or in the Spark connection's extra): then nothing of this worker's (its Python, its JVM class archive)
-        may be named in the driver's settings."""
-        mode = self._deploy_mode
-        if mode is None:
-            with contextlib.suppress(AirflowNotFoundException):
-                mode = BaseHook.get_connection(self._conn_id).extra_dejson.get("deploy-mode")
-        return str(mode or "").lower() == "cluster"
-
-    @contextlib.contextmanager
-    def _metastore_turn(self) -> Iterator[None]:
-        """With the embedded metastore, one merge at a time on this warehouse: Derby admits one JVM, and a second
-        one would fail on its lock. The turn is an exclusive ``flock`` of a file beside the metastore, held while
-        the application runs; the kernel drops it if this process is killed. A thrift metastore needs no turn."""
-        if self.metastore_uri or "://" in self.warehouse_dir:
-            yield
-            return
-        path = Path(self.warehouse_dir).absolute() / ".cdc-embedded-metastore.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as turn:
-            try:
-                fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                self.log.info("Waiting for the embedded metastore: another merge on %s is running (Derby admits one "
-                              "application at a time; a thrift metastore lets merges run together).",
-                              self.warehouse_dir)
-                started = time.monotonic()
-                fcntl.flock(turn, fcntl.LOCK_EX)
-                self.log.info("The embedded metastore is free after %.1f s of waiting.", time.monotonic() - started)
-            yield
-
-    def _require_spark_connection(self) -> None:
-        # Without its connection, SparkSubmitHook quietly submits to YARN; say what is missing instead.
-        try:
-            BaseHook.get_connection(self._conn_id)
-        except AirflowNotFoundException:
-            raise CdcError(
-                f"The Spark connection {self._conn_id!r} does not exist. Create it with conn_type `spark` and the "
-                "master as its host (`local[*]` to run on the worker, or e.g. spark://host:7077), or set "
-                "`spark_conn_id:` in the configuration to an existing one."
-            ) from None
-
 
 OUTCOMES_KEY = "outcomes"
 IDLE = "idle"

@@ -9,7 +9,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.config import ConfigError
-from airflow_cdc_provider.core.contract import CheckResult, SourcePlan, TablePlan
+from airflow_cdc_provider.core.contract import CheckResult, Reread, SourcePlan, TablePlan
 from airflow_cdc_provider.core.ledger import (
     INCREMENTAL,
     NOTHING,
@@ -27,21 +27,14 @@ from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, task_owner
+from airflow_cdc_provider.operators.verify import parse_flag, pending_repair
+from airflow_cdc_provider.stages.reread import validate_where
 from airflow_cdc_provider.storage import join
 
 
 def table_dir(work_dir: str, hive_table: str) -> str:
     """The directory of one Hive table's ledger and run files."""
     return join(work_dir, hive_table)
-
-
-def _true(value: Any) -> bool:
-    if isinstance(value, str):
-        if value.strip().lower() not in ("true", "false", "1", "0", "", "none"):
-            raise ConfigError(f"The parameter fresh_snapshot must be true or false, got {value!r}: trigger the run "
-                              "again with fresh_snapshot set to true or false.")
-        return value.strip().lower() in ("true", "1")
-    return bool(value)
 
 
 class CdcPlanOperator(BaseOperator):
@@ -71,19 +64,23 @@ class CdcPlanOperator(BaseOperator):
     :param mysql_conn_id: Airflow connection of the capture user (asked only when an ``on_…`` option is
         ``snapshot``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
+    :param repair: read again the buckets the tables' last verify found different (templated: the ``repair``
+        parameter, or ``verify: repair:``).
+    :param reread: tables to read again, each with a condition (as after WHERE; empty for the whole table), as
+        the ``reread`` parameter gives them: ``{"shop.orders": "id BETWEEN 10 AND 20"}`` (templated).
     """
 
-    template_fields = ("check", "fresh_snapshot")
+    template_fields = ("check", "fresh_snapshot", "repair", "reread")
 
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
                  on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 **kwargs: Any) -> None:
+                 repair: Any = False, reread: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
-        self.mysql_conn_id = mysql_conn_id
+        self.mysql_conn_id, self.repair, self.reread = mysql_conn_id, repair, reread
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -103,6 +100,7 @@ class CdcPlanOperator(BaseOperator):
             return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
 
         tables = sorted(check.tables, key=lambda t: t.hive_table)
+        conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
         store = work_store(self.work_dir, self.work_conn_id)
         ledgers = {t.hive_table: Ledger(join(table_dir(self.work_dir, t.hive_table), "ledger"), store,
                                         log=self.log.warning)
@@ -123,7 +121,7 @@ class CdcPlanOperator(BaseOperator):
         failpoint("plan.locked")
 
         target = run_target(dag_run.run_type, dag_run.data_interval_end)
-        fresh = _true(self.fresh_snapshot)
+        fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
         committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
         plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
                                         fresh) for t in tables}
@@ -139,9 +137,10 @@ class CdcPlanOperator(BaseOperator):
                 ledger.release(run)
             else:
                 ledger.save_run_plan(plan)
+            reread = self._reread(table, plan, ledger.root, conditions.get(table.source), store)
             planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
                                      run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
-                                     committed=committed[table.hive_table]))
+                                     committed=committed[table.hive_table], reread=reread))
         # Kept, so that the next run can tell which tables are gone.
         store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
             {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
@@ -150,6 +149,58 @@ class CdcPlanOperator(BaseOperator):
                       len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
                       len(check.skipped), len(check.gone))
         return result.to_xcom()
+
+    def _conditions(self, tables: list[Any]) -> dict[str, str]:
+        """The ``reread`` parameter: each table it names (one of this run's) and its condition, validated by the
+        server in a read-only transaction."""
+        asked = self.reread
+        if isinstance(asked, str):
+            try:
+                asked = json.loads(asked) if asked.strip() not in ("", "None") else None
+            except ValueError:
+                pass  # refused below, as any other form
+        if not asked:
+            return {}
+        example = '{"shop.orders": "id BETWEEN 100 AND 200", "shop.customers": ""}'
+        if not isinstance(asked, dict) or not all(isinstance(v, str) or v is None for v in asked.values()):
+            raise ConfigError(f"The parameter reread must map tables to conditions, like {example} (an empty "
+                              f"condition reads the whole table), got {self.reread!r}. Nothing was changed.")
+        known = {t.source: t for t in tables}
+        unknown = sorted(set(asked) - set(known))
+        if unknown:
+            raise ConfigError(f"The parameter reread names {', '.join(unknown)}, which this run does not capture; "
+                              f"its tables are {', '.join(sorted(known))}. Nothing was changed.")
+        hook = MySqlSourceHook(self.mysql_conn_id)
+        conditions = {}
+        for source, where in asked.items():
+            where = (where or "").strip()
+            if where:
+                conn = hook.get_conn()
+                try:
+                    validate_where(conn, known[source].name, where)
+                finally:
+                    conn.close()
+            conditions[source] = where
+        return conditions
+
+    def _reread(self, table: Any, plan: RunPlan, ledger_dir: str, where: str | None, store: Any) -> Reread | None:
+        """What the run reads of the table again: the rows the reread parameter selects, the buckets its last
+        verify found different (with the repair parameter or ``verify: repair:``), or nothing."""
+        repair = pending_repair(store, ledger_dir) if parse_flag(self.repair, "repair") else None
+        if plan.mode != INCREMENTAL or (repair is None and where is None):
+            if plan.mode == SNAPSHOT and (repair is not None or where is not None):
+                self.log.info("%s is read whole by a snapshot in this run: no rows are read again apart", table.source)
+            return None
+        reasons = []
+        if repair is not None:
+            reasons.append(f"a repair of the {len(repair['which'])} buckets that verify found different in version "
+                           f"{repair['version']}")
+        if where is not None:
+            reasons.append(f"the reread parameter: {where or 'the whole table'}")
+        reread = Reread(buckets=repair["buckets"] if repair else 0, which=tuple(repair["which"]) if repair else (),
+                        where=where, reason="; ".join(reasons))
+        self.log.info("%s: read again in this run: %s", table.source, reread.reason)
+        return reread
 
     def _snapshots_instead(self, run: RunRef, tables: list[Any], plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
         """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot``: a table that cannot go on from its

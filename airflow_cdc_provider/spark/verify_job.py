@@ -1,9 +1,11 @@
-"""The Spark half of verify: each bucket's sums over a Hive table, and the rows of the buckets asked for.
+"""The Spark half of verify: each bucket's sums over a Hive version, and the rows of the buckets that differ.
 
-    spark-submit verify_job.py <URI of the verify job JSON>
+    spark-submit verify_job.py <URI of the verify jobs JSON: a list, one job per table>
 
-See ``core.verify`` for the buckets and ``core.checksum`` for the row texts. Writes the result file the job names:
-``{"buckets": {bucket: [rows, low, high]}, "rows": {bucket: [[key text, md5], ...]}, "seconds": …}``.
+See ``core.verify`` for the buckets and ``core.checksum`` for the row texts. Writes the result file each job
+names: ``{"buckets": {bucket: [rows, low, high]}, "differing": [bucket, ...], "rows": {bucket: [[key text, md5],
+...]}, "seconds": …}``; ``differing`` compares with the server's sums the job carries, ``rows`` lists the rows of
+the differing buckets (at most the job's ``detail_limit`` of them) and of those the job names.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Any
 import pandas as pd
 
 from airflow_cdc_provider.core.checksum import hive_text, spark_text
-from airflow_cdc_provider.core.verify import VerifyJob
+from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, differing_buckets, jobs_from_json
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
 
@@ -38,61 +40,84 @@ def _python_text(column_type: str, mariadb: bool) -> Any:
     return texts
 
 
+def _text(name: str, column_type: str, mariadb: bool, time_zone: str) -> Any:
+    """A column's text (``core.checksum``) as a Spark column, or None for a column counted by its NULL flag."""
+    from pyspark.sql import functions as F
+
+    expression = spark_text(name, column_type, mariadb, time_zone)
+    if expression == "python":
+        return _python_text(column_type, mariadb)(F.col(f"`{name.lower()}`"))
+    return None if expression is None else F.expr(expression)
+
+
+def key_text(columns: Any, key: Any, mariadb: bool, time_zone: str) -> Any:
+    """The key's text as a Spark column: its columns' texts joined by ``#``."""
+    from pyspark.sql import functions as F
+
+    types = dict(columns)
+    return F.concat_ws("#", *[_text(name, types[name], mariadb, time_zone) for name in key])
+
+
+def bucket_of(text: Any, buckets: int) -> Any:
+    """The bucket of a key text (CRC32 modulo the buckets), as the server computes it."""
+    from pyspark.sql import functions as F
+
+    return F.pmod(F.crc32(text.cast("binary")), F.lit(int(buckets)))
+
+
 def row_frame(spark: Any, job: VerifyJob) -> Any:
     """The table's rows as (bucket, key text, row text MD5)."""
     from pyspark.sql import functions as F
 
-    def text(name: str, column_type: str) -> Any:
-        expression = spark_text(name, column_type, job.mariadb)
-        if expression == "python":
-            return _python_text(column_type, job.mariadb)(F.col(f"`{name.lower()}`"))
-        return None if expression is None else F.expr(expression)
-
-    types = dict(job.columns)
-    texts = [t for name, ctype in job.columns if (t := text(name, ctype)) is not None]
+    texts = [t for name, ctype in job.columns if (t := _text(name, ctype, job.mariadb, job.time_zone)) is not None]
     flags = F.concat(*[F.when(F.col(f"`{name.lower()}`").isNull(), F.lit("1")).otherwise(F.lit("0"))
                        for name, _ in job.columns])
     row_text = F.concat_ws("#", *texts, flags)
-    key_text = F.concat_ws("#", *[text(name, types[name]) for name in job.key])
-    return spark.table(job.table).select(
-        F.pmod(F.crc32(key_text.cast("binary")), F.lit(job.buckets)).alias("bucket"), key_text.alias("key"),
-        F.md5(row_text.cast("binary")).alias("md5"))
+    key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
+    frame = spark.read.parquet(job.location) if job.location else spark.table(job.table)
+    return frame.select(bucket_of(key, job.buckets).alias("bucket"), key.alias("key"),
+                        F.md5(row_text.cast("binary")).alias("md5"))
 
 
 def run(spark: Any, job: VerifyJob) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
+    started = time.monotonic()
     rows = row_frame(spark, job).cache()
     half = lambda start: F.conv(F.substring("md5", start, 8), 16, 10).cast("bigint")  # noqa: E731
     sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(half(1)).alias("low"),
                                       F.bit_xor(half(9)).alias("high"))
-    result: dict[str, Any] = {"buckets": {str(r["bucket"]): [r["rows"], r["low"], r["high"]] for r in sums.collect()},
-                              "rows": {}}
-    if job.detail:
-        listed = rows.where(F.col("bucket").isin(list(job.detail))).select("bucket", "key", "md5").collect()
-        for r in listed:
+    copy = {int(r["bucket"]): BucketSum(r["rows"], r["low"], r["high"]) for r in sums.collect()}
+    differing = differing_buckets(job.source_sums(), copy) if job.source is not None else []
+    listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
+    result: dict[str, Any] = {"buckets": {str(b): [s.rows, s.low, s.high] for b, s in copy.items()},
+                              "differing": differing, "rows": {}}
+    if listed:
+        for r in rows.where(F.col("bucket").isin(listed)).select("bucket", "key", "md5").collect():
             result["rows"].setdefault(str(r["bucket"]), []).append([r["key"], r["md5"]])
+    rows.unpersist()
+    result["seconds"] = round(time.monotonic() - started, 3)
     return result
 
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print(f"usage: {argv[0]} <URI of the verify job JSON>", file=sys.stderr)
+        print(f"usage: {argv[0]} <URI of the verify jobs JSON>", file=sys.stderr)
         return 2
     from pyspark import SparkConf, SparkContext
 
-    started = time.monotonic()
     files = HadoopFiles(SparkContext.getOrCreate(SparkConf()), "")
     text = files.read_text(argv[1])
     if text is None:
-        print(f"cdc-verify: the verify job {argv[1]} does not exist", file=sys.stderr)
+        print(f"cdc-verify: the verify job file {argv[1]} does not exist", file=sys.stderr)
         return 2
-    job = VerifyJob.from_json(text)
-    spark = hive_session(f"cdc-verify {job.table}", job.warehouse_dir, job.metastore_uri)
-    result = run(spark, job)
-    result["seconds"] = round(time.monotonic() - started, 3)
-    files.write_text(job.result_file, json.dumps(result), overwrite=True)
-    print(f"cdc-verify: {job.table}: {len(result['buckets'])} buckets summed in {result['seconds']} s", flush=True)
+    jobs = jobs_from_json(text)
+    spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
+    for job in jobs:
+        result = run(spark, job)
+        files.write_text(job.result_file, json.dumps(result), overwrite=True)
+        print(f"cdc-verify: {job.table}: {len(result['buckets'])} buckets summed, {len(result['differing'])} differ, "
+              f"in {result['seconds']} s", flush=True)
     return 0
 
 

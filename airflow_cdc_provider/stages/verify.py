@@ -1,14 +1,21 @@
-"""Verify's reads of capture files: the keys a replayed range of the binlog changed, as key texts."""
+"""Verify's reads of capture files: the keys a range of the binlog changed, spelt as the checksum spells them
+(``core.checksum``), to tell rows written while verify ran from real differences."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.checksum import hive_text
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.replay import replay
 
 
 def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> set[str]:
@@ -22,3 +29,18 @@ def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> s
         for row in table.to_pylist():
             found.add("#".join(str(hive_text(row[k], types[k])) for k in header.key))
     return found
+
+
+def changed_keys(settings: dict[str, Any], header: RawHeader, start: Watermark, end: Watermark,
+                 work: str | os.PathLike) -> set[str]:
+    """The key texts of ``header``'s rows that the binlog changed in (start, end]: read and replayed as a run
+    would, into ``work`` (a scratch directory). Raises ``CdcError`` when the range cannot tell (a schema change
+    in it)."""
+    work = Path(work)
+    result = extract(settings, [header], start, end, work / "raw", definitions=[header])
+    if header.table in result.failed:
+        raise result.failed[header.table]
+    if result.schema_changes.get(header.table):
+        raise CdcError(f"{header.table} changed its columns while it was verified; it is verified in a later run.")
+    replayed = replay(result.files[header.table], work / "upsert.parquet", work / "delete.parquet")
+    return key_texts((replayed.upsert_file, replayed.delete_file), header)

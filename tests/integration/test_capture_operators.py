@@ -173,3 +173,40 @@ def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_le
     with pytest.raises(pymysql.err.OperationalError) as unreachable:
         check([TableConfig(TableName("shop", "customers"), "customers")], "mysql_nowhere", tmp_path)
     assert not isinstance(unreachable.value, AirflowFailException) and unreachable.value.args[0] == 2003
+
+
+def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_ends_before_the_read(
+        mariadb, schema, capture_conn, tmp_path):
+    """The rows read again are the source's at the range's end: a row the binlog changed in the range takes the
+    binlog's version; a scheduled run's range ends before the read, and a row changed after that end is left
+    to the next run."""
+    import dataclasses
+    import time
+
+    from airflow_cdc_provider.core.contract import Reread
+
+    checked = check([TablePattern(schema=schema, table="a")], capture_conn, tmp_path)
+    a = f"{schema}.a"
+    hook = MySqlSourceHook(capture_conn)
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {a} SET v = 'in range' WHERE id = 1")
+    time.sleep(1.1)  # binlog event times are whole seconds
+    interval_end = dt.datetime.now(dt.timezone.utc)
+    time.sleep(1.1)
+    mariadb.execute(f"UPDATE {a} SET v = 'after the end' WHERE id = 2")
+    (table,) = source_plan(checked, tmp_path, committed={a: start}).tables
+    ranged = table.model_copy(update={"plan": dataclasses.replace(table.plan, stop_before=interval_end),
+                                      "reread": Reread(where="id >= 1", reason="test")})
+    plan = SourcePlan(run=RUN, tables=(ranged,))
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    (part,) = extraction.tables
+    assert part.counts == {"I": 0, "U": 1, "D": 0} and part.end < hook.current_watermark()
+    assert part.reread_rows == 2 and part.changed, "ids 1 and 3 read again; 2 changed after the range's end"
+    assert os.path.basename(part.files[0]).startswith("reread-")
+
+    replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
+                                                         extraction=extraction.to_xcom()).execute({}))
+    (merge_input,) = replayed.inputs
+    upserts = {row["id"]: row["v"] for row in read_rows(merge_input.upsert_files)}
+    assert upserts == {1: "in range", 3: "c"} and merge_input.reread.where == "id >= 1"

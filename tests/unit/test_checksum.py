@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import struct
 from decimal import Decimal
 
@@ -100,3 +101,25 @@ def test_a_range_of_keys_is_an_index_range_for_composite_keys():
     assert BucketSum(1, 3, 5).plus(BucketSum(2, 1, 1)) == BucketSum(3, 2, 4)
     found = row_differences({"1": "a", "2": "b", "3": "c"}, {"1": "a", "2": "x", "4": "d", "5": "e"}, changed={"5"})
     assert [(d.key, d.kind) for d in found] == [("2", "different"), ("3", "missing"), ("4", "extra")]
+
+
+def test_a_datetime_is_spelt_in_the_readers_zone_and_a_timestamp_in_utc():
+    zoned = spark_text("at", "datetime(6)", mariadb=True, time_zone="Asia/Shanghai")
+    assert zoned == "date_format(from_utc_timestamp(`at`, 'Asia/Shanghai'), 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+    assert spark_text("at", "datetime(6)", mariadb=True) == "date_format(`at`, 'yyyy-MM-dd HH:mm:ss.SSSSSS')"
+    assert spark_text("at", "timestamp", mariadb=True, time_zone="Asia/Shanghai") == spark_text(
+        "at", "timestamp", mariadb=True)
+
+
+def test_verify_jobs_go_to_the_spark_application_and_back_as_they_were():
+    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, jobs_from_json, jobs_to_json, sums_to_json
+
+    sums = {0: BucketSum(3, 7, 9), 4: BucketSum(1, 2**32 - 1, 0)}
+    job = VerifyJob("/w", "thrift://m:9083", "ods.t", (("id", "int"), ("at", "datetime")), ("id",), True, 5,
+                    "file:///r.json", location="/w/ods.db/t/v3", time_zone="Europe/Paris", source=sums_to_json(sums),
+                    detail_limit=7)
+    (back,) = jobs_from_json(jobs_to_json([job]))
+    assert back.source_sums() == sums
+    assert back == VerifyJob.from_dict({**json.loads(jobs_to_json([job]))[0]})
+    assert (back.columns, back.key, back.location, back.time_zone, back.detail_limit) == (
+        job.columns, job.key, job.location, job.time_zone, 7)

@@ -280,3 +280,20 @@ def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
         CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
     assert CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
                                 "retries": 0}).lock_lease_seconds == 15
+
+
+def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_named():
+    from airflow_cdc_provider.core.config import VerifyConfig
+
+    assert CdcConfig.from_dict({"tables": ["shop.a"]}).verify == VerifyConfig(every=0, on_difference="fail")
+    config = CdcConfig.from_dict({"tables": ["shop.a"], "verify": {"every": 24, "on_difference": "warn",
+                                                                   "bucket_rows": 500}})
+    assert (config.verify.every, config.verify.on_difference, config.verify.bucket_rows) == (24, "warn", 500)
+    for verify, message in (({"every": -1}, r"`verify: every:` .* >= 0, got -1"),
+                            ({"on_difference": "ignore"}, r"`fail` .* or `warn` .*got 'ignore'"),
+                            ({"repair": "yes"}, r"true or false, got 'yes'"),
+                            ({"evry": 2}, r"must be a mapping of bucket_rows, detail_buckets, every, on_difference, "
+                                          r"repair, got \{'evry': 2\}"),
+                            ("daily", r"must be a mapping")):
+        with pytest.raises(ConfigError, match=message):
+            CdcConfig.from_dict({"tables": ["shop.a"], "verify": verify})

@@ -1,0 +1,253 @@
+"""The verify task: each table's committed Hive version checked against the source, bucket by bucket, while the
+source keeps being written (``core.verify``, ``docs/verify.md``)."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+import zlib
+from typing import Any
+
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_cdc_provider.core.config import ConfigError, VerifyConfig
+from airflow_cdc_provider.core.contract import (
+    KEYS_LISTED,
+    KeyDifference,
+    SourcePlan,
+    TableOutcome,
+    TablePlan,
+    TableVerification,
+    Verification,
+)
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.ledger import Committed, Ledger
+from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.verify import (
+    VerifyJob,
+    bucket_count,
+    jobs_to_json,
+    row_differences,
+    sums_to_json,
+)
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.work_store import work_store
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
+from airflow_cdc_provider.spark import VERIFY_JOB
+from airflow_cdc_provider.stages.verify import changed_keys
+from airflow_cdc_provider.storage import WorkStore, join
+
+VERIFICATION_KEY = "verification"
+_VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
+
+
+def verify_dir(ledger_dir: str) -> str:
+    """A table's verify state and reports: beside its ledger."""
+    return join(ledger_dir.rstrip("/").rsplit("/", 1)[0], "verify")
+
+
+def repair_file(ledger_dir: str) -> str:
+    """Where verify leaves the buckets it found different, for a repair to read again."""
+    return join(verify_dir(ledger_dir), "repair.json")
+
+
+def pending_repair(store: WorkStore, ledger_dir: str) -> dict[str, Any] | None:
+    """The buckets the table's last verify found different and no run has read again yet, or None."""
+    text = store.read_text(repair_file(ledger_dir))
+    return json.loads(text) if text else None
+
+
+def settle_repair(store: WorkStore, ledger_dir: str, replaced: tuple[int, ...] | None) -> None:
+    """A commit read the table whole (a snapshot, ``replaced`` None) or the pending buckets again: none is left."""
+    pending = pending_repair(store, ledger_dir)
+    if pending is not None and (replaced is None or set(pending["which"]) <= set(replaced)):
+        store.delete(repair_file(ledger_dir))
+
+
+def parse_flag(value: Any, name: str) -> bool:
+    """A boolean trigger parameter as the template renders it."""
+    if isinstance(value, str):
+        if value.strip().lower() not in ("true", "false", "1", "0", "", "none"):
+            raise ConfigError(f"The parameter {name} must be true or false, got {value!r}: trigger the run again with "
+                              f"{name} set to true or false.")
+        return value.strip().lower() in ("true", "1")
+    return bool(value)
+
+
+class CdcVerifyOperator(CdcSparkSubmitOperator):
+    """Verify the committed Hive version of each table of the run against the source, when it is due.
+
+    A table is due every ``verify.every`` runs, or in a run triggered with the ``verify`` parameter. For each,
+    the server sums every bucket of the table in SQL (one pass over it, a range of keys at a time); one Spark
+    application sums the same buckets of the version's files and lists the rows of the buckets whose sums differ;
+    the server lists the same buckets' rows (their key texts and MD5s, no more); the keys the binlog changed from
+    the version's watermark to then are left out: the copy has not had those changes yet. What remains is a real
+    difference.
+
+    The result (``core.contract.Verification``) goes to the log, to XCom (the return value, and the key
+    ``verification``), and to a report per table in the work directory (``<table>/verify/``). A difference
+    fails the task (no retry: it would find the same) unless ``on_difference`` is ``warn``.
+
+    :param plan: the plan task's ``SourcePlan`` (templated).
+    :param outcomes: every table's ``TableOutcome`` of the merge (templated: the merge's ``outcomes`` XCom).
+    :param verify: the ``verify:`` settings.
+    :param force: verify every table of the run now (templated: the ``verify`` trigger parameter).
+    :param time_zone: ``hive.time_zone``: the zone whose digits a DATETIME's instant holds.
+    """
+
+    template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "outcomes", "force")
+
+    def __init__(self, *, plan: Any, outcomes: Any, verify: VerifyConfig, warehouse_dir: str,
+                 metastore_uri: str | None, force: Any = False, time_zone: str = "UTC",
+                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, work_conn_id: str | None = None,
+                 **kwargs: Any) -> None:
+        kwargs.setdefault("name", "cdc-verify")
+        super().__init__(application=VERIFY_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri, **kwargs)
+        self.plan, self.outcomes, self.verify, self.force = plan, outcomes, verify, force
+        self.time_zone, self.mysql_conn_id, self.work_conn_id = time_zone, mysql_conn_id, work_conn_id
+
+    @final_on_cdc_error
+    def execute(self, context: Any) -> dict[str, Any]:
+        plan = SourcePlan.model_validate(self.plan)
+        outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
+        store = work_store(plan.tables[0].ledger_dir, self.work_conn_id) if plan.tables else WorkStore()
+        due = self._due(plan, outcomes, parse_flag(self.force, "verify"), store)
+        if not due:
+            self.log.info("No table is due for verify in this run (every %s runs, or with the verify parameter).",
+                          self.verify.every or "no")
+            return Verification().to_xcom()
+        verification = Verification(tables=tuple(self._verify(context, due, store)))
+        run_key = plan.run.key
+        for table, found in zip(due, verification.tables):
+            store.write_text(join(verify_dir(table.ledger_dir), f"{run_key}.json"), found.model_dump_json(indent=1))
+            if found.status == "different" and found.repair_buckets:
+                store.write_text(repair_file(table.ledger_dir), json.dumps(
+                    {"buckets": found.buckets, "which": list(found.repair_buckets), "version": found.version,
+                     "run": run_key}))
+            self._log(found)
+        value = verification.to_xcom()
+        context["ti"].xcom_push(key=VERIFICATION_KEY, value=value)
+        different = verification.different
+        if different and self.verify.on_difference == "fail":
+            raise AirflowFailException(
+                f"{len(different)} tables differ from the source: " + "; ".join(
+                    f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys"
+                    + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in different)
+                + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
+                "parameter), a fresh snapshot reloads the table.")
+        return value
+
+    def _due(self, plan: SourcePlan, outcomes: dict[str, TableOutcome], force: bool,
+             store: WorkStore) -> list[TablePlan]:
+        """The run's tables that verify now, counting the runs since each table's last verify."""
+        if not force and not self.verify.every:
+            return []
+        due = []
+        for table in plan.tables:
+            outcome = outcomes.get(table.source)
+            if outcome is None or outcome.status not in _VERIFIABLE:
+                continue
+            state_file = join(verify_dir(table.ledger_dir), "state.json")
+            state = json.loads(store.read_text(state_file) or "{}")
+            runs = int(state.get("runs_since", 0)) + 1
+            if force or (self.verify.every and runs >= self.verify.every):
+                due.append(table)
+                runs = 0
+            store.write_text(state_file, json.dumps({"runs_since": runs}))
+        return due
+
+    def _verify(self, context: Any, tables: list[TablePlan], store: WorkStore) -> list[TableVerification]:
+        hook = MySqlSourceHook(self.mysql_conn_id)
+        mariadb = hook.flavor.is_mariadb
+        found: dict[str, TableVerification] = {}
+        checks: list[tuple[TablePlan, Committed, RawHeader, VerifyJob, float]] = []
+        for table in tables:
+            committed = Ledger(table.ledger_dir, store).committed()
+            base = {"source": table.source, "hive_table": table.table.hive_table}
+            if committed is None:
+                found[table.source] = TableVerification(**base, status="not_verified", reason="no committed version")
+                continue
+            base.update(version=committed.version, watermark=committed.watermark)
+            if committed.columns is not None and tuple(committed.columns) != tuple(table.table.columns):
+                found[table.source] = TableVerification(
+                    **base, status="not_verified", reason="the source's columns changed since the version; it is "
+                    "verified once a run has merged the change")
+                continue
+            header = RawHeader(table.source, table.table.columns, table.table.key)
+            started = time.monotonic()
+            buckets = bucket_count(hook.estimated_rows(table.source), self.verify.bucket_rows)
+            sums = hook.bucket_sums(header, buckets)
+            job = VerifyJob(self.warehouse_dir, self.metastore_uri, table.table.hive_table, header.columns,
+                            header.key, mariadb, buckets, store.uri(join(table.run_dir, "verify-result.json")),
+                            location=committed.location, time_zone=self.time_zone, source=sums_to_json(sums),
+                            detail_limit=self.verify.detail_buckets)
+            checks.append((table, committed, header, job, time.monotonic() - started))
+            self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", table.source, buckets,
+                          sum(s.rows for s in sums.values()), checks[-1][-1])
+        if checks:
+            self._require_spark_connection()
+            job_file = join(checks[0][0].run_dir, "verify-jobs.json")
+            for _, _, _, job, _ in checks:
+                store.delete(job.result_file)
+            store.write_text(job_file, jobs_to_json([job for _, _, _, job, _ in checks]))
+            self._spark_submit(context, store.uri(job_file))
+            for table, committed, header, job, source_seconds in checks:
+                written = store.read_text(job.result_file)
+                if written is None:  # a retry of the task submits the job again
+                    raise RuntimeError(f"The verify application ended without writing {job.result_file}; see its "
+                                       "log above.")
+                found[table.source] = self._compare(hook, table, committed, header, job, json.loads(written),
+                                                    source_seconds)
+        return [found[t.source] for t in tables]
+
+    def _compare(self, hook: MySqlSourceHook, table: TablePlan, committed: Committed, header: RawHeader,
+                 job: VerifyJob, result: dict[str, Any], source_seconds: float) -> TableVerification:
+        base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
+                "watermark": committed.watermark, "buckets": job.buckets,
+                "rows": sum(s[0] for s in (job.source or {}).values())}
+        seconds = {"source": round(source_seconds, 3), "spark": result.get("seconds", 0.0)}
+        differing = [int(b) for b in result["differing"]]
+        if not differing:
+            return TableVerification(**base, status="clean", seconds=seconds)
+        listed = differing[: job.detail_limit]
+        started = time.monotonic()
+        served = hook.bucket_rows(header, job.buckets, listed)
+        end = hook.current_watermark()
+        copied = {key: md5 for rows in result["rows"].values() for key, md5 in rows}
+        start = hook.read_positions([committed.watermark])[0]
+        if not isinstance(start, Watermark):
+            return TableVerification(**base, status="not_verified", seconds=seconds, reason=(
+                f"{len(differing)} buckets differ, and the binlog from the version's watermark cannot be read to "
+                f"tell writes in flight from differences: {start[1]}"))
+        try:
+            with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
+                changed = changed_keys(hook.connection_settings(), header, start, end, work)
+        except CdcError as exc:
+            return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
+        real = row_differences(served, copied, changed)
+        in_flight = len(row_differences(served, copied)) - len(real)
+        seconds["detail"] = round(time.monotonic() - started, 3)
+        unexamined = len(differing) - len(listed)
+        buckets = sorted({zlib.crc32(d.key.encode()) % job.buckets for d in real})
+        status = "different" if real or unexamined else "clean"
+        return TableVerification(
+            **base, status=status, differing_buckets=tuple(buckets), unexamined_buckets=unexamined,
+            repair_buckets=tuple(sorted({*buckets, *differing[job.detail_limit:]})),
+            differences=len(real), keys=tuple(KeyDifference(key=d.key, kind=d.kind) for d in real[:KEYS_LISTED]),
+            in_flight=in_flight, seconds=seconds,
+            reason=f"{unexamined} more buckets differ than verify.detail_buckets looks into" if unexamined else "")
+
+    def _log(self, found: TableVerification) -> None:
+        what = f"{found.source} → {found.hive_table} version {found.version}"
+        if found.status == "clean":
+            self.log.info("%s is equal to the source: %d rows in %d buckets (%d keys written meanwhile left out)",
+                          what, found.rows, found.buckets, found.in_flight)
+        elif found.status == "not_verified":
+            self.log.warning("%s was not verified: %s", what, found.reason)
+        else:
+            self.log.error("%s differs from the source in %d keys (%d buckets)%s: %s", what, found.differences,
+                           len(found.differing_buckets), f"; {found.reason}" if found.reason else "",
+                           ", ".join(f"{k.key} ({k.kind})" for k in found.keys))

@@ -1,0 +1,148 @@
+"""Re-reading part of a table from the source into the run's binlog range (verify's repair, the reread parameter).
+
+The rows are read while the range is open, after the table's watermark and before the range's end, and written
+as a raw file of inserts that goes before the binlog's raw files. The replay keeps the newest record of each
+key, so a row the binlog changed in the range takes the binlog's version, and any other re-read row is the
+source's row at the end of the range (nothing changed it between the read and the end). This is the rule of an
+incremental snapshot's chunk, read between a low and a high watermark: a chunk row that the binlog changed in
+its window is dropped, the binlog's version wins.
+
+When the range ends before the read (a scheduled run's data interval end), the keys the binlog changed between
+the range's end and the read are dropped from the re-read rows: those rows are newer than the range, and the
+next run's range brings them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pymysql
+import pymysql.cursors
+
+from airflow_cdc_provider.core.checksum import source_key_text
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
+from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
+from airflow_cdc_provider.stages.raw_files import RawFileWriter
+
+FETCH_ROWS = 10_000
+REREAD_PREFIX = "reread"
+
+
+class BadRereadCondition(CdcError):
+    """A reread condition that is not a plain read-only condition on the table's columns."""
+
+
+@dataclass
+class RereadResult:
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+
+
+def reread_condition(header: RawHeader, buckets: int, which: Iterable[int], where: str | None,
+                     mariadb: bool) -> str:
+    """The SQL condition of the rows to read again: the buckets ``which`` of ``buckets`` (``core.verify``), or
+    ``where``; TRUE for the whole table."""
+    parts = []
+    which = sorted({int(b) for b in which})
+    if buckets and which:
+        key = source_key_text(header.columns, header.key, mariadb)
+        parts.append(f"MOD(CRC32({key}), {int(buckets)}) IN ({', '.join(map(str, which))})")
+    if where is not None and where.strip():
+        parts.append(f"({check_where(where)})")
+    return " OR ".join(parts) if parts else "TRUE"
+
+
+_FORBIDDEN = (";", "--", "#", "/*", "*/")
+
+
+def check_where(where: str) -> str:
+    """A reread condition as written, refused when it could be more than one condition of a SELECT."""
+    found = [token for token in _FORBIDDEN if token in where]
+    if found:
+        raise BadRereadCondition(
+            f"The reread condition {where!r} holds {found[0]!r}: a condition is one SQL expression on the table's "
+            "columns (as after WHERE), without statements or comments, for example `id BETWEEN 100 AND 200`. "
+            "Trigger the run again with a corrected condition; nothing was read or changed.")
+    return where
+
+
+def validate_where(conn: Any, table: TableName, where: str) -> None:
+    """Ask the server to plan ``SELECT … WHERE where`` in a read-only transaction: a condition it refuses (a
+    column that does not exist, a syntax error) raises ``BadRereadCondition`` with the server's words."""
+    check_where(where)
+    with conn.cursor() as cursor:
+        try:
+            cursor.execute("START TRANSACTION READ ONLY")
+            cursor.execute(f"SELECT 1 FROM {table.quoted} WHERE ({where}) LIMIT 0")
+        except pymysql.err.MySQLError as exc:
+            raise BadRereadCondition(
+                f"The reread condition {where!r} on {table} is refused by the server: {exc.args[-1]}. Give a "
+                "condition on the table's columns, as after WHERE (for example `id BETWEEN 100 AND 200`), and "
+                "trigger the run again; nothing was read or changed.") from None
+        finally:
+            conn.rollback()
+
+
+def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathLike) -> RereadResult:
+    """Read the rows of ``header``'s table that ``condition`` selects, in one read-only transaction, into raw
+    insert records (``reread-NNNNN.raw`` in ``out_dir``), streamed."""
+    table = TableName.parse(header.table)
+    columns = ", ".join(snapshot_select(name, ctype) for name, ctype in header.columns)
+    normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
+    key_indexes = header.key_indexes()
+    writer = RawFileWriter(out_dir, REREAD_PREFIX, header)
+    result = RereadResult()
+    try:
+        with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+            cursor.execute("START TRANSACTION READ ONLY")
+            cursor.execute(f"SELECT {columns} FROM {table.quoted} WHERE {condition}")
+            while batch := cursor.fetchmany(FETCH_ROWS):
+                rows = [list(row) for row in batch]
+                if normalisers:
+                    normalise_rows(rows, normalisers)
+                for row in rows:
+                    writer.write("I", key_uid([row[i] for i in key_indexes]), (0, 0, result.rows), row)
+                    result.rows += 1
+        conn.rollback()
+        result.files = writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+    return result
+
+
+def drop_keys(files: Iterable[str], uids: set[str]) -> int:
+    """Remove the records of ``uids`` from re-read raw files (rewritten in place); returns how many went."""
+    dropped = 0
+    for name in files:
+        path = Path(name)
+        kept = []
+        with open(path, encoding="utf-8", newline="\n") as f:
+            header = f.readline()
+            for line in f:
+                if line[UID_START:UID_END] in uids:
+                    dropped += 1
+                else:
+                    kept.append(line)
+        tmp = path.with_suffix(".raw.tmp")
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.write(header)
+            f.writelines(kept)
+        os.replace(tmp, path)
+    return dropped
+
+
+def raw_uids(files: Iterable[str]) -> set[str]:
+    """The uids of every record of raw files."""
+    found: set[str] = set()
+    for name in files:
+        with open(name, encoding="utf-8", newline="\n") as f:
+            f.readline()
+            found.update(line[UID_START:UID_END] for line in f)
+    return found
