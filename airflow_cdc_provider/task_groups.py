@@ -55,7 +55,8 @@ def cdc_source_group(config: CdcConfig, group_id: str = "cdc", **task_kwargs: An
 
     Call it inside a DAG context; the DAG should carry ``cdc_params()``. ``task_kwargs`` go to every task
     (``pool``, ``queue``…). The group's ``outcomes`` attribute is every table's ``TableOutcome`` of the run (a
-    list, as JSON; an XComArg), for a task of yours to take as its argument.
+    list, as JSON; an XComArg), for a task of yours to take as its argument; its ``verification`` attribute the
+    run's ``Verification`` (``docs/verify.md``).
     """
     names = ", ".join(str(t.source) if isinstance(t, TableConfig) else str(t) for t in config.tables)
     return _chain(config.tables, config, group_id, f"{names} → Hive {config.hive.database}", task_kwargs)
@@ -105,11 +106,12 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
-        CdcVerifyOperator(
+        verify = CdcVerifyOperator(
             task_id="verify", conn_id=config.spark_conn_id, plan=plan.output, outcomes=merge.output[OUTCOMES_KEY],
             verify=config.verify, force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}",
             warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
             time_zone=config.hive.time_zone, **conn, **work, **retry,
         )
     group.outcomes = merge.output[OUTCOMES_KEY]
+    group.verification = verify.output
     return group

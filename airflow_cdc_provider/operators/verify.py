@@ -119,7 +119,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
             self.log.info("No table is due for verify in this run (every %s runs, or with the verify parameter).",
                           self.verify.every or "no")
             return Verification().to_xcom()
-        verification = Verification(tables=tuple(self._verify(context, due, store)))
+        verification = Verification(tables=tuple(self._verify(context, due, outcomes, store)))
         run_key = plan.run.key
         for table, found in zip(due, verification.tables):
             store.write_text(join(verify_dir(table.ledger_dir), f"{run_key}.json"), found.model_dump_json(indent=1))
@@ -159,7 +159,8 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
             store.write_text(state_file, json.dumps({"runs_since": runs}))
         return due
 
-    def _verify(self, context: Any, tables: list[TablePlan], store: WorkStore) -> list[TableVerification]:
+    def _verify(self, context: Any, tables: list[TablePlan], outcomes: dict[str, TableOutcome],
+                store: WorkStore) -> list[TableVerification]:
         hook = MySqlSourceHook(self.mysql_conn_id)
         mariadb = hook.flavor.is_mariadb
         found: dict[str, TableVerification] = {}
@@ -178,7 +179,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                 continue
             header = RawHeader(table.source, table.table.columns, table.table.key)
             started = time.monotonic()
-            buckets = bucket_count(hook.estimated_rows(table.source), self.verify.bucket_rows)
+            # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
+            rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
+            buckets = bucket_count(rows, self.verify.bucket_rows)
             sums = hook.bucket_sums(header, buckets)
             job = VerifyJob(self.warehouse_dir, self.metastore_uri, table.table.hive_table, header.columns,
                             header.key, mariadb, buckets, store.uri(join(table.run_dir, "verify-result.json")),

@@ -35,3 +35,23 @@ def test_dropping_keys_from_reread_files_keeps_the_others_and_the_header(tmp_pat
     assert drop_keys(files, {"b" * 32, "d" * 32}) == 1
     assert raw_uids(files) == {"a" * 32, "c" * 32}
     assert open(files[0]).readline().startswith("#cdc-raw 1 ")
+
+
+def test_the_reread_parameter_must_name_tables_of_the_run_with_conditions():
+    from types import SimpleNamespace
+
+    from airflow_cdc_provider.core.config import ConfigError
+    from airflow_cdc_provider.operators.plan import CdcPlanOperator
+
+    tables = [SimpleNamespace(source="shop.orders"), SimpleNamespace(source="shop.customers")]
+
+    def conditions(reread):
+        return CdcPlanOperator(task_id="plan", check={}, work_dir="/tmp/x", reread=reread)._conditions(tables)
+
+    assert conditions("null") == {} and conditions(None) == {} and conditions("{}") == {}
+    with pytest.raises(ConfigError, match=r"names shop.order, which this run does not capture; its tables are "
+                                          r"shop.customers, shop.orders. Nothing was changed."):
+        conditions('{"shop.order": "id > 1"}')
+    for bad in ('["shop.orders"]', "shop.orders", '{"shop.orders": 5}'):
+        with pytest.raises(ConfigError, match=r"must map tables to conditions, like .* got"):
+            conditions(bad)
