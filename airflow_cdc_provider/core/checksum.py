@@ -17,8 +17,9 @@ the server's own printing where the Hive value allows it:
   ``JSON_NORMALIZE``: there a JSON column counts by its NULL flag only.
 
 A row's text joins its columns' texts with ``#`` and ends with one flag per column, 1 for a NULL text, so
-that NULL and an empty string differ. A chunk's checksum is its row count and the XOR, over its rows, of the two 32-bit
-halves of the MD5 of each row's text: order-free, and small enough for Spark's signed 64-bit integers.
+that NULL and an empty string differ. A bucket's checksum is its row count and the XOR, over its rows, of the
+first 64 bits of the MD5 of each row's text: order-free. (Spark XORs them as signed 64-bit integers: the same
+bits.)
 """
 
 from __future__ import annotations
@@ -111,10 +112,20 @@ def _invalid_date(col: str) -> str:
 def source_row_text(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
     """The SQL expression of a row's text."""
     texts = [source_text(name, ctype, mariadb) for name, ctype in columns]
-    # The flag of the text, not of the column: a zero date is a value on the server and NULL in the copy.
-    flags = ", ".join(f"ISNULL({text if text is not None else quote_identifier(name)})"
-                      for (name, _), text in zip(columns, texts))
+    flags = ", ".join(_null_flag(name, ctype) for name, ctype in columns)
     return "CONCAT_WS('#', " + ", ".join(t for t in texts if t is not None) + f", CONCAT({flags}))"
+
+
+def _null_flag(name: str, column_type: str) -> str:
+    """1 where the column's text is NULL, else 0: the flag of the text, not of the column (a zero date is a value
+    on the server and NULL in the copy), computed from the column, which costs less than the text again."""
+    col = quote_identifier(name)
+    kind = kind_of(column_type)
+    if kind in ("date", "datetime", "timestamp"):
+        return f"({col} IS NULL OR {_invalid_date(col)})"
+    if kind == "year":
+        return f"({col} IS NULL OR {col} + 0 = 0)"
+    return f"ISNULL({col})"
 
 
 def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
@@ -124,18 +135,15 @@ def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mari
 
 
 def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
-                       buckets: int, where: str = "", last_key: bool = False) -> str:
-    """The statement that sums each bucket on the server (``table`` quoted, or a derived table; ``where`` a
-    condition on the key with ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the
-    MD5's first half, of its second half). With ``last_key`` (a one-column key), each row also gives the bucket's
-    greatest key, and a last roll-up row (bucket NULL) the count and greatest key of all. Run it with arguments
-    (a list, perhaps empty): its own ``%`` are doubled for them."""
+                       buckets: int, where: str = "") -> str:
+    """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
+    ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the rows' digests: the first
+    64 bits of the MD5 of each row's text, unsigned). Run it with arguments (a list, perhaps empty): its own ``%``
+    are doubled for them."""
     row = source_row_text(columns, mariadb).replace("%", "%%")
     bucket = f"MOD(CRC32({source_key_text(columns, key, mariadb).replace('%', '%%')}), {int(buckets)})"
-    greatest = f", MAX({quote_identifier(key[0])})" if last_key else ""
-    return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 8), 16, 10)), "
-            f"BIT_XOR(CONV(SUBSTRING(MD5({row}), 9, 8), 16, 10)){greatest} FROM {table}"
-            f"{' WHERE ' + where if where else ''} GROUP BY bucket{' WITH ROLLUP' if last_key else ''}")
+    return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 16), 16, 10)) "
+            f"FROM {table}{' WHERE ' + where if where else ''} GROUP BY bucket")
 
 
 # --- Spark's side -----------------------------------------------------------------------------------------

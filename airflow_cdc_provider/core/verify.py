@@ -22,18 +22,17 @@ from typing import Any
 
 @dataclass(frozen=True)
 class BucketSum:
-    """A bucket's row count and the XOR of its rows' MD5 halves."""
+    """A bucket's row count and the XOR of its rows' digests (the first 64 bits of each row text's MD5, unsigned)."""
 
     rows: int
-    low: int
-    high: int
+    digest: int
 
     def plus(self, other: BucketSum) -> BucketSum:
         """Two parts of one bucket (two ranges of keys read apart) as one."""
-        return BucketSum(self.rows + other.rows, self.low ^ other.low, self.high ^ other.high)
+        return BucketSum(self.rows + other.rows, self.digest ^ other.digest)
 
 
-EMPTY = BucketSum(0, 0, 0)
+EMPTY = BucketSum(0, 0)
 
 
 def bucket_count(rows: int, bucket_rows: int) -> int:
@@ -86,7 +85,8 @@ class VerifyJob:
     detail: tuple[int, ...] = field(default=())  # buckets whose rows are listed
     location: str | None = None  # the version's files; None: the table as the metastore has it now
     time_zone: str = "UTC"  # hive.time_zone: the zone whose digits a DATETIME's instant holds
-    source: dict[str, tuple[int, int, int]] | None = None  # the server's sums, by bucket
+    source: dict[str, tuple[int, int]] | None = None  # the server's sums, by bucket
+    source_file: str | None = None  # where the server's sums appear while the job runs (``wait_for_sums``)
     detail_limit: int = 1000
 
     def to_json(self) -> str:
@@ -115,8 +115,8 @@ def jobs_from_json(text: str) -> list[VerifyJob]:
     return [VerifyJob.from_dict(d) for d in (data if isinstance(data, list) else [data])]
 
 
-def sums_to_json(sums: Mapping[int, BucketSum]) -> dict[str, tuple[int, int, int]]:
-    return {str(b): (s.rows, s.low, s.high) for b, s in sums.items()}
+def sums_to_json(sums: Mapping[int, BucketSum]) -> dict[str, tuple[int, int]]:
+    return {str(b): (s.rows, s.digest) for b, s in sums.items()}
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:

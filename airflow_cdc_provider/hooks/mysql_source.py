@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
-from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
+from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
     GtidPositionLost,
@@ -35,7 +35,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
-from airflow_cdc_provider.core.verify import BucketSum, key_range
+from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 
 
@@ -476,47 +476,41 @@ class MySqlSourceHook(BaseHook):
     # --- verify -----------------------------------------------------------------------------------------
 
     def bucket_sums(self, header: RawHeader, buckets: int, range_rows: int = 100_000) -> dict[int, BucketSum]:
-        """Each bucket's sums over the table (``core.verify``), read a range of ``range_rows`` keys at a time in key
-        order: no statement runs long on the server, and each row is summed once.
+        """Each bucket's sums over the table (``core.verify``), read a range of at most ``range_rows`` keys at a time
+        in key order: no statement runs long on the server, and each row is summed once.
 
-        With a one-column key, one statement per range sums the next ``range_rows`` rows and gives the range's last
-        key (its MAX): each row is read once. A composite key's range end is looked up first (``LIMIT 1 OFFSET``),
-        which reads the range's keys in index order once more."""
+        A one-column integer key is cut into ranges of ``range_rows`` values between its MIN and MAX (two index
+        lookups), unless its values are so sparse that this would take more than four statements per range of
+        rows; other keys find each range's end first (``LIMIT 1 OFFSET``: the range's keys read in index order)."""
         table = TableName.parse(header.table)
-        keys = ", ".join(quote_identifier(k) for k in header.key)
         mariadb = self.flavor.is_mariadb
+        keys = ", ".join(quote_identifier(k) for k in header.key)
         sums: dict[int, BucketSum] = {}
-        after: tuple | None = None
 
-        def add(found: Iterable[tuple]) -> None:
-            for bucket, rows, low, high, *_ in found:
-                if bucket is None:  # the roll-up row of the whole range
-                    continue
-                part = BucketSum(int(rows), int(low), int(high))
-                sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0, 0)).plus(part)
+        def add(cursor: Any, where: str, args: list[Any]) -> None:
+            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where), args)
+            for bucket, rows, digest in cursor.fetchall():
+                sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0)).plus(BucketSum(int(rows), int(digest)))
 
         with self.cursor() as cursor:
+            if len(header.key) == 1 and kind_of(dict(header.columns)[header.key[0]]) == "int":
+                cursor.execute(f"SELECT MIN({keys}), MAX({keys}) FROM {table.quoted}")
+                low, high = cursor.fetchone()
+                if low is None:
+                    return sums
+                ranges = (int(high) - int(low)) // range_rows + 1
+                if ranges <= 4 * (bucket_count(self.estimated_rows(table), range_rows)):
+                    for start in range(int(low), int(high) + 1, range_rows):
+                        add(cursor, f"{keys} >= %s AND {keys} < %s", [start, start + range_rows])
+                    return sums
+            after: tuple | None = None
             while True:
                 where, args = key_range(header.key, after, None)
-                where = f" WHERE {where}" if where else ""
-                if len(header.key) == 1:
-                    ranged = f"(SELECT * FROM {table.quoted}{where} ORDER BY {keys} LIMIT {int(range_rows)}) AS r"
-                    cursor.execute(source_bucket_sums(ranged, header.columns, header.key, mariadb, buckets,
-                                                      last_key=True), args)
-                    found = cursor.fetchall()
-                    add(found)
-                    total = next((row for row in found if row[0] is None), None)  # the server's MAX, in its order
-                    if total is None or int(total[1]) < range_rows:
-                        return sums
-                    after = (total[4],)
-                    continue
-                cursor.execute(f"SELECT {keys} FROM {table.quoted}{where} ORDER BY {keys} "
+                cursor.execute(f"SELECT {keys} FROM {table.quoted}{' WHERE ' + where if where else ''} ORDER BY {keys} "
                                f"LIMIT 1 OFFSET {int(range_rows) - 1}", args or None)
                 until = cursor.fetchone()
                 where, args = key_range(header.key, after, until)
-                cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where),
-                               args)
-                add(cursor.fetchall())
+                add(cursor, where, args)
                 if until is None:
                     return sums
                 after = tuple(until)

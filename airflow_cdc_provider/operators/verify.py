@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import tempfile
+import threading
 import time
 import zlib
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
@@ -25,6 +27,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import (
+    BucketSum,
     VerifyJob,
     bucket_count,
     jobs_to_json,
@@ -41,6 +44,18 @@ from airflow_cdc_provider.stages.verify import changed_keys
 from airflow_cdc_provider.storage import WorkStore, join
 
 VERIFICATION_KEY = "verification"
+
+
+@dataclass
+class _Check:
+    """One table under verify: its version, the job of its Spark half, and the server's half once summed."""
+
+    table: TablePlan
+    committed: Committed
+    header: RawHeader
+    job: VerifyJob
+    sums: dict[int, BucketSum] | None = None
+    seconds: float = 0.0
 _VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
 
 
@@ -134,7 +149,8 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         if different and self.verify.on_difference == "fail":
             raise AirflowFailException(
                 f"{len(different)} tables differ from the source: " + "; ".join(
-                    f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys"
+                    f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys in "
+                    f"{len(t.repair_buckets)} of {t.buckets} buckets"
                     + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in different)
                 + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
                 "parameter), a fresh snapshot reloads the table.")
@@ -164,7 +180,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         hook = MySqlSourceHook(self.mysql_conn_id)
         mariadb = hook.flavor.is_mariadb
         found: dict[str, TableVerification] = {}
-        checks: list[tuple[TablePlan, Committed, RawHeader, VerifyJob, float]] = []
+        checks: list[_Check] = []
         for table in tables:
             committed = Ledger(table.ledger_dir, store).committed()
             base = {"source": table.source, "hive_table": table.table.hive_table}
@@ -178,40 +194,69 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                     "verified once a run has merged the change")
                 continue
             header = RawHeader(table.source, table.table.columns, table.table.key)
-            started = time.monotonic()
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
             rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
             buckets = bucket_count(rows, self.verify.bucket_rows)
-            sums = hook.bucket_sums(header, buckets)
             job = VerifyJob(self.warehouse_dir, self.metastore_uri, table.table.hive_table, header.columns,
                             header.key, mariadb, buckets, store.uri(join(table.run_dir, "verify-result.json")),
-                            location=committed.location, time_zone=self.time_zone, source=sums_to_json(sums),
+                            location=committed.location, time_zone=self.time_zone,
+                            source_file=store.uri(join(table.run_dir, "verify-source-sums.json")),
                             detail_limit=self.verify.detail_buckets)
-            checks.append((table, committed, header, job, time.monotonic() - started))
-            self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", table.source, buckets,
-                          sum(s.rows for s in sums.values()), checks[-1][-1])
-        if checks:
-            self._require_spark_connection()
-            job_file = join(checks[0][0].run_dir, "verify-jobs.json")
-            for _, _, _, job, _ in checks:
-                store.delete(job.result_file)
-            store.write_text(job_file, jobs_to_json([job for _, _, _, job, _ in checks]))
-            self._spark_submit(context, store.uri(job_file))
-            for table, committed, header, job, source_seconds in checks:
-                written = store.read_text(job.result_file)
-                if written is None:  # a retry of the task submits the job again
-                    raise RuntimeError(f"The verify application ended without writing {job.result_file}; see its "
-                                       "log above.")
-                found[table.source] = self._compare(hook, table, committed, header, job, json.loads(written),
-                                                    source_seconds)
+            checks.append(_Check(table, committed, header, job))
+        if not checks:
+            return [found[t.source] for t in tables]
+        self._require_spark_connection()
+        job_file = join(checks[0].table.run_dir, "verify-jobs.json")
+        for check in checks:
+            store.delete(check.job.result_file)
+            store.delete(check.job.source_file)
+        store.write_text(job_file, jobs_to_json([check.job for check in checks]))
+        # The two halves at once: the Spark application sums the copies while the server sums the sources, one
+        # table after the other; the application waits for each table's sums file to compare.
+        submitted: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                self._spark_submit(context, store.uri(job_file))
+            except BaseException as exc:  # raised below, in the task's thread
+                submitted.append(exc)
+
+        spark = threading.Thread(target=submit, name="cdc-verify-spark")
+        spark.start()
+        failed: BaseException | None = None
+        for check in checks:
+            if failed is None:
+                started = time.monotonic()
+                try:
+                    check.sums = hook.bucket_sums(check.header, check.job.buckets)
+                except BaseException as exc:
+                    failed = exc
+                check.seconds = time.monotonic() - started
+            if check.sums is None:  # the application gives up on this table rather than wait
+                store.write_text(check.job.source_file, json.dumps({"error": "the server's sums failed"}))
+                continue
+            store.write_text(check.job.source_file, json.dumps({"sums": sums_to_json(check.sums)}))
+            self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", check.table.source,
+                          check.job.buckets, sum(s.rows for s in check.sums.values()), check.seconds)
+        spark.join()
+        if failed is not None:
+            raise failed
+        if submitted:
+            raise submitted[0]
+        for check in checks:
+            written = store.read_text(check.job.result_file)
+            if written is None:  # a retry of the task submits the job again
+                raise RuntimeError(f"The verify application ended without writing {check.job.result_file}; see "
+                                   "its log above.")
+            found[check.table.source] = self._compare(hook, check, json.loads(written))
         return [found[t.source] for t in tables]
 
-    def _compare(self, hook: MySqlSourceHook, table: TablePlan, committed: Committed, header: RawHeader,
-                 job: VerifyJob, result: dict[str, Any], source_seconds: float) -> TableVerification:
+    def _compare(self, hook: MySqlSourceHook, check: _Check, result: dict[str, Any]) -> TableVerification:
+        table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
                 "watermark": committed.watermark, "buckets": job.buckets,
-                "rows": sum(s[0] for s in (job.source or {}).values())}
-        seconds = {"source": round(source_seconds, 3), "spark": result.get("seconds", 0.0)}
+                "rows": sum(s.rows for s in (check.sums or {}).values())}
+        seconds = {"source": round(check.seconds, 3), "spark": result.get("seconds", 0.0)}
         differing = [int(b) for b in result["differing"]]
         if not differing:
             return TableVerification(**base, status="clean", seconds=seconds)

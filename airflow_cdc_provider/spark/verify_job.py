@@ -3,9 +3,10 @@
     spark-submit verify_job.py <URI of the verify jobs JSON: a list, one job per table>
 
 See ``core.verify`` for the buckets and ``core.checksum`` for the row texts. Writes the result file each job
-names: ``{"buckets": {bucket: [rows, low, high]}, "differing": [bucket, ...], "rows": {bucket: [[key text, md5],
-...]}, "seconds": …}``; ``differing`` compares with the server's sums the job carries, ``rows`` lists the rows of
-the differing buckets (at most the job's ``detail_limit`` of them) and of those the job names.
+names: ``{"buckets": {bucket: [rows, digest]}, "differing": [bucket, ...], "rows": {bucket: [[key text, md5],
+...]}, "seconds": …}``; ``differing`` compares with the server's sums (in the job, or written to the job's
+``source_file`` while it runs), ``rows`` lists the rows of the differing buckets (at most the job's
+``detail_limit`` of them) and of those the job names.
 """
 
 from __future__ import annotations
@@ -79,25 +80,46 @@ def row_frame(spark: Any, job: VerifyJob) -> Any:
                         F.md5(row_text.cast("binary")).alias("md5"))
 
 
-def run(spark: Any, job: VerifyJob) -> dict[str, Any]:
+def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600) -> dict[int, BucketSum] | None:
+    """The server's sums: in the job, or written to ``source_file`` by the verify task while this job summed the
+    copy (the two halves run at the same time). None when the task gave up on the server's side (it writes
+    ``{"error": …}``)."""
+    if job.source is not None or job.source_file is None:
+        return job.source_sums() if job.source is not None else None
+    deadline = time.monotonic() + timeout
+    while (text := files.read_text(job.source_file)) is None:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"The server's sums of {job.table} did not appear at {job.source_file}.")
+        time.sleep(0.5)
+    data = json.loads(text)
+    if "error" in data:
+        return None
+    return {int(b): BucketSum(*s) for b, s in data["sums"].items()}
+
+
+def run(spark: Any, job: VerifyJob, files: HadoopFiles | None = None) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    rows = row_frame(spark, job).cache()
-    half = lambda start: F.conv(F.substring("md5", start, 8), 16, 10).cast("bigint")  # noqa: E731
-    sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(half(1)).alias("low"),
-                                      F.bit_xor(half(9)).alias("high"))
-    copy = {int(r["bucket"]): BucketSum(r["rows"], r["low"], r["high"]) for r in sums.collect()}
-    differing = differing_buckets(job.source_sums(), copy) if job.source is not None else []
+    rows = row_frame(spark, job)
+    # The first 64 bits of the MD5 as a signed integer (Spark has no unsigned one): the same bits.
+    digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
+    sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
+    copy = {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
+    source = wait_for_sums(files, job) if files is not None else job.source_sums() if job.source else None
+    differing = differing_buckets(source, copy) if source is not None else []
     listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
-    result: dict[str, Any] = {"buckets": {str(b): [s.rows, s.low, s.high] for b, s in copy.items()},
-                              "differing": differing, "rows": {}}
+    result: dict[str, Any] = {"buckets": {str(b): [s.rows, s.digest] for b, s in copy.items()},
+                              "differing": differing, "rows": {}, "compared": source is not None}
     if listed:
         for r in rows.where(F.col("bucket").isin(listed)).select("bucket", "key", "md5").collect():
             result["rows"].setdefault(str(r["bucket"]), []).append([r["key"], r["md5"]])
-    rows.unpersist()
+    pass
     result["seconds"] = round(time.monotonic() - started, 3)
     return result
+
+
+_UNSIGNED = (1 << 64) - 1
 
 
 def main(argv: list[str]) -> int:
@@ -114,7 +136,7 @@ def main(argv: list[str]) -> int:
     jobs = jobs_from_json(text)
     spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
     for job in jobs:
-        result = run(spark, job)
+        result = run(spark, job, files)
         files.write_text(job.result_file, json.dumps(result), overwrite=True)
         print(f"cdc-verify: {job.table}: {len(result['buckets'])} buckets summed, {len(result['differing'])} differ, "
               f"in {result['seconds']} s", flush=True)

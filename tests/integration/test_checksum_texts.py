@@ -40,7 +40,7 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
 
 def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path):
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
-    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob
+    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, sums_to_json
     from airflow_cdc_provider.spark import VERIFY_JOB
     from airflow_cdc_provider.testing.hive import run_spark_job
     from tests.integration.merge_helpers import Table
@@ -57,12 +57,14 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     buckets = 4
     with hook.cursor() as cursor:
         cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, buckets), [])
-        served = {int(b): BucketSum(int(n), int(lo), int(hi)) for b, n, lo, hi in cursor.fetchall()}
+        served = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
         cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
                        f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
         served_rows = dict(cursor.fetchall())
+    (tmp_path / "sums.json").write_text(json.dumps({"sums": sums_to_json(served)}))
     job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
-                    str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)))
+                    str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)),
+                    source_file=str(tmp_path / "sums.json"))
     (tmp_path / "verify-job.json").write_text(job.to_json())
     run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
@@ -72,6 +74,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
 
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)
+    assert result["compared"] and result["differing"] == []
 
 
 def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(mariadb, make_user):
@@ -87,10 +90,23 @@ def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(m
     header = hook.raw_header(table)
     with hook.cursor() as cursor:
         cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, 16), [])
-        whole = {int(b): BucketSum(int(n), int(lo), int(hi)) for b, n, lo, hi in cursor.fetchall()}
+        whole = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
     for range_rows in (1, 333, 2000, 5000):
         assert hook.bucket_sums(header, 16, range_rows=range_rows) == whole, range_rows
     assert sum(s.rows for s in whole.values()) == 2000
+
+    # A one-column integer key is read in ranges of values: dense, or (a far outlier) by range ends instead.
+    for name, ids in (("dense", "CAST(seq AS SIGNED) * 3 - 1000"), ("sparse", "IF(seq = 2000, 9000000000000, seq)")):
+        table = TableName(table.schema, name)
+        mariadb.execute(f"CREATE TABLE {table.quoted} (id BIGINT PRIMARY KEY, v TEXT)",
+                        f"INSERT INTO {table.quoted} SELECT {ids}, REPEAT('y', seq % 11) FROM {table.schema}.seq_1_to_2000",
+                        f"ANALYZE TABLE {table.quoted}")
+        header = hook.raw_header(table)
+        with hook.cursor() as cursor:
+            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, 16), [])
+            whole = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
+        for range_rows in (1, 7, 333, 5000):
+            assert hook.bucket_sums(header, 16, range_rows=range_rows) == whole, (name, range_rows)
 
 
 def test_the_keys_a_binlog_range_changed_come_out_as_the_servers_key_texts(mariadb, make_user, tmp_path):

@@ -85,7 +85,10 @@ def test_each_type_has_a_text_on_both_sides():
     assert kind_of("decimal(65,30)") == "decimal_text" and kind_of("decimal(38,10)") == "decimal"
     assert source_text("c", "json", mariadb=False) is None and spark_text("c", "json", mariadb=False) is None
     row = source_row_text([("id", "int"), ("js", "json")], mariadb=False)
-    assert row == "CONCAT_WS('#', CAST(`id` + 0 AS CHAR), CONCAT(ISNULL(CAST(`id` + 0 AS CHAR)), ISNULL(`js`)))"
+    assert row == "CONCAT_WS('#', CAST(`id` + 0 AS CHAR), CONCAT(ISNULL(`id`), ISNULL(`js`)))"
+    # The flag of the text: a zero date or year has a NULL text in the copy.
+    zero = source_row_text([("d", "date"), ("y", "year")], mariadb=True)
+    assert "CONCAT((`d` IS NULL OR (YEAR(`d`) = 0 OR MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0)), (`y` IS NULL OR `y` + 0 = 0))" in zero
 
 
 def test_a_range_of_keys_is_an_index_range_for_composite_keys():
@@ -97,8 +100,9 @@ def test_a_range_of_keys_is_an_index_range_for_composite_keys():
     sql, args = key_range(["a", "b"], None, (3, 4))
     assert sql == "((`a` < %s) OR (`a` = %s AND `b` <= %s))" and args == [3, 3, 4]
     assert key_range(["id"], None, None) == ("", [])
-    assert differing_buckets({0: BucketSum(2, 1, 1), 1: BucketSum(1, 5, 5)}, {0: BucketSum(2, 1, 1)}) == [1]
-    assert BucketSum(1, 3, 5).plus(BucketSum(2, 1, 1)) == BucketSum(3, 2, 4)
+    assert differing_buckets({0: BucketSum(2, 1), 1: BucketSum(1, 5)}, {0: BucketSum(2, 1)}) == [1]
+    assert differing_buckets({0: BucketSum(2, 1)}, {0: BucketSum(2, 3)}) == [0]
+    assert BucketSum(1, 3).plus(BucketSum(2, 2**64 - 1)) == BucketSum(3, 2**64 - 4)
     found = row_differences({"1": "a", "2": "b", "3": "c"}, {"1": "a", "2": "x", "4": "d", "5": "e"}, changed={"5"})
     assert [(d.key, d.kind) for d in found] == [("2", "different"), ("3", "missing"), ("4", "extra")]
 
@@ -114,7 +118,7 @@ def test_a_datetime_is_spelt_in_the_readers_zone_and_a_timestamp_in_utc():
 def test_verify_jobs_go_to_the_spark_application_and_back_as_they_were():
     from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, jobs_from_json, jobs_to_json, sums_to_json
 
-    sums = {0: BucketSum(3, 7, 9), 4: BucketSum(1, 2**32 - 1, 0)}
+    sums = {0: BucketSum(3, 7), 4: BucketSum(1, 2**64 - 1)}
     job = VerifyJob("/w", "thrift://m:9083", "ods.t", (("id", "int"), ("at", "datetime")), ("id",), True, 5,
                     "file:///r.json", location="/w/ods.db/t/v3", time_zone="Europe/Paris", source=sums_to_json(sums),
                     detail_limit=7)
