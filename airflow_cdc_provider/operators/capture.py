@@ -20,6 +20,7 @@ from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
     MergeInput,
+    Reread,
     SourcePlan,
     TableExtraction,
     TableFailure,
@@ -34,7 +35,14 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.stages.reread import RereadResult, drop_keys, raw_uids, reread, reread_condition
+from airflow_cdc_provider.stages.reread import (
+    RereadResult,
+    buckets_of,
+    drop_keys,
+    raw_uids,
+    reread,
+    reread_condition,
+)
 from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_provider.storage import join
 
@@ -49,6 +57,13 @@ def _finish(log: Any, stage: str, results: list[MergeInput | TableFailure], tran
                            "only these tables.")
     return Captured(inputs=tuple(r for r in results if isinstance(r, MergeInput)),
                     failed=tuple(r for r in results if isinstance(r, TableFailure)))
+
+
+def _replaced(asked: Reread | None, done: RereadResult | None) -> Reread | None:
+    """What was read again of a table: as asked, less the buckets held back (``_drop_newer``)."""
+    if asked is None or done is None:
+        return None
+    return asked.model_copy(update={"which": tuple(b for b in asked.which if b not in done.held)})
 
 
 def _header(table: TablePlan) -> RawHeader:
@@ -215,7 +230,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 source=name, start=starts[name], end=end, counts=result.counts[name],
                 files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
                 columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
-                fills=tuple(fills_to_json(result.fills[name])), reread=table.reread if reread else None,
+                fills=tuple(fills_to_json(result.fills[name])), reread=_replaced(table.reread, reread),
                 reread_rows=reread.rows if reread else 0))
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
@@ -252,17 +267,26 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     def _drop_newer(self, hook: MySqlSourceHook, tables: list[TablePlan], rereads: dict[str, RereadResult],
                     end: Watermark, high: Watermark, local: dict[str, Any]) -> None:
         """The range ends before the rows were read again (at its ``stop_before``): a re-read row the binlog
-        changed after the range's end is newer than the range, and is dropped; the next run's range has it."""
+        changed after the range's end is newer than the range, and is dropped; the next run's range has it. A
+        bucket to replace that holds such a key is held back: what it held at the range's end is not known."""
+        plans = {t.source: t for t in tables}
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-            after = extract(hook.connection_settings(), headers, end, high, scratch, definitions=headers,
-                            schema_changes="evolve")
-            for header in headers:
-                newer = raw_uids(after.files.get(header.table, ()))
-                dropped = drop_keys(rereads[header.table].files, newer)
+            after = extract(hook.connection_settings(), headers, end, high, join(scratch, "raw"),
+                            definitions=headers, schema_changes="evolve")
+            for n, header in enumerate(headers):
+                newer_files = after.files.get(header.table, [])
+                dropped = drop_keys(rereads[header.table].files, raw_uids(newer_files))
                 rereads[header.table].rows -= dropped
                 self.log.info("%s: %d re-read rows were changed after the range's end and are left to the next "
                               "run", header.table, dropped)
+                ask = plans[header.table].reread
+                if ask is not None and ask.which:
+                    held = buckets_of(newer_files, header, ask.buckets, join(scratch, str(n))) & set(ask.which)
+                    rereads[header.table].held = held
+                    if held:
+                        self.log.info("%s: buckets %s changed after the range's end and are repaired by a later run",
+                                      header.table, sorted(held))
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):

@@ -9,12 +9,14 @@ its window is dropped, the binlog's version wins.
 
 When the range ends before the read (a scheduled run's data interval end), the keys the binlog changed between
 the range's end and the read are dropped from the re-read rows: those rows are newer than the range, and the
-next run's range brings them.
+next run's range brings them. A bucket holding such a key is not replaced in this run either (its row at the
+range's end is not known: it may have been deleted since); it is left for the next repair.
 """
 
 from __future__ import annotations
 
 import os
+import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +44,7 @@ class BadRereadCondition(CdcError):
 class RereadResult:
     files: list[str] = field(default_factory=list)
     rows: int = 0
+    held: set[int] = field(default_factory=set)  # buckets not replaced after all: see the extract operator
 
 
 def reread_condition(header: RawHeader, buckets: int, which: Iterable[int], where: str | None,
@@ -136,6 +139,19 @@ def drop_keys(files: Iterable[str], uids: set[str]) -> int:
             f.writelines(kept)
         os.replace(tmp, path)
     return dropped
+
+
+def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str | os.PathLike) -> set[int]:
+    """The buckets (``core.verify``) of the keys raw files change, replayed into ``work`` (a scratch directory)."""
+    from airflow_cdc_provider.stages.replay import replay
+    from airflow_cdc_provider.stages.verify import key_texts
+
+    if not raw_files:
+        return set()
+    Path(work).mkdir(parents=True, exist_ok=True)
+    replayed = replay(raw_files, Path(work) / "upsert.parquet", Path(work) / "delete.parquet")
+    return {zlib.crc32(key.encode()) % buckets for key in key_texts((replayed.upsert_file, replayed.delete_file),
+                                                                    header)}
 
 
 def raw_uids(files: Iterable[str]) -> set[str]:
