@@ -89,9 +89,12 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                on_server_change=config.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
                                reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **conn, **retry)
+        progress = {"progress_seconds": config.progress_seconds}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
-                                         concurrency=config.snapshot_concurrency, **conn, **work, **lease, **retry)
-        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **retry)
+                                         concurrency=config.snapshot_concurrency, **conn, **work, **lease, **progress,
+                                         **retry)
+        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **progress,
+                                             **retry)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, **work, **lease,
                                    **retry)
         # All done: one table's failed capture does not hold back the others' commits.

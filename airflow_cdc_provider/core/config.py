@@ -174,6 +174,7 @@ class CdcConfig:
     # transactions lost in a failover): fail it (nothing changes), or take a fresh snapshot.
     on_server_change: str = "fail"
     verify: VerifyConfig = VerifyConfig()
+    progress_seconds: float = 10.0  # how often a snapshot and a binlog pass log how far they are
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -192,7 +193,7 @@ class CdcConfig:
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
         known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
                  "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds",
-                 "on_purged_binlog", "on_server_change", "verify"}
+                 "on_purged_binlog", "on_server_change", "verify", "progress_seconds"}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
@@ -248,6 +249,12 @@ class CdcConfig:
         policy = _policy(data.get("schema_changes"), origin)
         if policy:
             rest["schema_changes"] = policy
+        seconds = data.get("progress_seconds")
+        if seconds is not None:
+            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+                raise ConfigError(f"`progress_seconds:` in {origin} must be a number of seconds >= 0 (how often a "
+                                  f"snapshot and a binlog pass log how far they are), got {seconds!r}.")
+            rest["progress_seconds"] = float(seconds)
         if data.get("verify") is not None:
             rest["verify"] = VerifyConfig.from_dict(data["verify"], origin)
         return cls(tables=tuple(tables), hive=hive, **rest)

@@ -537,3 +537,11 @@ class MySqlSourceHook(BaseHook):
         rows = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                            "TABLE_NAME = %s", (name.schema, name.table))
         return int(rows[0][0] or 0) if rows else 0
+
+    def integer_key_bounds(self, header: RawHeader) -> tuple[int, int] | None:
+        """MIN and MAX of a one-column integer key (two index lookups), or None for another key or no rows."""
+        if len(header.key) != 1 or kind_of(dict(header.columns)[header.key[0]]) != "int":
+            return None
+        key = quote_identifier(header.key[0])
+        ((low, high),) = self._query(f"SELECT MIN({key}), MAX({key}) FROM {TableName.parse(header.table).quoted}")
+        return (int(low), int(high)) if low is not None else None

@@ -27,8 +27,9 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.progress import Progress, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -85,16 +86,19 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     :param chunk_rows: rows per keyset chunk.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param progress_seconds: how often each table's read logs how far it is (``core.progress``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
                  chunk_rows: int = 50_000, work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
+        self.progress_seconds = progress_seconds
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -117,7 +121,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
                 header = _header(table)
                 store, target = work_store(table.run_dir, self.work_conn_id), join(table.run_dir, "snapshot")
                 with store.staging(target) as local:
-                    result = snapshot(hook, header, local, self.chunk_rows)
+                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header))
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)
@@ -137,6 +141,22 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
             results = list(pool.map(load, tables))
         return _finish(self.log, "snapshot", results, transient).to_xcom()
 
+    def _progress(self, hook: MySqlSourceHook, header: RawHeader) -> Any:
+        """Each chunk's report to the table's ``Progress``: the share by the integer key's range, else by the
+        server's estimate of the rows."""
+        bounds = hook.integer_key_bounds(header)
+        estimate = hook.estimated_rows(header.table) if bounds is None else 0
+        progress = Progress(f"snapshot of {header.table}", self.log.info, every=self.progress_seconds)
+
+        def chunk_done(rows: int, last_key: list[Any] | None) -> None:
+            if bounds is not None:
+                share = key_share(*bounds, int(last_key[0]) if last_key else None)
+            else:
+                share = rows / estimate if estimate else None
+            progress.update(rows, share)
+
+        return chunk_done
+
 
 class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     """Read the row events of every incremental table of the run in one binlog pass, into raw files per table.
@@ -152,16 +172,17 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param progress_seconds: how often the pass logs how far it is (``core.progress``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 **kwargs: Any) -> None:
+                 progress_seconds: float = 10.0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
-        self.lock_lease_seconds = lock_lease_seconds
+        self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -203,10 +224,16 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             readable = [t for t in readable if not any(f.source == t.source for f in failed)]
             headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
             high = hook.current_watermark()
+            sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
+            progress = Progress(f"binlog pass for {len(readable)} tables", self.log.info, every=self.progress_seconds,
+                                unit="row events")
             result = extract(hook.connection_settings(), headers, start, high, local, stop_before=stop_before,
                              definitions=[_header(t) for t in readable],
                              schema_changes={t.source: t.table.schema_changes for t in readable},
-                             defaults=hook.added_column_defaults, starts=starts)
+                             defaults=hook.added_column_defaults, starts=starts,
+                             progress=lambda events, at: progress.update(
+                                 events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
+            progress.finish(result.events)
             if result.end != high and rereads:
                 self._drop_newer(hook, readable, rereads, result.end, high, local)
         end = result.end

@@ -203,6 +203,7 @@ def extract(
     schema_changes: str | Mapping[str, str] = "strict",
     defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None = None,
     starts: Mapping[str, Watermark] | None = None,
+    progress: Callable[[int, tuple[int, int]], None] | None = None,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
@@ -223,6 +224,8 @@ def extract(
     moment (binlog event times are whole seconds). Binlog order is commit order, so the range is still a
     state the source was in. ``result.end`` is then that transaction's position, without a GTID (the caller
     looks it up).
+
+    ``progress(row events, (file sequence, position))`` is called as the pass goes, every few thousand events.
 
     ``connection_settings`` holds host, port, user and password of the capture user (never logged).
     """
@@ -246,7 +249,8 @@ def extract(
         result = ExtractResult(start, high)
         try:
             if start.coordinate < high.coordinate:
-                result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before)
+                result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before,
+                                           progress or (lambda events, at: None))
                 if end is not None:
                     result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
             for sink in sinks.values():
@@ -272,8 +276,12 @@ def extract(
         return result
 
 
+PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callback
+
+
 def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
-          stop_before: dt.datetime | None) -> tuple[int, tuple[str, int] | None]:
+          stop_before: dt.datetime | None,
+          progress: Callable[[int, tuple[int, int]], None]) -> tuple[int, tuple[str, int] | None]:
     """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
     server_id = server_id or random.randint(1 << 20, (1 << 32) - 1)
     stream = BinLogStreamReader(
@@ -298,9 +306,12 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     last = start.coordinate
     cut = stop_before.timestamp() if stop_before is not None else None
     between_transactions = True
-    events = 0
+    events = seen = 0
     try:
         for event in _events(stream, settings, server_id, lambda: _file_name(start.file, last[0]) + f":{last[1]}"):
+            seen += 1
+            if seen % PROGRESS_EVENTS == 0:
+                progress(events, last)
             end_pos = event.packet.log_pos
             if isinstance(event, RotateEvent):
                 if end_pos:  # a real rotate ends the current file; the first one sent is artificial (0)

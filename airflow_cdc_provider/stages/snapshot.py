@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -109,20 +109,25 @@ class _Progress:
         os.replace(tmp, self.path)
 
 
-def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chunk_rows: int = 50_000) -> SnapshotResult:
-    """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file."""
+ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the last key read
+
+
+def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chunk_rows: int = 50_000,
+             progress: ChunkDone | None = None) -> SnapshotResult:
+    """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
+    ``progress`` is called after each chunk."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     with room_for(out, f"the snapshot of {header.table}"):
-        return _snapshot(source, header, out, chunk_rows)
+        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None))
 
 
-def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int) -> SnapshotResult:
-    progress = _Progress(out / PROGRESS_FILE, header)
-    if progress.state is None:
+def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone) -> SnapshotResult:
+    progress_file = _Progress(out / PROGRESS_FILE, header)
+    if progress_file.state is None:
         # Before any row is read: see the module's docstring.
-        progress.start(source.current_watermark())
-    state = progress.state
+        progress_file.start(source.current_watermark())
+    state = progress_file.state
     result = SnapshotResult(Watermark.from_dict(state["watermark"]), state["rows"], state["chunks"],
                             list(state["files"]), resumed_after_chunk=state["chunks"], taken_at=state.get("taken_at"))
     if state["done"]:
@@ -151,7 +156,8 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int) -> 
             else:
                 path.unlink(missing_ok=True)
             result.chunks, result.rows = chunk, result.rows + rows
-            progress.finish_chunk(result.files[-1], rows, last_key, done)
+            progress_file.finish_chunk(result.files[-1], rows, last_key, done)
+            progress(result.rows, last_key)
             if done:
                 return result
     finally:

@@ -64,6 +64,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
                  " CONCAT('C', seq), NULL, '2026-01-01' FROM {s}.seq_1_to_300")
     pipeline.config["tables"].append({"source": f"{pipeline.schema}.all_types", "target": "all_types"})
     pipeline.config["verify"] = {"every": 1, "bucket_rows": 50}
+    pipeline.config["progress_seconds"] = 0  # a progress line after each chunk, and every few thousand events
     pipeline.configure()
     orders, customers, all_types = (f"{pipeline.schema}.{t}" for t in ("orders", "customers", "all_types"))
 
@@ -74,6 +75,10 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
             writers.wait_for(50 * (n + 1))
             code, output = pipeline.run(f"2026-05-01T0{n}:00:00+00:00")
             assert code == 0, output[-8000:]
+            if n == 0:  # the snapshots' progress, in the tasks' log
+                assert f"snapshot of {customers}: 302 rows in " in output and "100% done" in output
+            else:
+                assert "binlog pass for 3 tables: done, " in output
             found = verification(pipeline)
             assert {s: t["status"] for s, t in found.items()} == {orders: "clean", customers: "clean",
                                                                    all_types: "clean"}, found

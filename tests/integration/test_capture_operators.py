@@ -247,3 +247,29 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
     (merge_input,) = replayed.inputs
     assert merge_input.reread.which == part.reread.which
     assert {row["id"]: row["v"] for row in read_rows(merge_input.upsert_files)} == {1: "in range", 3: "c"}
+
+
+def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, schema, capture_conn, tmp_path):
+    from airflow_cdc_provider.stages.extract import PROGRESS_EVENTS, extract
+    from airflow_cdc_provider.stages.snapshot import snapshot
+
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(TableName(schema, "a"))
+    chunks: list = []
+    snapshot(hook, header, tmp_path / "snap", chunk_rows=1, progress=lambda rows, key: chunks.append((rows, key)))
+    assert chunks[:3] == [(1, [1]), (2, [2]), (3, [3])]
+    assert hook.integer_key_bounds(header) == (1, 3)
+
+    start = hook.current_watermark()
+    conn = mariadb.root_connection(schema)
+    with conn.cursor() as cursor:
+        for n in range(PROGRESS_EVENTS):
+            cursor.execute("INSERT INTO a VALUES (%s, 'x')", (100 + n,))
+    conn.close()
+    high = hook.current_watermark()
+    seen: list = []
+    result = extract(hook.connection_settings(), [header], start, high, tmp_path / "raw",
+                     progress=lambda events, at: seen.append((events, at)))
+    assert result.events == PROGRESS_EVENTS and seen, "the pass reported no progress"
+    assert [e for e, _ in seen] == sorted(e for e, _ in seen) and all(start.coordinate <= at <= high.coordinate
+                                                                        for _, at in seen)
