@@ -36,6 +36,7 @@ def get_provider_info() -> dict:
                     "airflow_cdc_provider.operators.capture",
                     "airflow_cdc_provider.operators.merge",
                     "airflow_cdc_provider.operators.spark_submit",
+                    "airflow_cdc_provider.operators.summary",
                     "airflow_cdc_provider.operators.verify",
                 ],
             }

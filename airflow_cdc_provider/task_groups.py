@@ -1,7 +1,7 @@
 """The task group factories: a whole source (every table of one server, by name or pattern), or one table.
 
-    check → plan ─┬─ snapshot ─────────────┬─ merge ─┬─ table (one mapped task per table written or failed)
-                  └─ extract → replay ─────┘         └─ verify
+    check → plan ─┬─ snapshot ─────────────┬─ merge ─┬─ table (one mapped task per table written or failed) ─┬─ summary
+                  └─ extract → replay ─────┘         └─ verify ──────────────────────────────────────────────┘
 
 ``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
 decides what the run does to it: a snapshot (first run, fresh snapshot), the binlog from its committed
@@ -12,6 +12,7 @@ none has), commits each table on its own, and records each commit in its ledger;
 advances without Spark, and it gets no task of its own. ``table`` shows the outcome of each table the run
 wrote (or failed), releases its lock, and fails for a table that failed, after the others have committed.
 ``verify`` checks the committed versions of the tables that are due against the source (``docs/verify.md``).
+``summary`` logs one line per table, and returns them as its XCom.
 
 Each task hands the next one typed value (``core.contract``), wired here as XComArgs.
 """
@@ -29,6 +30,7 @@ from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, M
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
+from airflow_cdc_provider.operators.summary import CdcRunSummaryOperator
 from airflow_cdc_provider.operators.verify import CdcVerifyOperator
 
 FRESH_SNAPSHOT_PARAM = "fresh_snapshot"
@@ -105,7 +107,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **work,
             **lease, **retry,
         )
-        CdcTableOperator.partial(
+        tables = CdcTableOperator.partial(
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
@@ -115,6 +117,9 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
             time_zone=config.hive.time_zone, **conn, **work, **retry,
         )
+        # Last, whatever failed: one line per table for the person who opens the run.
+        [tables, verify] >> CdcRunSummaryOperator(task_id="summary", outcomes=merge.output[OUTCOMES_KEY],
+                                                  trigger_rule="all_done", **task_kwargs)
     group.outcomes = merge.output[OUTCOMES_KEY]
     group.verification = verify.output
     return group

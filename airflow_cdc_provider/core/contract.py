@@ -142,6 +142,7 @@ class TableExtraction(_Value):
     fills: tuple[dict[str, Any], ...] = ()  # what added columns hold in earlier rows (stages.extract.fills_to_json)
     reread: Reread | None = None  # rows read again into the range (their raw file is the first of ``files``)
     reread_rows: int = 0
+    seconds: float = 0.0  # the run's binlog pass, which every table of the run shares
 
     @property
     def changed(self) -> bool:
@@ -187,6 +188,9 @@ class MergeInput(_Value):
     upserts: int = 0
     deletes: int = 0
     reread: Reread | None = None  # its ``which`` buckets are replaced whole: the origin's rows in them go
+    changes: dict[str, int] = {}  # row changes read per operation: I, U, D (a snapshot's rows count as I)
+    start: Watermark | None = None  # where the range began (None for a snapshot)
+    seconds: dict[str, float] = {}  # per stage so far: snapshot, or extract and replay
 
 
 class Captured(_Value):
@@ -221,7 +225,10 @@ class TableOutcome(_Value):
     added_columns: tuple[str, ...] = ()  # columns the Hive table gained in this run
     error: str | None = None
     warnings: tuple[str, ...] = ()  # what the run did that a reader should know (e.g. DATETIMEs in a DST gap)
-    seconds: dict[str, float] = {}
+    seconds: dict[str, float] = {}  # per stage: snapshot, or extract, replay; merge
+    changes: dict[str, int] = {}  # row changes read per operation: I, U, D (a snapshot's rows count as I)
+    start: Watermark | None = None  # where the range began (None for a snapshot)
+    as_of: dt.datetime | None = None  # the moment the version reflects
 
 
 class KeyDifference(_Value):

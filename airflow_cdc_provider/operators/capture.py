@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -117,6 +118,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
         transient: list[str] = []
 
         def load(table: TablePlan) -> MergeInput | TableFailure:
+            started = time.monotonic()
             try:
                 header = _header(table)
                 store, target = work_store(table.run_dir, self.work_conn_id), join(table.run_dir, "snapshot")
@@ -135,7 +137,8 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
             return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
                               columns=header.columns, key=header.key, end=result.watermark,
                               as_of=dt.datetime.fromisoformat(result.taken_at), source_columns=header.columns,
-                              upserts=result.rows)
+                              upserts=result.rows, changes={"I": result.rows},
+                              seconds={"snapshot": round(time.monotonic() - started, 3)})
 
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="snapshot") as pool:
             results = list(pool.map(load, tables))
@@ -212,6 +215,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             return Extraction(failed=tuple(failed)).to_xcom()
         start = min(starts.values())
         started = dt.datetime.now(dt.timezone.utc)
+        clock = time.monotonic()
         # Every table of a run shares its target moment.
         stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
         as_of = min(stop_before, started) if stop_before else started
@@ -258,7 +262,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
                 columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
                 fills=tuple(fills_to_json(result.fills[name])), reread=_replaced(table.reread, reread),
-                reread_rows=reread.rows if reread else 0))
+                reread_rows=reread.rows if reread else 0, seconds=round(time.monotonic() - clock, 3)))
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
                       len(failed))
@@ -351,6 +355,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
             target = plan.table(part.source).run_dir
             store = work_store(target, self.work_conn_id)
             fills = fills_from_json(part.fills)
+            started = time.monotonic()
             try:
                 # On an object store: the raw files fetched, the outputs uploaded once the replay has succeeded.
                 with store.fetched(part.files) as raw, store.staging(target) as out:
@@ -373,5 +378,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 fills_file=files[2], fill_sources=tuple((f.column, tuple(f.sources)) for f in fills),
                 columns=result.columns,
                 key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
-                upserts=result.upserts, deletes=result.deletes, reread=part.reread))
+                upserts=result.upserts, deletes=result.deletes, reread=part.reread, changes=part.counts,
+                start=part.start, seconds={"extract": part.seconds,
+                                           "replay": round(time.monotonic() - started, 3)}))
         return _finish(self.log, "replay", results, transient).to_xcom()

@@ -172,7 +172,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         ledger.commit(table.plan, advanced)
         return _outcome(table, "idle", reason=f"no change in the range: version {committed.version} now reflects "
                         f"the source as of {extraction.as_of.isoformat()}", version=committed.version,
-                        location=committed.location, watermark=end)
+                        location=committed.location, watermark=end, start=committed.watermark,
+                        as_of=extraction.as_of, seconds={"extract": next(
+                            (p.seconds for p in extraction.tables if p.source == table.source), 0.0)})
 
     def _submit(self, context: Any, plan: SourcePlan, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
                 number: int) -> dict[str, TableOutcome]:
@@ -214,7 +216,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                 location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
                 deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
                 added_columns=tuple(result.get("added_columns", ())), error=result.get("error"), warnings=tuple(warnings),
-                seconds={"merge": result.get("seconds", 0.0)})
+                seconds={**merge_input.seconds, "merge": result.get("seconds", 0.0)}, changes=merge_input.changes,
+                start=merge_input.start, as_of=spec.as_of if status == "committed" else None)
         return outcomes
 
 OUTCOMES_KEY = "outcomes"

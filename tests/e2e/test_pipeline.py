@@ -156,6 +156,12 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
         assert (outcome["version"], outcome["mode"]) == (n + 1, "incremental")
         for table in pipeline.tables:
             pipeline.assert_equal(table)
+        if n == 1:  # the run's summary: a line per table, in the log and as the last task's XCom
+            summary = latest_xcoms(DAG_ID)["source.summary"]
+            line = summary[f"{pipeline.schema}.orders"]
+            assert line.startswith(f"{pipeline.schema}.orders → ods.orders: committed incremental ")
+            assert ", +2 ~2 -1, version 2, lag " in line and " merge " in line and "extract " in line, line
+            assert line in output
     password = json.loads(os.environ[f"AIRFLOW_CONN_{capture_conn.upper()}"])["password"]
     assert password not in output
 
