@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Param, TaskGroup
+from airflow.sdk import AssetAlias, Param, TaskGroup
 
 from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
@@ -76,6 +76,12 @@ def cdc_table_group(table: TableConfig, config: CdcConfig, group_id: str | None 
                   f"{table.source} → Hive {table.hive_table(config.hive)}", task_kwargs)
 
 
+def asset_alias(config: CdcConfig, group_id: str) -> str:
+    """The asset alias a group's commits are announced through: each event names the Hive table's own asset
+    (``core.assets``), which a downstream DAG schedules on."""
+    return f"cdc {config.hive.database} {group_id}"
+
+
 def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,
            task_kwargs: dict[str, Any]) -> TaskGroup:
     retry = {"retries": config.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
@@ -107,8 +113,10 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **work,
             **lease, **retry,
         )
+        alias = asset_alias(config, group_id)
         tables = CdcTableOperator.partial(
             task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,
+            asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=config.hive.metastore_uri,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
         verify = CdcVerifyOperator(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import Asset, AssetAlias, BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_cdc_provider.core.contract import (
@@ -17,6 +17,7 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
 )
+from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
@@ -251,15 +252,18 @@ class CdcTableOperator(BaseOperator):
     :param work_dir: the base directory of run files and ledgers.
     :param keep_runs: run directories kept per table, newest first (a re-run needs its own).
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param asset_alias: an ``AssetAlias`` name among the task's ``outlets``: a committed table's asset
+        (``core.assets``) gets an event through it, whose extra says the version, watermark, as_of and changes.
+    :param metastore_uri: the metastore of the Hive tables (their asset URIs name it).
     """
 
     template_fields = ("outcome",)
 
     def __init__(self, *, outcome: Any, work_dir: str, keep_runs: int = 3, work_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 asset_alias: str | None = None, metastore_uri: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.outcome, self.work_dir, self.keep_runs = outcome, work_dir, keep_runs
-        self.work_conn_id = work_conn_id
+        self.work_conn_id, self.asset_alias, self.metastore_uri = work_conn_id, asset_alias, metastore_uri
 
     def execute(self, context: Any) -> dict[str, Any]:
         outcome = TableOutcome.model_validate(self.outcome)
@@ -272,4 +276,8 @@ class CdcTableOperator(BaseOperator):
                                          work_store(self.work_dir, self.work_conn_id))
         self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
         self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
+        if outcome.status == "committed" and self.asset_alias:  # a new version: downstream DAGs may go on
+            uri = hive_asset_uri(self.metastore_uri, outcome.hive_table)
+            context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=event_extra(outcome))
+            self.log.info("Asset event for %s: version %s", uri, outcome.version)
         return {**outcome.to_xcom(), "released": released}

@@ -61,6 +61,17 @@ def latest_xcoms(dag_id: str, key: str = "return_value") -> dict:
         return found
 
 
+def asset_events(uri: str) -> list[dict]:
+    """The events Airflow recorded for the asset ``uri``, oldest first: their extra, and the run that made each."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = (session.query(AssetEvent).join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+                .filter(AssetModel.uri == uri).order_by(AssetEvent.id).all())
+        return [{**(row.extra or {}), "run_id": row.source_run_id, "task_id": row.source_task_id} for row in rows]
+
+
 def outcomes(dag_id: str = "mysql_binlog_to_hive", group: str = "source") -> dict[str, dict]:
     """Each table's outcome of the DAG's latest run (the merge task's ``outcomes`` XCom), by source table."""
     return {o["source"]: o for o in latest_xcoms(dag_id, key="outcomes")[f"{group}.merge"]}

@@ -23,7 +23,7 @@ from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.testing.hive import read_hive_table
 from tests.conftest import ROOT
-from tests.e2e.test_example_dag import latest_xcoms, outcomes
+from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
 
@@ -162,6 +162,12 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
             assert line.startswith(f"{pipeline.schema}.orders → ods.orders: committed incremental ")
             assert ", +2 ~2 -1, version 2, lag " in line and " merge " in line and "extract " in line, line
             assert line in output
+            # Each commit announced on the Hive table's asset (other tests' runs write ods.orders too).
+            events = [e for e in asset_events("hive://embedded/ods/orders")
+                      if e["source"] == f"{pipeline.schema}.orders"]
+            assert [e["version"] for e in events] == [1, 2] and events[-1]["task_id"] == "source.table"
+            assert (events[-1]["inserted"], events[-1]["updated"], events[-1]["deleted"]) == (2, 2, 1)
+            assert events[-1]["as_of"] and events[-1]["watermark"]["file"]
     password = json.loads(os.environ[f"AIRFLOW_CONN_{capture_conn.upper()}"])["password"]
     assert password not in output
 

@@ -1,0 +1,31 @@
+"""Asset URIs of the Hive tables written, and the extra of a commit's event."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri, mysql_asset_uri
+from airflow_cdc_provider.core.contract import TableOutcome
+from airflow_cdc_provider.core.watermark import Watermark
+
+
+def test_uris_name_the_metastore_or_the_embedded_one_and_the_source():
+    assert hive_asset_uri("thrift://hms.internal:9083", "ods.orders") == "hive://hms.internal:9083/ods/orders"
+    assert hive_asset_uri("thrift://a:9000,thrift://b:9000", "ods.t") == "hive://a:9000/ods/t"
+    assert hive_asset_uri(None, "ods.orders") == "hive://embedded/ods/orders"
+    assert mysql_asset_uri("db1", None, "shop.orders") == "mysql://db1:3306/shop/orders"
+    with pytest.raises(ValueError, match="has no host"):
+        hive_asset_uri("thrift://:9083", "ods.t")
+
+
+def test_a_commits_extra_carries_version_watermark_as_of_and_counts():
+    as_of = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
+    outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode="incremental", status="committed",
+                           version=4, watermark=Watermark("mysql-bin.000002", 120, 1), as_of=as_of, rows=10,
+                           changes={"I": 2, "U": 5})
+    extra = event_extra(outcome)
+    assert extra["version"] == 4 and extra["as_of"] == "2026-05-01T00:00:00+00:00" and extra["rows"] == 10
+    assert (extra["inserted"], extra["updated"], extra["deleted"]) == (2, 5, 0)
+    assert extra["watermark"]["file"] == "mysql-bin.000002"
