@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import zlib
 from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -38,6 +39,11 @@ EMPTY = BucketSum(0, 0)
 def bucket_count(rows: int, bucket_rows: int) -> int:
     """How many buckets a table of ``rows`` rows gets, ``bucket_rows`` rows each on average."""
     return max(1, math.ceil(rows / max(1, bucket_rows)))
+
+
+def bucket_of(key_text: str, buckets: int) -> int:
+    """A key's bucket, as the server's ``MOD(CRC32(key text), buckets)`` gives it (CRC32 of the UTF-8 bytes)."""
+    return zlib.crc32(key_text.encode()) % buckets
 
 
 def differing_buckets(source: Mapping[int, BucketSum], copy: Mapping[int, BucketSum]) -> list[int]:

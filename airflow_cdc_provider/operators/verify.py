@@ -7,7 +7,6 @@ import json
 import tempfile
 import threading
 import time
-import zlib
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +28,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     VerifyJob,
+    bucket_of,
     bucket_count,
     jobs_to_json,
     row_differences,
@@ -279,7 +279,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         in_flight = len(row_differences(served, copied)) - len(real)
         seconds["detail"] = round(time.monotonic() - started, 3)
         unexamined = len(differing) - len(listed)
-        buckets = sorted({zlib.crc32(d.key.encode()) % job.buckets for d in real})
+        buckets = sorted({bucket_of(d.key, job.buckets) for d in real})
         status = "different" if real or unexamined else "clean"
         return TableVerification(
             **base, status=status, differing_buckets=tuple(buckets), unexamined_buckets=unexamined,

@@ -97,7 +97,7 @@ def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600)
     return {int(b): BucketSum(*s) for b, s in data["sums"].items()}
 
 
-def run(spark: Any, job: VerifyJob, files: HadoopFiles | None = None) -> dict[str, Any]:
+def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -106,7 +106,7 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles | None = None) -> dict[st
     digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
     sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
     copy = {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
-    source = wait_for_sums(files, job) if files is not None else job.source_sums() if job.source else None
+    source = wait_for_sums(files, job)
     differing = differing_buckets(source, copy) if source is not None else []
     listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
     result: dict[str, Any] = {"buckets": {str(b): [s.rows, s.digest] for b, s in copy.items()},

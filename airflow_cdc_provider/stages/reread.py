@@ -16,7 +16,6 @@ range's end is not known: it may have been deleted since); it is left for the ne
 from __future__ import annotations
 
 import os
-import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +27,7 @@ import pymysql.cursors
 from airflow_cdc_provider.core.checksum import source_key_text
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
@@ -150,7 +150,7 @@ def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str 
         return set()
     Path(work).mkdir(parents=True, exist_ok=True)
     replayed = replay(raw_files, Path(work) / "upsert.parquet", Path(work) / "delete.parquet")
-    return {zlib.crc32(key.encode()) % buckets for key in key_texts((replayed.upsert_file, replayed.delete_file),
+    return {bucket_of(key, buckets) for key in key_texts((replayed.upsert_file, replayed.delete_file),
                                                                     header)}
 
 
