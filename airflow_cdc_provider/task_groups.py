@@ -23,9 +23,11 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import AssetAlias, Param, TaskGroup
+from airflow.sdk import Asset, AssetAlias, Param, TaskGroup
 
+from airflow_cdc_provider.core.assets import hive_asset_uri
 from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
@@ -80,6 +82,22 @@ def asset_alias(config: CdcConfig, group_id: str) -> str:
     """The asset alias a group's commits are announced through: each event names the Hive table's own asset
     (``core.assets``), which a downstream DAG schedules on."""
     return f"cdc {config.hive.database} {group_id}"
+
+
+def table_asset(config: CdcConfig, source: str) -> Asset:
+    """The asset of the Hive table that ``source`` (``schema.table``, a table ``config`` names or matches) is
+    copied to: each commit of that table emits an event on it, so a DAG scheduled on it runs after each new
+    version, and reads the version, watermark, ``as_of`` and changes in the event's extra (``docs/operations.md``).
+    """
+    name = TableName.parse(source)
+    table = next((t for t in config.named_tables() if t.source == name), None)
+    if table is None:
+        pattern = next((p for p in config.tables if isinstance(p, TablePattern) and p.matches(name)), None)
+        if pattern is None:
+            raise ValueError(f"The configuration selects no table {name}: name it under `tables:` "
+                             f"(`- source: {name}`) or give a pattern that matches it.")
+        table = pattern.table_config(name)
+    return Asset(uri=hive_asset_uri(config.hive.metastore_uri, table.hive_table(config.hive)))
 
 
 def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,

@@ -12,10 +12,13 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from tests.conftest import DAGS
 from tests.e2e.deployment import AirflowDeployment
 from tests.e2e.test_pipeline import Pipeline
 
 DAG_ID = "cdc_every_minute"
+# The example downstream DAG, scheduled on the first configured table's asset (here ods.orders).
+DOWNSTREAM_ID = "shop_orders_refreshed"
 DAG_FILE = '''
 import os
 from datetime import datetime, timezone
@@ -40,6 +43,7 @@ def scheduled(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployme
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "cdc_every_minute.py").write_text(DAG_FILE)
+    (dags / f"{DOWNSTREAM_ID}.py").write_text((DAGS / f"{DOWNSTREAM_ID}.py").read_text())
     env = {"CDC_CONFIG": str(pipeline.config_path),
            **{k: v for k, v in pipeline.env.items() if k.startswith("AIRFLOW_CONN_")}}
     deployment = AirflowDeployment.start(tmp_path / "airflow", dags, env=env)
@@ -56,6 +60,8 @@ def finished_runs(airflow: AirflowDeployment) -> list[dict]:
 def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(scheduled):
     airflow, pipeline = scheduled
     airflow.api.wait_for_dag(DAG_ID, timeout=120)
+    airflow.api.wait_for_dag(DOWNSTREAM_ID, timeout=120)
+    airflow.api.unpause(DOWNSTREAM_ID)
     airflow.api.unpause(DAG_ID)
 
     # The timetable's first run loads both tables.
@@ -63,6 +69,7 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     assert first["state"] == "success" and first["run_type"] == "scheduled", airflow.log_tails()
     for table in ("orders", "customers"):
         pipeline.assert_equal(table)
+    orders_rows = len(pipeline.source("orders"))
 
     # Cleared after the source changed (as the UI's Clear does): the run redoes nothing it committed. Its plan
     # says so, and its merge leaves every table as it is, whatever the source holds now.
@@ -83,7 +90,22 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     assert later["state"] == "success" and later["run_type"] == "scheduled", airflow.log_tails()
     for table in ("orders", "customers"):
         pipeline.assert_equal(table)
-    assert pipeline.ledger("orders").holder() is None and pipeline.ledger("customers").holder() is None
+    # The runs that ended released their locks (the next minute's run may hold them by now).
+    airflow.api.pause(DAG_ID)
+    for table in ("orders", "customers"):
+        holder = pipeline.ledger(table).holder()
+        assert holder is None or holder.run_id not in (first["dag_run_id"], later["dag_run_id"]), holder
+
+    # The downstream DAG ran after each commit of ods.orders, and read each event's extra; the cleared run,
+    # which committed nothing, emitted no event and so started nothing.
+    commits = _downstream_commits(airflow, versions=2)
+    assert [(c["version"], c["mode"], c["source_run_id"]) for c in commits] == [
+        (1, "snapshot", first["dag_run_id"]), (2, "incremental", later["dag_run_id"])]
+    assert (commits[0]["inserted"], commits[0]["rows"]) == (orders_rows, orders_rows)
+    assert (commits[1]["inserted"], commits[1]["updated"], commits[1]["deleted"]) == (0, 2, 0)  # order 1001: 2 lines
+    assert commits[1]["watermark"]["file"] and commits[1]["as_of"] > commits[0]["as_of"]
+    events = airflow.api.get("/assets/events", **{"asset_id": _asset_id(airflow, "hive://embedded/ods/orders")})
+    assert [e["extra"]["version"] for e in events["asset_events"]] == [1, 2]
 
 
 def _next_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime | None = None,
@@ -172,6 +194,27 @@ class Writer:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+
+
+def _downstream_commits(airflow: AirflowDeployment, versions: int, timeout: float = 180) -> list[dict]:
+    """What the downstream DAG's runs read from their triggering events, oldest first, once they hold
+    ``versions`` commits and every run has finished."""
+    deadline = time.monotonic() + timeout
+    commits: list[dict] = []
+    while time.monotonic() < deadline:
+        runs = sorted(airflow.api.runs(DOWNSTREAM_ID), key=lambda r: r["run_after"])
+        if all(r["state"] in ("success", "failed") for r in runs):
+            assert all(r["state"] == "success" and r["run_type"] == "asset_triggered" for r in runs), runs
+            commits = [c for r in runs for c in airflow.api.xcom(DOWNSTREAM_ID, r["dag_run_id"], "report")]
+            if len(commits) >= versions:
+                return commits
+        time.sleep(2)
+    raise AssertionError(f"{DOWNSTREAM_ID} read {commits} within {timeout} s\n{airflow.log_tails()}")
+
+
+def _asset_id(airflow: AirflowDeployment, uri: str) -> int:
+    (asset,) = [a for a in airflow.api.get("/assets", uri_pattern=uri)["assets"] if a["uri"] == uri]
+    return asset["id"]
 
 
 def _when(value: str) -> dt.datetime:
