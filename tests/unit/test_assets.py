@@ -29,3 +29,15 @@ def test_a_commits_extra_carries_version_watermark_as_of_and_counts():
     assert extra["version"] == 4 and extra["as_of"] == "2026-05-01T00:00:00+00:00" and extra["rows"] == 10
     assert (extra["inserted"], extra["updated"], extra["deleted"]) == (2, 5, 0)
     assert extra["watermark"]["file"] == "mysql-bin.000002"
+
+
+def test_a_downstream_dag_finds_a_tables_asset_from_the_configuration():
+    from airflow_cdc_provider.core.config import CdcConfig
+    from airflow_cdc_provider.task_groups import table_asset
+
+    config = CdcConfig.from_dict({"tables": [{"source": "shop.orders", "target": "orders"}, "shop.c*"],
+                                  "hive": {"database": "ods", "metastore_uri": "thrift://hms:9083"}})
+    assert table_asset(config, "shop.orders").uri == "hive://hms:9083/ods/orders"
+    assert table_asset(config, "shop.customers").uri == "hive://hms:9083/ods/shop_customers"  # by the pattern
+    with pytest.raises(ValueError, match="selects no table shop.items"):
+        table_asset(config, "shop.items")
