@@ -129,7 +129,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             extraction=extract.output, replay=replay.output, warehouse_dir=config.hive.warehouse_dir,
             metastore_uri=config.hive.metastore_uri, keep_versions=config.keep_versions,
             applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **work,
-            **lease, **retry,
+            **lease, **conn, **retry,
         )
         alias = asset_alias(config, group_id)
         tables = CdcTableOperator.partial(

@@ -1,37 +1,24 @@
 """The Airflow asset of each Hive table the pipeline writes, and what each commit's event says of it.
 
-The URI is ``hive://<metastore host>:<port>/<database>/<table>`` (the thrift metastore's address, as OpenLineage
-names Hive datasets), or ``hive://embedded/<database>/<table>`` for the embedded metastore of tests and demos. No
-community provider registers the ``hive`` scheme, and this package registers none: a URI of its own form
-would clash with nobody. The source table, when named, is ``mysql://<host>:<port>/<schema>/<table>``, the form
-``apache-airflow-providers-mysql`` registers.
+The URI is ``hive://<metastore host>:<port>/<database>/<table>`` (the thrift metastore's address: the namespace
+OpenLineage names Hive datasets in, ``core.lineage``), or ``hive://embedded/<database>/<table>`` for the embedded
+metastore of tests and demos. No community provider registers the ``hive`` scheme, and this package registers
+none: a URI of its own form would clash with nobody. (The source tables are not assets: they are reported to
+OpenLineage, ``core.lineage``.)
 """
 
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import urlsplit
 
 from airflow_cdc_provider.core.contract import TableOutcome
-
-EMBEDDED = "embedded"
+from airflow_cdc_provider.core.lineage import hive_namespace
 
 
 def hive_asset_uri(metastore_uri: str | None, hive_table: str) -> str:
     """The asset URI of a Hive table (``database.table``) in the metastore at ``metastore_uri``."""
     database, table = hive_table.split(".", 1)
-    if not metastore_uri:
-        return f"hive://{EMBEDDED}/{database}/{table}"
-    first = metastore_uri.split(",")[0].strip()  # a list of metastores: the first names them all
-    parsed = urlsplit(first)
-    if not parsed.hostname:
-        raise ValueError(f"The metastore URI {metastore_uri!r} has no host: give thrift://host:port.")
-    return f"hive://{parsed.hostname}:{parsed.port or 9083}/{database}/{table}"
-
-
-def mysql_asset_uri(host: str, port: int | None, source: str) -> str:
-    schema, table = source.split(".", 1)
-    return f"mysql://{host}:{port or 3306}/{schema}/{table}"
+    return f"{hive_namespace(metastore_uri)}/{database}/{table}"
 
 
 def event_extra(outcome: TableOutcome) -> dict[str, Any]:

@@ -85,6 +85,11 @@ class MySqlSourceHook(BaseHook):
         """Host, port, user and password of the capture user. Holds the password: never log or return it."""
         return dict(self._settings)
 
+    @property
+    def address(self) -> tuple[str, int]:
+        """The server's host and port, as the connection names them (no secret: fit for logs and lineage)."""
+        return self._settings["host"], self._settings["port"]
+
     @cached_property
     def _settings(self) -> dict[str, Any]:
         # Looked up once per hook: the snapshot's threads share the hook, and one lookup serves them all.

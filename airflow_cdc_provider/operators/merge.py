@@ -20,7 +20,9 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
+from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
@@ -71,6 +73,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         they read back with the source's digits there.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param mysql_conn_id: the source's connection: its host and port name the source tables in the lineage
+        reported to OpenLineage (``get_openlineage_facets_on_complete``).
     :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
         throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
         seconds off every merge.
@@ -81,13 +85,16 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
                  class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, **kwargs: Any) -> None:
+                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
+                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri,
                          class_archive=class_archive, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
         self.keep_versions, self.applications = keep_versions, applications
         self.time_zone, self.work_conn_id, self.lock_lease_seconds = time_zone, work_conn_id, lock_lease_seconds
+        self.mysql_conn_id = mysql_conn_id
+        self._committed: list[tuple[MergeInput, MergeSpec]] = []  # what this attempt committed: its lineage
 
     @final_on_cdc_error
     def execute(self, context: Any) -> list[dict[str, Any]]:
@@ -205,6 +212,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
                 self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
+                self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
                 Ledger(table.ledger_dir, store).commit(table.plan, spec.committed(result["version"],
                                                                                    result["location"]))
@@ -220,6 +228,21 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                 seconds={**merge_input.seconds, "merge": result.get("seconds", 0.0)}, changes=merge_input.changes,
                 start=merge_input.start, as_of=spec.as_of if status == "committed" else None)
         return outcomes
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The OpenLineage provider's question, once the task succeeded: each table this attempt committed, read
+        from its MySQL table and written to its Hive table, with both schemas and each column's source column."""
+        from airflow_cdc_provider.operators.lineage import operator_lineage
+
+        lineage: list[TableLineage] = []
+        if self._committed:
+            mysql = mysql_namespace(*MySqlSourceHook(self.mysql_conn_id).address)
+            hive = hive_namespace(self.metastore_uri)
+            lineage = [table_lineage(spec.source, merge_input.source_columns or merge_input.columns,
+                                     f"{spec.database}.{spec.table}", spec.hive_columns, mysql, hive)
+                       for merge_input, spec in self._committed]
+        return operator_lineage(lineage)
+
 
 OUTCOMES_KEY = "outcomes"
 IDLE = "idle"

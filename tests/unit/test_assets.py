@@ -6,7 +6,7 @@ import datetime as dt
 
 import pytest
 
-from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri, mysql_asset_uri
+from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.watermark import Watermark
 
@@ -15,7 +15,6 @@ def test_uris_name_the_metastore_or_the_embedded_one_and_the_source():
     assert hive_asset_uri("thrift://hms.internal:9083", "ods.orders") == "hive://hms.internal:9083/ods/orders"
     assert hive_asset_uri("thrift://a:9000,thrift://b:9000", "ods.t") == "hive://a:9000/ods/t"
     assert hive_asset_uri(None, "ods.orders") == "hive://embedded/ods/orders"
-    assert mysql_asset_uri("db1", None, "shop.orders") == "mysql://db1:3306/shop/orders"
     with pytest.raises(ValueError, match="has no host"):
         hive_asset_uri("thrift://:9083", "ods.t")
 
