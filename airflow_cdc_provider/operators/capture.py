@@ -28,13 +28,15 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.progress import Progress, binlog_share, key_share
+from airflow_cdc_provider.core.metrics import binlog_metrics
+from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
+from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
@@ -243,8 +245,10 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         end = result.end
         if end != high:  # cut at stop_before: the GTID state at that position is looked up
             end = hook.watermark_at(end.file, end.position)
-        self.log.info("One binlog pass from %s to %s for %d tables: %d row events", start, end, len(readable),
-                      result.events)
+        read_bytes = binlog_offset(end.coordinate, sizes) - binlog_offset(start.coordinate, sizes)
+        self.log.info("One binlog pass from %s to %s for %d tables: %d row events in %d bytes", start, end,
+                      len(readable), result.events, read_bytes)
+        send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], read_bytes, result.events))
         extracted = []
         for table in readable:
             name = table.source

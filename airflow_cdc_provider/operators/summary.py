@@ -8,12 +8,15 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.contract import TableOutcome
+from airflow_cdc_provider.core.metrics import table_metrics
 from airflow_cdc_provider.core.summary import summary_line
+from airflow_cdc_provider.operators.metrics import send_metrics
 
 
 class CdcRunSummaryOperator(BaseOperator):
     """Log the run's summary, one line per table (mode, range, rows inserted/updated/deleted, version, lag, time
-    per stage), and return it as XCom (``{source table: line}``), where the UI shows it.
+    per stage), and return it as XCom (``{source table: line}``), where the UI shows it. Each table's figures go
+    to Airflow's ``Stats`` too (``core.metrics``): rows read, seconds per stage, lag.
 
     :param outcomes: every table's ``TableOutcome`` of the run (templated: the merge task's ``outcomes`` XCom).
     """
@@ -33,4 +36,5 @@ class CdcRunSummaryOperator(BaseOperator):
         for outcome in (TableOutcome.model_validate(o) for o in self.outcomes):
             lines[outcome.source] = summary_line(outcome, now)
             self.log.info("%s", lines[outcome.source])
+            send_metrics(table_metrics(outcome, now))
         return lines
