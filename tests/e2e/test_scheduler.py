@@ -5,6 +5,8 @@ a backfill beside scheduled runs, a scheduler killed mid-run, and merges meeting
 from __future__ import annotations
 
 import datetime as dt
+import json
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -12,6 +14,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.types import hive_type
 from tests.conftest import DAGS
 from tests.e2e.deployment import AirflowDeployment
 from tests.e2e.test_pipeline import Pipeline
@@ -37,6 +40,42 @@ with DAG("cdc_every_minute", schedule="*/1 * * * *", start_date=datetime(2026, 1
 '''
 
 
+class StatsdListener:
+    """A StatsD server on loopback: keeps every metric line it receives (``name:value|type``)."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.settimeout(0.5)
+        self.port = self.socket.getsockname()[1]
+        self.lines: list[str] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._receive, daemon=True)
+        self._thread.start()
+
+    def _receive(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.lines.extend(self.socket.recv(65535).decode().splitlines())
+            except TimeoutError:
+                continue
+
+    def values(self, name: str) -> list[tuple[float, str]]:
+        """Every value received for the metric ``name``, with its type (c, g, ms)."""
+        found = []
+        for line in list(self.lines):
+            metric, _, rest = line.partition(":")
+            if metric == name:
+                value, kind = rest.split("|")[:2]
+                found.append((float(value), kind))
+        return found
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.socket.close()
+
+
 @pytest.fixture
 def scheduled(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployment, Pipeline]]:
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"], retries=1)
@@ -44,13 +83,21 @@ def scheduled(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployme
     dags.mkdir()
     (dags / "cdc_every_minute.py").write_text(DAG_FILE)
     (dags / f"{DOWNSTREAM_ID}.py").write_text((DAGS / f"{DOWNSTREAM_ID}.py").read_text())
+    statsd = StatsdListener()
+    pipeline.statsd, pipeline.lineage = statsd, tmp_path / "lineage.jsonl"
     env = {"CDC_CONFIG": str(pipeline.config_path),
-           **{k: v for k, v in pipeline.env.items() if k.startswith("AIRFLOW_CONN_")}}
+           **{k: v for k, v in pipeline.env.items() if k.startswith("AIRFLOW_CONN_")},
+           # Airflow's metrics to the listener, and OpenLineage's events to a file (one JSON event a line).
+           "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+           "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+           "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(pipeline.lineage),
+                                                          "append": True})}
     deployment = AirflowDeployment.start(tmp_path / "airflow", dags, env=env)
     try:
         yield deployment, pipeline
     finally:
         deployment.stop()
+        statsd.close()
 
 
 def finished_runs(airflow: AirflowDeployment) -> list[dict]:
@@ -106,6 +153,43 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     assert commits[1]["watermark"]["file"] and commits[1]["as_of"] > commits[0]["as_of"]
     events = airflow.api.get("/assets/events", **{"asset_id": _asset_id(airflow, "hive://embedded/ods/orders")})
     assert [e["extra"]["version"] for e in events["asset_events"]] == [1, 2]
+
+    # OpenLineage: each merge that committed reported the MySQL tables read and the Hive tables written, with
+    # their schemas and each column's source; the cleared run's merge, which wrote nothing, reported no table.
+    merges = _lineage_events(pipeline, f"{DAG_ID}.source.merge")
+    mysql = "mysql://{}:{}".format(*pipeline.hook.address)
+    by_run = {run: [sorted((d["namespace"], d["name"]) for d in e["outputs"]) for e in events]
+              for run, events in merges.items()}
+    written = [("hive://embedded", "ods.customers"), ("hive://embedded", "ods.orders")]
+    assert by_run[first["dag_run_id"]] == [written, []] and by_run[later["dag_run_id"]] == [written], by_run
+    (complete,) = merges[later["dag_run_id"]]
+    assert sorted((d["namespace"], d["name"]) for d in complete["inputs"]) == [
+        (mysql, f"{pipeline.schema}.customers"), (mysql, f"{pipeline.schema}.orders")]
+    orders = next(d for d in complete["outputs"] if d["name"] == "ods.orders")
+    fields = {f["name"]: f["type"] for f in orders["facets"]["schema"]["fields"]}
+    assert (fields["order_no"], fields["amount"]) == ("bigint", "decimal(12,2)") and "note" in fields, fields
+    columns = orders["facets"]["columnLineage"]["fields"]
+    assert set(columns) == set(fields)
+    assert columns["amount"]["inputFields"] == [{"namespace": mysql, "name": f"{pipeline.schema}.orders",
+                                                 "field": "amount",
+                                                 "transformations": [{"type": "DIRECT", "subtype": "IDENTITY"}]}]
+    source = next(d for d in complete["inputs"] if d["name"] == f"{pipeline.schema}.orders")
+    source_fields = {f["name"]: f["type"] for f in source["facets"]["schema"]["fields"]}
+    assert {name: hive_type(kind) for name, kind in source_fields.items()} == fields, source_fields
+    password = json.loads(pipeline.env[f"AIRFLOW_CONN_{pipeline.conn_id.upper()}"])["password"]
+    assert password not in pipeline.lineage.read_text()
+
+    # StatsD: each run's rows read per operation, seconds per stage, the lag per table, and the binlog read.
+    metrics = pipeline.statsd
+    assert metrics.values("airflow.cdc.rows_read.insert.ods.orders")[0] == (orders_rows, "c")
+    assert (2, "c") in metrics.values("airflow.cdc.rows_read.update.ods.orders")
+    assert {kind for _, kind in metrics.values("airflow.cdc.duration.merge.ods.orders")} == {"ms"}
+    assert len(metrics.values("airflow.cdc.duration.replay.ods.orders")) == 1  # the one incremental version
+    lags = metrics.values("airflow.cdc.lag_seconds.ods.customers")
+    assert lags and all(kind == "g" and 0 <= lag < 600 for lag, kind in lags), lags
+    read = metrics.values(f"airflow.cdc.binlog.bytes.{DAG_ID}.source")
+    assert read and sum(v for v, _ in read) > 0 and all(kind == "c" for _, kind in read)
+    assert sum(v for v, _ in metrics.values(f"airflow.cdc.binlog.events.{DAG_ID}.source")) >= 2  # UPDATE, DELETE
 
 
 def _next_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime | None = None,
@@ -210,6 +294,17 @@ def _downstream_commits(airflow: AirflowDeployment, versions: int, timeout: floa
                 return commits
         time.sleep(2)
     raise AssertionError(f"{DOWNSTREAM_ID} read {commits} within {timeout} s\n{airflow.log_tails()}")
+
+
+def _lineage_events(pipeline: Pipeline, job: str) -> dict[str, list[dict]]:
+    """The OpenLineage COMPLETE events of ``job`` (``dag.task``) in each DAG run (one per time the task ran), by
+    run id, from the transport's file."""
+    found: dict[str, list[dict]] = {}
+    for line in pipeline.lineage.read_text().splitlines():
+        event = json.loads(line)
+        if event.get("eventType") == "COMPLETE" and event.get("job", {}).get("name") == job:
+            found.setdefault(event["run"]["facets"]["airflow"]["dagRun"]["run_id"], []).append(event)
+    return found
 
 
 def _asset_id(airflow: AirflowDeployment, uri: str) -> int:

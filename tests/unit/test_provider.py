@@ -44,12 +44,14 @@ def test_the_capture_connection_is_the_mysql_providers_type_and_nothing_clashes(
     assert MySqlSourceHook.conn_type == hook.connection_type == "mysql"
 
 
-def test_airflow_providers_list_shows_it_without_a_warning():
+def test_airflow_providers_list_shows_it_beside_the_mysql_hive_and_openlineage_providers_without_a_warning():
+    # Installed together as a user would (the test extra): no connection type, asset scheme or hook clashes.
     airflow = Path(sys.executable).with_name("airflow")
     result = subprocess.run([str(airflow), "providers", "list"], capture_output=True, text=True, check=True)
     assert "airflow-cdc-provider" in result.stdout and __version__ in result.stdout
-    assert "apache-airflow-providers-mysql" in result.stdout
-    assert "WARNING" not in result.stderr.upper(), result.stderr
+    for provider in ("mysql", "apache-hive", "openlineage"):
+        assert f"apache-airflow-providers-{provider} " in result.stdout, result.stdout
+    assert "WARNING" not in result.stderr.upper() and "ERROR" not in result.stderr.upper(), result.stderr
 
 
 def _modules_defining(base: type) -> set[str]:
