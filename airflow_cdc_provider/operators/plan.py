@@ -27,7 +27,8 @@ from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, task_owner
-from airflow_cdc_provider.operators.verify import parse_flag, pending_repair
+from airflow_cdc_provider.operators.params import parse_flag
+from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
 from airflow_cdc_provider.storage import join
 

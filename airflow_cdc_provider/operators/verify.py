@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_cdc_provider.core.config import ConfigError, VerifyConfig
+from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import (
     KEYS_LISTED,
     KeyDifference,
@@ -38,6 +38,7 @@ from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
 from airflow_cdc_provider.stages.verify import changed_keys
@@ -80,16 +81,6 @@ def settle_repair(store: WorkStore, ledger_dir: str, replaced: tuple[int, ...] |
     pending = pending_repair(store, ledger_dir)
     if pending is not None and (replaced is None or set(pending["which"]) <= set(replaced)):
         store.delete(repair_file(ledger_dir))
-
-
-def parse_flag(value: Any, name: str) -> bool:
-    """A boolean trigger parameter as the template renders it."""
-    if isinstance(value, str):
-        if value.strip().lower() not in ("true", "false", "1", "0", "", "none"):
-            raise ConfigError(f"The parameter {name} must be true or false, got {value!r}: trigger the run again with "
-                              f"{name} set to true or false.")
-        return value.strip().lower() in ("true", "1")
-    return bool(value)
 
 
 class CdcVerifyOperator(CdcSparkSubmitOperator):
