@@ -143,9 +143,10 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
             time_zone=config.hive.time_zone, **conn, **work, **retry,
         )
-        # Last, whatever failed: one line per table for the person who opens the run.
-        [tables, verify] >> CdcRunSummaryOperator(task_id="summary", outcomes=merge.output[OUTCOMES_KEY],
-                                                  trigger_rule="all_done", **task_kwargs)
+        # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
+        # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.
+        summary = CdcRunSummaryOperator(task_id="summary", outcomes=merge.output[OUTCOMES_KEY], **task_kwargs)
+        [tables, verify] >> summary.as_teardown()
     group.outcomes = merge.output[OUTCOMES_KEY]
     group.verification = verify.output
     return group

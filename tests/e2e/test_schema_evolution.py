@@ -144,6 +144,10 @@ def test_a_dropped_column_fails_the_run_under_strict_leaves_hive_as_it_was_and_a
     assert f"DROP COLUMN note` (binlog file {int(file.rsplit('.', 1)[1])}, end position {position})" in output
     assert "dropped note" in output and "schema_changes: evolve" in output and "fresh_snapshot=true" in output
     assert pipeline.hive("orders") == (before, location), "the Hive table is as it was"
+    # The run failed with its table, and its summary (a teardown: it ran, and did not make the run a success)
+    # says so.
+    summary = latest_xcoms(DAG_ID)["source.summary"][f"{pipeline.schema}.orders"]
+    assert summary.startswith(f"{pipeline.schema}.orders → ods.orders: failed incremental"), summary
 
     code, output = pipeline.run("2026-07-01T02:00:00+00:00", json.dumps({"fresh_snapshot": True}))
     assert code == 0, output[-8000:]
