@@ -590,16 +590,39 @@ class AirflowDeployment:
         ]
         if max_active_runs is not None:
             args += ["--max-active-runs", str(max_active_runs)]
+        locked = False
         for _ in range(5):
             result = self.cli(*args, check=False)
             # SQLite admits one writer: a busy scheduler can hold the DB longer than the command waits. Its
             # transaction was rolled back, so it is tried again.
             if result.returncode == 0 or "database is locked" not in result.stdout:
                 break
+            locked = True
             time.sleep(2)
+        if locked:
+            self._restart_scheduler_if_it_dies()
         if check and result.returncode != 0:
             raise DeploymentError(f"airflow {' '.join(args)} exited with code {result.returncode}:\n{result.stdout}")
         return result.stdout
+
+    def _restart_scheduler_if_it_dies(self, watch: float = 10) -> None:
+        """Start the scheduler again if it exits within ``watch`` s, as systemd or Kubernetes would.
+
+        On a lock error, ``backfill create`` deletes the runs it had already written (``_cleanup_partial_backfill``);
+        a scheduler that had begun scheduling one of them dies on it (``ObjectDeletedError`` in
+        ``_schedule_all_dag_runs``), a loop or so later. Its supervisor would restart it in a deployment.
+        """
+        process = self.processes.get("scheduler")
+        deadline = time.monotonic() + watch
+        while process is not None and time.monotonic() < deadline:
+            if process.poll() is not None:
+                log = self._logs["scheduler"]
+                log.write(f"=== the scheduler exited ({process.returncode}): started again\n".encode())
+                log.flush()
+                self.processes.pop("scheduler")
+                self.start_scheduler()
+                return
+            time.sleep(0.5)
 
     # Crashes
 
