@@ -145,7 +145,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.
-        summary = CdcRunSummaryOperator(task_id="summary", outcomes=merge.output[OUTCOMES_KEY], **task_kwargs)
+        summary = CdcRunSummaryOperator(task_id="summary", merge_task_id=merge.task_id, **task_kwargs)
         [tables, verify] >> summary.as_teardown()
     group.outcomes = merge.output[OUTCOMES_KEY]
     group.verification = verify.output

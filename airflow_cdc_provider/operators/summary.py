@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator
 from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.metrics import table_metrics
 from airflow_cdc_provider.core.summary import summary_line
+from airflow_cdc_provider.operators.merge import OUTCOMES_KEY
 from airflow_cdc_provider.operators.metrics import send_metrics
 
 
@@ -18,22 +19,23 @@ class CdcRunSummaryOperator(BaseOperator):
     per stage), and return it as XCom (``{source table: line}``), where the UI shows it. Each table's figures go
     to Airflow's ``Stats`` too (``core.metrics``): rows read, seconds per stage, lag.
 
-    :param outcomes: every table's ``TableOutcome`` of the run (templated: the merge task's ``outcomes`` XCom).
+    :param merge_task_id: the merge task whose ``outcomes`` XCom holds every table's ``TableOutcome``. Pulled
+        here rather than templated: a merge that never ran leaves none, and the summary still runs and says so.
     """
 
-    template_fields = ("outcomes",)
-
-    def __init__(self, *, outcomes: Any, **kwargs: Any) -> None:
+    def __init__(self, *, merge_task_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.outcomes = outcomes
+        self.merge_task_id = merge_task_id
 
     def execute(self, context: Any) -> dict[str, str]:
-        if self.outcomes is None:
-            self.log.warning("The merge task did not finish: this run has no outcome per table (see its log).")
+        outcomes = context["ti"].xcom_pull(task_ids=self.merge_task_id, key=OUTCOMES_KEY)
+        if outcomes is None:
+            self.log.warning("The merge task did not finish: this run has no outcome per table (see the log of "
+                             "%s, or of the tasks before it).", self.merge_task_id)
             return {}
         now = dt.datetime.now(dt.timezone.utc)
         lines = {}
-        for outcome in (TableOutcome.model_validate(o) for o in self.outcomes):
+        for outcome in (TableOutcome.model_validate(o) for o in outcomes):
             lines[outcome.source] = summary_line(outcome, now)
             self.log.info("%s", lines[outcome.source])
             send_metrics(table_metrics(outcome, now))
