@@ -26,6 +26,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, Param, TaskGroup
 
 from airflow_cdc_provider.core.assets import hive_asset_uri
+from airflow_cdc_provider.core.catalog import resolve
 from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
@@ -90,13 +91,13 @@ def table_asset(config: CdcConfig, source: str) -> Asset:
     version, and reads the version, watermark, ``as_of`` and changes in the event's extra (``docs/operations.md``).
     """
     name = TableName.parse(source)
-    table = next((t for t in config.named_tables() if t.source == name), None)
-    if table is None:
-        pattern = next((p for p in config.tables if isinstance(p, TablePattern) and p.matches(name)), None)
-        if pattern is None:
-            raise ValueError(f"The configuration selects no table {name}: name it under `tables:` "
-                             f"(`- source: {name}`) or give a pattern that matches it.")
-        table = pattern.table_config(name)
+    # The run's own rule: a named entry first, else the first pattern that matches.
+    resolution = resolve(config.tables, [name], hive=config.hive)
+    if not resolution.tables:
+        raise ValueError(resolution.unusable[0][1] if resolution.unusable else
+                         f"The configuration selects no table {name}: name it under `tables:` "
+                         f"(`- source: {name}`) or give a pattern that matches it.")
+    table = resolution.tables[0]
     return Asset(uri=hive_asset_uri(config.hive.metastore_uri, table.hive_table(config.hive)))
 
 
