@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv mariadb demo test unit clean
+.PHONY: venv mariadb demo test unit check clean
 
 venv: $(VENV)/.installed
 
@@ -25,6 +25,12 @@ test: venv mariadb
 
 unit: venv
 	$(BIN)/python -m pytest tests/unit
+
+# The linter, the type checker (strict for core/) and the import contract (core/ stays pure; no import cycles).
+check: venv
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache
