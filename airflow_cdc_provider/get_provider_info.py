@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_cdc_provider import __version__
 
 
-def get_provider_info() -> dict:
+def get_provider_info() -> dict[str, Any]:
     # No connection type of its own: the capture user's connection is conn_type `mysql`, which the MySQL
     # provider (apache-airflow-providers-mysql, the `mysql` extra) registers with its form. Registering it
     # here too would clash with that provider in a user's Airflow.

@@ -92,7 +92,7 @@ def _is_binary(column: Any) -> bool:
     charset = getattr(column, "character_set_name", None)
     if charset is None:
         raise ValueError(_error(column, "has no character set in the binlog; binlog_row_metadata=FULL logs it"))
-    return charset == "binary"
+    return bool(charset == "binary")
 
 
 def _bytes_per_char(column: Any) -> int | None:

@@ -227,7 +227,10 @@ class GtidFile:
 
 def mysql_gtid_at(file: GtidFile, position: int) -> MySqlGtidSet:
     """The GTID set of a MySQL server at ``position`` in ``file``: MySQL has no function that tells it."""
-    return file.start.with_gtids(g for offset, g in file.transactions if offset < position)  # type: ignore[union-attr]
+    if not isinstance(file.start, MySqlGtidSet):
+        raise TypeError(f"{file.name} is a MariaDB binlog file: its GTID state is its Gtid_list, not a MySQL set.")
+    return file.start.with_gtids(g for offset, g in file.transactions
+                                 if offset < position and isinstance(g[0], str))  # MySQL's (uuid, number)
 
 
 def first_file(position: MariaDbGtidPos | MySqlGtidSet, starts: list[tuple[str, MariaDbGtidPos | MySqlGtidSet]]) -> int:
@@ -261,7 +264,7 @@ def start_after(position: MariaDbGtidPos | MySqlGtidSet, files: list[GtidFile]) 
         covered = {d: seq for d, _, seq in position.domains}
 
         def holds(gtid: Any) -> bool:
-            return gtid[2] <= covered.get(gtid[0], 0)
+            return bool(gtid[2] <= covered.get(gtid[0], 0))
 
         seen = set(files[first].start_gtids) | {g for f in files[first:] for _, g in f.transactions}
         lacking = [f"{d}-{s}-{q}" for d, s, q in position.domains if (d, s, q) not in seen]

@@ -23,7 +23,7 @@ import datetime as dt
 import hashlib
 import json
 from json.encoder import py_encode_basestring as _py_encode_string
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -69,18 +69,14 @@ def encode_value(value: Any) -> Any:
     return _tag(value)
 
 
-try:  # the C version when the interpreter has it
-    from json.encoder import c_encode_basestring as _encode_string
-except ImportError:  # pragma: no cover
-    _encode_string = _py_encode_string
-if _encode_string is None:  # pragma: no cover
-    _encode_string = _py_encode_string
+# The C version when the interpreter has it (typeshed does not declare it).
+_encode_string: Callable[[str], str] = getattr(json.encoder, "c_encode_basestring", None) or _py_encode_string
 
 # The C encoder handles None, str, int and float itself and calls _tag for the rest.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_tag, allow_nan=False)
 
 
-_DECODERS = {
+_DECODERS: dict[str, Callable[[Any], Any]] = {
     "d": Decimal,
     "b": base64.b64decode,
     "ts": dt.datetime.fromisoformat,
@@ -89,7 +85,7 @@ _DECODERS = {
 }
 
 
-def _decode_object(obj: dict) -> Any:
+def _decode_object(obj: dict[str, Any]) -> Any:
     if len(obj) == 1:
         ((tag, raw),) = obj.items()
         decoder = _DECODERS.get(tag)
@@ -98,7 +94,7 @@ def _decode_object(obj: dict) -> Any:
     raise ValueError(f"unknown tagged value {obj!r}")
 
 
-_FAST = {
+_FAST: dict[type, Callable[[Any], str]] = {
     type(None): lambda v: "null",
     int: str,
     str: lambda v: _encode_string(v),
