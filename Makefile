@@ -8,10 +8,12 @@ BIN    := $(VENV)/bin
 venv: $(VENV)/.installed
 
 # constraints.txt pins the exact versions tested together (pyspark and pyspark-client must agree).
-$(VENV)/.installed: pyproject.toml constraints.txt scripts/ensure-build-deps.sh
+# testing/ is the development helpers' own package (throwaway MariaDB, metastore, Spark cluster, S3): installed
+# here for the tests, the demo and the benchmarks, never part of the provider's wheel.
+$(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt scripts/ensure-build-deps.sh
 	scripts/ensure-build-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]' -e ./testing
 	touch $@
 
 mariadb:

@@ -43,8 +43,8 @@ from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_provider.testing.hive import run_spark_job  # noqa: E402
-from airflow_cdc_provider.testing.server import ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 
 DDL = ("id INT PRIMARY KEY, customer VARCHAR(40) NOT NULL, amount DECIMAL(12,2) NOT NULL, status VARCHAR(12),"

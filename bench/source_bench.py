@@ -39,7 +39,7 @@ os.environ.update({"AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__DAGS_FOLDER": str(
 
 import yaml  # noqa: E402
 
-from airflow_cdc_provider.testing.server import ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
 DDL = ("id INT PRIMARY KEY, customer VARCHAR(40) NOT NULL, amount DECIMAL(12,2) NOT NULL, status VARCHAR(12),"

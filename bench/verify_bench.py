@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.verify import VerifyJob, bucket_count, jobs_to_json, sums_to_json  # noqa: E402
 from airflow_cdc_provider.spark import VERIFY_JOB  # noqa: E402
-from airflow_cdc_provider.testing.server import ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 from bench.merge_bench import DDL, FILL, Incremental, full_reload, mysql_to_hive, submit  # noqa: E402
 

@@ -64,7 +64,7 @@ def main() -> int:
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
     }
     os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__LOAD_EXAMPLES")})
-    from airflow_cdc_provider.testing.server import ExistingServer, ThrowawayServer
+    from airflow_cdc_testing.server import ExistingServer, ThrowawayServer
 
     admin_url = os.environ.get("CDC_MYSQL_ADMIN_URL")
     if admin_url:
@@ -111,7 +111,7 @@ def run_and_show(server, env: dict, warehouse: Path, n: int, what: str) -> bool:
     if result.returncode != 0:
         raise SystemExit(f"The DAG run failed: see {DEMO / f'run-{n}.log'}")
     report()
-    from airflow_cdc_provider.testing.hive import read_hive_tables
+    from airflow_cdc_testing.hive import read_hive_tables
 
     hive = read_hive_tables(str(warehouse), None, [f"ods.shop_{t}" for t in TABLES])
     equal = True

@@ -31,9 +31,9 @@ os.environ.update(
     }
 )
 
-from airflow_cdc_provider.testing.cluster import MetastoreService, SparkCluster  # noqa: E402
-from airflow_cdc_provider.testing.s3 import S3Server  # noqa: E402
-from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.cluster import MetastoreService, SparkCluster  # noqa: E402
+from airflow_cdc_testing.s3 import S3Server  # noqa: E402
+from airflow_cdc_testing.server import CaptureUser, ThrowawayServer  # noqa: E402
 
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
 # Flink CDC's all-types MySQL table, read from ../shared (beside the clone, in CI too), never copied here.

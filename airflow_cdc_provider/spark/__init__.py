@@ -3,5 +3,4 @@
 from pathlib import Path
 
 MERGE_JOB = str(Path(__file__).with_name("merge_job.py"))
-READ_TABLE_JOB = str(Path(__file__).with_name("read_table_job.py"))
 VERIFY_JOB = str(Path(__file__).with_name("verify_job.py"))

@@ -1,6 +1,6 @@
 """Where the platform runs it: the merge submitted to a Spark standalone cluster, the tables in a Hive
 metastore service, read by a reader while they change. Real runs of the example DAG; the cluster and the metastore are started from pip pyspark's
-jars (``airflow_cdc_provider.testing.cluster``)."""
+jars (``airflow_cdc_testing.cluster``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import time
 import pytest
 
 from airflow_cdc_provider.core.ledger import Ledger
-from airflow_cdc_provider.testing.hive import spark_env, spark_submit_command
+from airflow_cdc_testing.hive import spark_env, spark_submit_command
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 
 

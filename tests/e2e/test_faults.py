@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.server import ThrowawayServer
+from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import conn_env
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers

@@ -21,7 +21,7 @@ import yaml
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.hive import read_hive_table
+from airflow_cdc_testing.hive import read_hive_table
 from tests.conftest import ROOT
 from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows

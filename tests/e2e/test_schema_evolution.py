@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from airflow_cdc_provider.core.ledger import RunRef
-from airflow_cdc_provider.testing.hive import read_hive_table
+from airflow_cdc_testing.hive import read_hive_table
 from tests.e2e.test_example_dag import latest_xcoms
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 
@@ -24,7 +24,7 @@ def _merge_again(job_path) -> dict:
     from airflow_cdc_provider.core.merge import MergeJob
     from airflow_cdc_provider.spark import MERGE_JOB
     from airflow_cdc_provider.storage import WorkStore
-    from airflow_cdc_provider.testing.hive import run_spark_job
+    from airflow_cdc_testing.hive import run_spark_job
 
     job = MergeJob.read(job_path)
     done = run_spark_job(MERGE_JOB, str(job_path), work_dir=str(job_path.parent))

@@ -18,7 +18,7 @@ import yaml
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.hive import read_hive_tables
+from airflow_cdc_testing.hive import read_hive_tables
 from tests.conftest import ROOT
 from tests.e2e.test_example_dag import outcomes
 from tests.integration.capture_helpers import source_rows

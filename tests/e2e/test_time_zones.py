@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.testing.hive import read_hive_table
+from airflow_cdc_testing.hive import read_hive_table
 from tests.e2e.test_pipeline import Pipeline
 
 DDL = ("CREATE TABLE {s}.events (id INT NOT NULL, at DATETIME(6) NOT NULL, seen DATETIME NULL,"

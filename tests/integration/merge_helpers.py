@@ -15,7 +15,7 @@ from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.stages.snapshot import snapshot
-from airflow_cdc_provider.testing.hive import read_hive_table, spark_env, spark_submit_command
+from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import capture_after
 from tests.integration.hive_helpers import hive_rows
 

@@ -19,7 +19,7 @@ from pymysqlreplication.row_event import WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, hive_type
-from airflow_cdc_provider.testing.server import ThrowawayServer
+from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import DDL
 

@@ -21,7 +21,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.storage import join
-from airflow_cdc_provider.testing.cluster import free_port
+from airflow_cdc_testing.cluster import free_port
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
 

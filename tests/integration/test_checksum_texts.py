@@ -42,7 +42,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
     from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, sums_to_json
     from airflow_cdc_provider.spark import VERIFY_JOB
-    from airflow_cdc_provider.testing.hive import run_spark_job
+    from airflow_cdc_testing.hive import run_spark_job
     from tests.integration.merge_helpers import Table
 
     table = TableName(f"checksum_{os.urandom(3).hex()}", "all_types")

@@ -11,7 +11,7 @@ import pytest
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.server import ThrowawayServer
+from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import (
     CASES,

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.hive import read_hive_table, spark_env, spark_submit_command
+from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import plain
 from tests.integration.merge_helpers import NOW, Table

@@ -12,8 +12,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from airflow_cdc_provider.spark import READ_TABLE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
+
+READ_TABLE_JOB = str(Path(__file__).with_name("read_table_job.py"))
 
 
 def spark_env() -> dict[str, str]:
