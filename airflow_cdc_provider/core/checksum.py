@@ -252,6 +252,8 @@ def _normalized(value: Any) -> str:
 
 def _number(value: Decimal) -> str:
     sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int):  # NaN and infinities: no column holds them
+        raise ValueError(f"{value} is not a finite number")
     text = "".join(map(str, digits)).rstrip("0")
     if not text:
         return "0.0E0"

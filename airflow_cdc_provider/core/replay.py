@@ -83,13 +83,15 @@ def parse_block(data: bytes) -> Block:
 def bad_uids(block: Block, indexes: np.ndarray) -> np.ndarray:
     """Those of ``indexes`` whose uid is not 32 lowercase hex digits."""
     digits = block.uids[indexes].view(np.uint8).reshape(-1, UID_BYTES)
-    return indexes[~(_HEX_VALUE[digits] >= 0).all(axis=1)]
+    bad: np.ndarray = indexes[~(_HEX_VALUE[digits] >= 0).all(axis=1)]
+    return bad
 
 
 def uid_buckets(block: Block, digit: int, parts: int) -> np.ndarray:
     """For each line, a partition number in [0, parts) from the uid's hex digits [digit, digit + 4)."""
     digits = block.uids.view(np.uint8).reshape(-1, UID_BYTES)[:, digit : digit + 4]
-    return (np.maximum(_HEX_VALUE[digits], 0) * np.array([4096, 256, 16, 1], np.int32)).sum(axis=1) % parts
+    buckets: np.ndarray = (np.maximum(_HEX_VALUE[digits], 0) * np.array([4096, 256, 16, 1], np.int32)).sum(axis=1) % parts
+    return buckets
 
 
 class SeenKeys:

@@ -133,7 +133,7 @@ class MySqlSourceHook(BaseHook):
         finally:
             conn.close()
 
-    def _query(self, sql: str, args: Any = None) -> list[tuple]:
+    def _query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
         with self.cursor() as cursor:
             cursor.execute(sql, args)
             return list(cursor.fetchall())
@@ -160,7 +160,7 @@ class MySqlSourceHook(BaseHook):
         problems = settings_problems(variables, self.flavor)
         with self.cursor() as cursor:
             cursor.execute("SELECT CURRENT_USER()")
-            user_name, _, user_host = cursor.fetchone()[0].rpartition("@")
+            user_name, _, user_host = _one(cursor)[0].rpartition("@")
             cursor.execute("SHOW GRANTS")
             grants = parse_grants(row[0] for row in cursor.fetchall())
         user = f"'{user_name}'@'{user_host}'"
@@ -184,11 +184,11 @@ class MySqlSourceHook(BaseHook):
         with self.cursor() as cursor:
             if flavor.is_mariadb:
                 cursor.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (file, position))
-                gtid, server_id = cursor.fetchone()
+                gtid, server_id = _one(cursor)
                 server_uuid = None
             else:
                 cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid, @@GLOBAL.gtid_mode")
-                server_id, server_uuid, gtid_mode = cursor.fetchone()
+                server_id, server_uuid, gtid_mode = _one(cursor)
                 gtid = str(mysql_gtid_at(self._gtid_file(cursor.connection, file, until=position), position)) \
                     if str(gtid_mode).upper() == "ON" else None
         return Watermark(file=file, position=position, server_id=int(server_id),
@@ -250,12 +250,12 @@ class MySqlSourceHook(BaseHook):
                 # BINLOG_GTID_POS gives the GTID state at exactly this file and position, so the two agree even
                 # while transactions commit between the statements.
                 cursor.execute("SELECT BINLOG_GTID_POS(%s, %s), @@GLOBAL.server_id", (file, position))
-                gtid, server_id = cursor.fetchone()
+                gtid, server_id = _one(cursor)
                 server_uuid = None
             else:
                 gtid = row.get("Executed_Gtid_Set")
                 cursor.execute("SELECT @@GLOBAL.server_id, @@GLOBAL.server_uuid")
-                server_id, server_uuid = cursor.fetchone()
+                server_id, server_uuid = _one(cursor)
         return Watermark(
             file=file,
             position=position,
@@ -500,7 +500,7 @@ class MySqlSourceHook(BaseHook):
         with self.cursor() as cursor:
             if len(header.key) == 1 and kind_of(dict(header.columns)[header.key[0]]) == "int":
                 cursor.execute(f"SELECT MIN({keys}), MAX({keys}) FROM {table.quoted}")
-                low, high = cursor.fetchone()
+                low, high = _one(cursor)
                 if low is None:
                     return sums
                 ranges = (int(high) - int(low)) // range_rows + 1
@@ -508,7 +508,7 @@ class MySqlSourceHook(BaseHook):
                     for start in range(int(low), int(high) + 1, range_rows):
                         add(cursor, f"{keys} >= %s AND {keys} < %s", [start, start + range_rows])
                     return sums
-            after: tuple | None = None
+            after: tuple[Any, ...] | None = None
             while True:
                 where, args = key_range(header.key, after, None)
                 cursor.execute(f"SELECT {keys} FROM {table.quoted}{' WHERE ' + where if where else ''} ORDER BY {keys} "
@@ -550,3 +550,11 @@ class MySqlSourceHook(BaseHook):
         key = quote_identifier(header.key[0])
         ((low, high),) = self._query(f"SELECT MIN({key}), MAX({key}) FROM {TableName.parse(header.table).quoted}")
         return (int(low), int(high)) if low is not None else None
+
+
+def _one(cursor: Any) -> tuple[Any, ...]:
+    """The one row a statement that always returns a row returned."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError(f"The server returned no row for {cursor._executed!r}, which always returns one.")
+    return tuple(row)

@@ -7,9 +7,10 @@ that provider nothing here is loaded, and the pipeline runs the same.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from airflow.providers.openlineage.extractors import OperatorLineage
-from openlineage.client.generated.base import Dataset
+from openlineage.client.generated.base import Dataset, DatasetFacet
 from openlineage.client.generated.column_lineage_dataset import (
     ColumnLineageDatasetFacet,
     Fields,
@@ -21,7 +22,7 @@ from openlineage.client.generated.schema_dataset import SchemaDatasetFacet, Sche
 from airflow_cdc_provider.core.lineage import LineageDataset, TableLineage
 
 
-def operator_lineage(tables: Sequence[TableLineage]) -> OperatorLineage:
+def operator_lineage(tables: Sequence[TableLineage]) -> OperatorLineage[Dataset, Any]:
     """Inputs: each source table once; outputs: each Hive table, its schema, and each column's source column."""
     inputs: dict[tuple[str, str], Dataset] = {}
     outputs = []
@@ -38,6 +39,7 @@ def operator_lineage(tables: Sequence[TableLineage]) -> OperatorLineage:
     return OperatorLineage(inputs=list(inputs.values()), outputs=outputs)
 
 
-def _dataset(dataset: LineageDataset, **facets: object) -> Dataset:
+def _dataset(dataset: LineageDataset, **facets: DatasetFacet) -> Dataset:
     schema = SchemaDatasetFacet(fields=[SchemaDatasetFacetFields(name=name, type=kind) for name, kind in dataset.fields])
-    return Dataset(namespace=dataset.namespace, name=dataset.name, facets={"schema": schema, **facets})
+    all_facets: dict[str, DatasetFacet] = {"schema": schema, **facets}
+    return Dataset(namespace=dataset.namespace, name=dataset.name, facets=all_facets)

@@ -45,7 +45,7 @@ class HadoopFiles:
             return None
         stream = fs.open(self._path(path))
         try:
-            return self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8")
+            return str(self.jvm.org.apache.commons.io.IOUtils.toString(stream, "UTF-8"))
         finally:
             stream.close()
 

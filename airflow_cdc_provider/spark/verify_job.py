@@ -27,14 +27,14 @@ from airflow_cdc_provider.spark.session import hive_session
 
 def _python_text(column_type: str, mariadb: bool) -> Any:
     """A column text ``hive_text`` gives, as a vectorised UDF."""
-    from pyspark.sql.functions import pandas_udf
+    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]  # pyspark-client declares it elsewhere
 
     def text(value: Any) -> Any:
         if value is None or (isinstance(value, float) and math.isnan(value)):  # pandas holds a NULL double as NaN
             return None
         return hive_text(value, column_type, mariadb)
 
-    @pandas_udf("string")  # type: ignore[call-overload]
+    @pandas_udf("string")  # type: ignore[untyped-decorator]
     def texts(values: pd.Series) -> pd.Series:
         return values.map(text)
 

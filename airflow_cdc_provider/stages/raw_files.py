@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from airflow_cdc_provider.core.records import RawHeader, format_record
 
@@ -19,20 +19,20 @@ class RawFileWriter:
     Each file is written as ``.tmp`` and renamed when closed, so a killed task leaves no file that looks whole.
     """
 
-    def __init__(self, directory: str | os.PathLike, prefix: str, header: RawHeader, max_bytes: int = MAX_RAW_BYTES):
+    def __init__(self, directory: str | os.PathLike[str], prefix: str, header: RawHeader, max_bytes: int = MAX_RAW_BYTES):
         self.directory, self.prefix, self.header, self.max_bytes = Path(directory), prefix, header, max_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
         self.files: list[str] = []
         self.counts = {"I": 0, "U": 0, "D": 0}
-        self._file = None
         self._written = 0
-        self._open()
+        self._file: TextIO = self._open()
 
-    def _open(self) -> None:
+    def _open(self) -> TextIO:
         path = self.directory / f"{self.prefix}-{len(self.files) + 1:05d}.raw"
         self._path = path
         self._file = open(path.with_suffix(".raw.tmp"), "w", encoding="utf-8", newline="\n")
         self._written = self._file.write(self.header.format())
+        return self._file
 
     def _seal(self) -> None:
         self._file.close()

@@ -92,7 +92,7 @@ def validate_where(conn: Any, table: TableName, where: str) -> None:
             conn.rollback()
 
 
-def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathLike) -> RereadResult:
+def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathLike[str]) -> RereadResult:
     """Read the rows of ``header``'s table that ``condition`` selects, in one read-only transaction, into raw
     insert records (``reread-NNNNN.raw`` in ``out_dir``), streamed."""
     table = TableName.parse(header.table)
@@ -141,7 +141,7 @@ def drop_keys(files: Iterable[str], uids: set[str]) -> int:
     return dropped
 
 
-def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str | os.PathLike) -> set[int]:
+def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str | os.PathLike[str]) -> set[int]:
     """The buckets (``core.verify``) of the keys raw files change, replayed into ``work`` (a scratch directory)."""
     from airflow_cdc_provider.stages.replay import replay
     from airflow_cdc_provider.stages.verify import key_texts

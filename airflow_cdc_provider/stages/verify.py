@@ -18,7 +18,7 @@ from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
 
 
-def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> set[str]:
+def key_texts(files: Iterable[str | os.PathLike[str] | None], header: RawHeader) -> set[str]:
     """The key texts (``core.checksum``) of every row of upsert or delete files of ``header``'s table."""
     types = dict(header.columns)
     found: set[str] = set()
@@ -32,7 +32,7 @@ def key_texts(files: Iterable[str | os.PathLike | None], header: RawHeader) -> s
 
 
 def changed_keys(settings: dict[str, Any], header: RawHeader, start: Watermark, end: Watermark,
-                 work: str | os.PathLike) -> set[str]:
+                 work: str | os.PathLike[str]) -> set[str]:
     """The key texts of ``header``'s rows that the binlog changed in (start, end]: read and replayed as a run
     would, into ``work`` (a scratch directory). Raises ``CdcError`` when the range cannot tell (a schema change
     in it)."""
