@@ -37,7 +37,8 @@ HOLD = textwrap.dedent("""
     from airflow_cdc_provider.operators.lease import leased, task_owner
 
     child = subprocess.Popen(["sleep", "600"]).pid if sys.argv[2:] else 0
-    ledger, run, owner = Ledger(sys.argv[1]), RunRef("cdc", "manual__2026-03-01T10:00:00+00:00"), task_owner(None, "holder")
+    ledger, owner = Ledger(sys.argv[1]), task_owner(None, "holder")
+    run = RunRef("cdc", "manual__2026-03-01T10:00:00+00:00")
     ledger.acquire(run, lambda holder: True, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=600), owner, look)
     with leased([ledger], run, 600, owner, logging.getLogger("lease")):
         print(f"locked {child}", flush=True)
@@ -79,9 +80,9 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once_and_a_live_one_is_re
         holder.kill()
         holder.wait()
     assert ledger.holder() == NEXT
-    assert messages == [f"Took over the lock left by {HOLDER}: its process {holder.pid} on {owner.host} (task holder) "
-                        "is gone: no process has that id on this host now (the same kernel boot and pid namespace), "
-                        "and none it started is left."]
+    assert messages == [(f"Took over the lock left by {HOLDER}: its process {holder.pid} on {owner.host} (task "
+                         "holder) is gone: no process has that id on this host now (the same kernel boot and pid "
+                         "namespace), and none it started is left.")]
 
 
 def test_a_killed_holder_whose_child_still_runs_is_refused_until_the_child_ends(tmp_path):

@@ -382,9 +382,9 @@ def test_acquire_takes_over_from_a_gone_holder_at_once_and_refuses_a_live_one(tm
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, elsewhere, lambda o: seen(None))
     ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, HERE, lambda owner: seen(None))
     assert ledger.lock().run == RUN and ledger.lock().owner == HERE
-    assert messages == [f"Took over the lock left by {OTHER}: its process 20438 on vm (task source.merge try 1) is "
-                        "gone: no process has that id on this host now (the same kernel boot and pid namespace), "
-                        "and none it started is left."]
+    assert messages == [(f"Took over the lock left by {OTHER}: its process 20438 on vm (task source.merge try 1) is "
+                         "gone: no process has that id on this host now (the same kernel boot and pid namespace), "
+                         "and none it started is left.")]
 
 
 def test_an_owner_round_trips_and_a_lock_of_the_previous_format_reads_without_its_process(tmp_path):
