@@ -24,6 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.holder import HolderSeen, holder_gone, same_pid_space
 from airflow_cdc_provider.core.watermark import Watermark
 
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
@@ -259,14 +260,37 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
 
 @dataclass(frozen=True)
 class Owner:
-    """The task process that took or renewed a lock: where to look when it seems stuck."""
+    """The task process that took or renewed a lock: where to look when it seems stuck.
+
+    On its own host, whether it still runs can be known at once (``core.holder``): for that the lock records the
+    kernel's boot id and the pid namespace its ``pid`` is counted in, its start (clock ticks after boot) and its
+    process group. ``started`` is None once its task has ended (``finished``): the run goes on in its next task,
+    so the end of this process says nothing of the run. Each is None where it could not be read, or in a lock
+    written before they were recorded: the lease alone decides then.
+    """
 
     host: str
     pid: int
     task: str
+    boot_id: str | None = None
+    pid_ns: str | None = None
+    started: int | None = None
+    group: int | None = None
+
+    def finished(self) -> Owner:
+        return replace(self, started=None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "pid": self.pid, "task": self.task}
+        return {"host": self.host, "pid": self.pid, "task": self.task, "boot_id": self.boot_id,
+                "pid_ns": self.pid_ns, "started": self.started, "group": self.group}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Owner:
+        def number(key: str) -> int | None:
+            return int(data[key]) if data.get(key) is not None else None
+
+        return cls(str(data["host"]), int(data["pid"]), str(data["task"]), data.get("boot_id"), data.get("pid_ns"),
+                   number("started"), number("group"))
 
 
 @dataclass(frozen=True)
@@ -311,7 +335,7 @@ class Lock:
     def from_dict(cls, data: dict[str, Any]) -> Lock:
         owner = data.get("owner")
         return cls(RunRef.from_dict(data), data.get("since"), _utc(data.get("renewed")), _utc(data.get("lease_until")),
-                   Owner(str(owner["host"]), int(owner["pid"]), str(owner["task"])) if owner else None)
+                   Owner.from_dict(owner) if owner else None)
 
 
 class FileStore(Protocol):
@@ -382,14 +406,16 @@ class Ledger:
         return Lock.from_dict(data) if data else None
 
     def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime,
-                lease: dt.timedelta | None = None, owner: Owner | None = None) -> None:
+                lease: dt.timedelta | None = None, owner: Owner | None = None,
+                look: Callable[[Owner], HolderSeen | None] | None = None) -> None:
         """Make ``run`` the one run updating the table, or raise TableBusy and change nothing.
 
         The lock is held for ``lease`` (None: until released), renewed by each task of the run while it works
         (``renew``). A lock is taken over when its run has ended (it failed, or was marked failed), or when no
         task of it has renewed it within its lease (its process was killed: its run may stay "running" for
-        good). Both steps are atomic on every store (see ``airflow_cdc_provider.storage``): of two runs at
-        once, one wins.
+        good), or at once when its task's process is on this host (``owner`` is the one asking) and ``look``
+        shows it gone (``core.holder``). Both steps are atomic on every store (see
+        ``airflow_cdc_provider.storage``): of two runs at once, one wins.
         """
         lock = self._at("lock.json")
         now = _utc(now)
@@ -405,7 +431,10 @@ class Ledger:
                 self.renew(run, now, lease, owner)  # a retry or a re-run of the run that holds it
                 return
             running = is_running(held.run)
-            if running and not held.expired(now):
+            alive, gone = running and not held.expired(now), None
+            if alive and look is not None and same_pid_space(held.owner, owner):
+                gone = holder_gone(held.owner, owner, look(held.owner))
+            if alive and gone is None:
                 raise TableBusy(
                     f"The table is being updated by {held.run} (since {held.since}), which looks alive: "
                     f"{held.liveness(now)}. Only one run at a time may update a table; this run changed nothing. "
@@ -413,7 +442,8 @@ class Ledger:
                     f"lock is then taken over){held.lease_hint()}, or delete {lock} by hand once you are sure."
                 )
             if self.store.swap_text(lock, text, body):  # only one taker can replace the stale lock
-                why = "its run is not running any more" if not running else f"its lease ended ({held.liveness(now)})"
+                why = ("its run is not running any more" if not running else gone if gone
+                       else f"its lease ended ({held.liveness(now)})")
                 self.log(f"Took over the lock left by {held.run}: {why}.")
                 return
         raise TableBusy("Could not take the table's lock: other runs keep taking it. Nothing was changed.")

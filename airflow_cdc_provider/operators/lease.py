@@ -4,6 +4,10 @@ Every task of a run renews the leases of its tables when it starts and then ever
 thread, until it ends. A task process that is killed stops renewing; once its lease has run out, the next run
 takes the lock over, even though Airflow may show the dead run as running for good. The lease must outlast the
 gaps between a run's tasks (a retry's delay, a wait for a worker slot).
+
+Each renewal records the task process (``task_owner``), so that a run on the same host can see at once that it
+is gone (``core.holder``). A task that ends renews once more as finished: between two tasks of a run no process
+works on its tables, and only the lease (or the run's end) says whether the run goes on.
 """
 
 from __future__ import annotations
@@ -17,53 +21,68 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from airflow_cdc_provider.core.ledger import Ledger, Owner, RunRef
+from airflow_cdc_provider.hooks.processes import identity
 
 DEFAULT_LEASE_SECONDS = 600
 
 
 def task_owner(context: Any, task_id: str) -> Owner:
+    """This task process, as a lock records it."""
     ti = context.get("ti") if context else None
     name = f"{ti.task_id} try {ti.try_number}" if ti is not None and getattr(ti, "try_number", None) else task_id
-    return Owner(socket.gethostname(), os.getpid(), name)
+    return Owner(socket.gethostname(), os.getpid(), name, **identity())
 
 
 @contextlib.contextmanager
 def leased(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, owner: Owner, log: Any) -> Iterator[None]:
-    """Renew ``run``'s lease on each of ``ledgers`` now and every quarter of the lease while the block runs."""
-    if not ledgers or not lease_seconds:
+    """Renew ``run``'s lease on each of ``ledgers`` now and every quarter of the lease while the block runs, and
+    hand them over when it ends (``hand_over``). Without a lease, only the owner is recorded."""
+    if not ledgers:
         yield
         return
-    lease = dt.timedelta(seconds=lease_seconds)
     lost: set[str] = set()
-
-    def renew_all() -> None:
-        now = dt.datetime.now(dt.timezone.utc)
-        for ledger in ledgers:
-            if ledger.root in lost:
-                continue
-            try:
-                if not ledger.renew(run, now, lease, owner):
-                    lost.add(ledger.root)
-                    log.warning("%s: %s no longer holds this table's lock (%s): its lease ran out and another run "
-                                "took it over, or it was released. This run will not commit the table.",
-                                ledger.root, run, ledger.holder())
-            except Exception as exc:  # the lease has time left: the next renewal may pass
-                log.warning("Could not renew the lock lease in %s: %s", ledger.root, exc)
-
-    renew_all()
+    _renew(ledgers, run, lease_seconds, owner, log, lost)
     stop = threading.Event()
 
     def keep() -> None:
         while not stop.wait(max(1.0, lease_seconds / 4)):
-            renew_all()
+            _renew(ledgers, run, lease_seconds, owner, log, lost)
 
-    keeper = threading.Thread(target=keep, name="cdc-lease", daemon=True)
-    keeper.start()
+    keeper = threading.Thread(target=keep, name="cdc-lease", daemon=True) if lease_seconds else None
+    if keeper is not None:
+        keeper.start()
     try:
         yield
     finally:
         stop.set()
-        keeper.join(timeout=10)
+        if keeper is not None:
+            keeper.join(timeout=10)
+        hand_over([ledger for ledger in ledgers if ledger.root not in lost], run, lease_seconds, owner, log)
+
+
+def hand_over(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, owner: Owner, log: Any) -> None:
+    """Renew ``run``'s lease once more, as ``owner`` finished: its task has ended, and the run goes on in its next
+    task, so the end of this process no longer says the run is dead. A lock the task released stays released."""
+    _renew(ledgers, run, lease_seconds, owner.finished(), log, None)
+
+
+def _renew(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, owner: Owner, log: Any,
+           lost: set[str] | None) -> None:
+    """Renew ``run``'s lease on each ledger not in ``lost``; one another run holds now goes into ``lost``, said
+    once (None: not said, as the task may have released it)."""
+    now = dt.datetime.now(dt.timezone.utc)
+    lease = dt.timedelta(seconds=lease_seconds) if lease_seconds else None
+    for ledger in ledgers:
+        if lost is not None and ledger.root in lost:
+            continue
+        try:
+            if not ledger.renew(run, now, lease, owner) and lost is not None:
+                lost.add(ledger.root)
+                log.warning("%s: %s no longer holds this table's lock (%s): another run took it over (its lease "
+                            "had run out, or the task that held it was killed), or it was released. This run "
+                            "will not commit the table.", ledger.root, run, ledger.holder())
+        except Exception as exc:  # the lease has time left: the next renewal may pass
+            log.warning("Could not renew the lock lease in %s: %s", ledger.root, exc)
 
 
 class HoldsTableLeases:

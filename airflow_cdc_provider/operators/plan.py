@@ -23,10 +23,11 @@ from airflow_cdc_provider.core.ledger import (
 )
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.processes import look
 from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, task_owner
+from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
@@ -49,7 +50,8 @@ class CdcPlanOperator(BaseOperator):
       committed.
     - While another run holds one of the tables, this run fails and changes nothing (the locks are taken in
       one order, so two runs never end up holding half each). A holder counts as alive while its run is
-      running and its lease is renewed (``operators.lease``); a dead one's lock is taken over.
+      running and its lease is renewed (``operators.lease``); a dead one's lock is taken over, at once when the
+      process that held it is on this host and gone (``core.holder``).
 
     Returns (XCom) a ``SourcePlan``.
 
@@ -111,7 +113,7 @@ class CdcPlanOperator(BaseOperator):
             for table in tables:
                 ledger = ledgers[table.hive_table]
                 try:
-                    ledger.acquire(run, is_running, now, lease, owner)
+                    ledger.acquire(run, is_running, now, lease, owner, look)
                 except TableBusy as busy:
                     raise TableBusy(f"{table.hive_table} (from {table.source}): {busy}") from None
                 taken.append(ledger)
@@ -120,36 +122,38 @@ class CdcPlanOperator(BaseOperator):
                 ledger.release(run)
             raise
         failpoint("plan.locked")
-
-        target = run_target(dag_run.run_type, dag_run.data_interval_end)
-        fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
-        committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
-        plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
-                                        fresh) for t in tables}
-        if "snapshot" in (self.on_purged_binlog, self.on_server_change):
-            plans.update(self._snapshots_instead(run, tables, plans))
-        planned = []
-        for table in tables:
-            ledger, plan = ledgers[table.hive_table], plans[table.hive_table]
-            if plan.warning:
-                self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
-            self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
-            if plan.mode == NOTHING:
-                ledger.release(run)
-            else:
-                ledger.save_run_plan(plan)
-            reread = self._reread(table, plan, ledger.root, conditions.get(table.source), store)
-            planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
-                                     run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
-                                     committed=committed[table.hive_table], reread=reread))
-        # Kept, so that the next run can tell which tables are gone.
-        store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
-            {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
-        result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
-        self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
-                      len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
-                      len(check.skipped), len(check.gone))
-        return result.to_xcom()
+        try:  # the locks are handed over however planning ends: the run goes on in its next tasks
+            target = run_target(dag_run.run_type, dag_run.data_interval_end)
+            fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
+            committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
+            plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
+                                            fresh) for t in tables}
+            if "snapshot" in (self.on_purged_binlog, self.on_server_change):
+                plans.update(self._snapshots_instead(run, tables, plans))
+            planned = []
+            for table in tables:
+                ledger, plan = ledgers[table.hive_table], plans[table.hive_table]
+                if plan.warning:
+                    self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
+                self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
+                if plan.mode == NOTHING:
+                    ledger.release(run)
+                else:
+                    ledger.save_run_plan(plan)
+                reread = self._reread(table, plan, ledger.root, conditions.get(table.source), store)
+                planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
+                                         run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
+                                         committed=committed[table.hive_table], reread=reread))
+            # Kept, so that the next run can tell which tables are gone.
+            store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
+                {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
+            result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
+            self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
+                          len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
+                          len(check.skipped), len(check.gone))
+            return result.to_xcom()
+        finally:
+            hand_over(taken, run, self.lock_lease_seconds, owner, self.log)
 
     def _conditions(self, tables: list[Any]) -> dict[str, str]:
         """The ``reread`` parameter: each table it names (one of this run's) and its condition, validated by the

@@ -286,3 +286,116 @@ def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     ledger.acquire(RUN, lambda holder: False, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     assert ledger.holder() == RUN
+
+
+# A lock holder on the host that checks: whether it is known to be dead decides at once (core.holder).
+BOOT, NS = "e727a271-310e-44af-bc53-3fffe32b3b70", "pid:[4026531836]"
+
+
+def holder_owner(pid=20438, started=5000, host="vm", boot=BOOT, ns=NS, group=20438, task="source.merge try 1"):
+    from airflow_cdc_provider.core.ledger import Owner
+
+    return Owner(host, pid, task, boot, ns, started, group)
+
+
+def seen(process=None, *group, checker=30000):
+    from airflow_cdc_provider.core.holder import HolderSeen, Proc
+
+    return HolderSeen(checker, Proc(*process) if process else None, tuple(Proc(*p) for p in group))
+
+
+HERE = holder_owner(pid=30000, started=9000, group=29990, task="source.plan try 1")
+
+
+def test_a_holder_on_this_host_whose_process_is_gone_is_known_dead():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    why = holder_gone(holder_owner(), HERE, seen(None))  # and no process is left in its group
+    assert why == ("its process 20438 on vm (task source.merge try 1) is gone: no process has that id on this "
+                   "host now (the same kernel boot and pid namespace), and none it started is left")
+
+
+def test_a_holder_whose_id_now_belongs_to_a_later_process_is_known_dead():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    why = holder_gone(holder_owner(), HERE, seen((20438, 1, 7000)))
+    assert "that id now belongs to another process, which started at tick 7000 after boot, not 5000" in why
+
+
+def test_a_live_holder_on_this_host_is_not_dead():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    assert holder_gone(holder_owner(), HERE, seen((20438, 1, 5000), (20438, 1, 5000))) is None
+
+
+def test_a_holder_is_not_dead_while_a_process_it_started_runs():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    holder = holder_owner()
+    # Its spark-submit, reparented when it was killed, still merges in its process group.
+    assert holder_gone(holder, HERE, seen(None, (20501, 1, 5100))) is None
+    # An older process of the group (the shell that started both), the checker, and what the checker started
+    # are not the holder's.
+    shared = holder_owner(group=29990)
+    assert holder_gone(shared, HERE, seen(None, (29990, 1, 4000), (30000, 29990, 9000), (30010, 30000, 9100)))
+    assert holder_gone(shared, HERE, seen(None, (29990, 1, 4000), (30020, 1, 9200))) is None
+
+
+@pytest.mark.parametrize("holder, here", [
+    (holder_owner(host="worker-3"), HERE),  # another host: its lease decides
+    (holder_owner(boot="another-boot"), HERE),  # this host rebooted since: the id counts again from 1
+    (holder_owner(ns="pid:[4026532000]"), HERE),  # another container on this kernel
+    (holder_owner(started=None), HERE),  # written before start times were recorded, or its task ended
+    (holder_owner(boot=None, ns=None, started=None, group=None), HERE),
+    (holder_owner(), holder_owner(pid=30000, boot=None)),  # the checker cannot tell its own boot
+    (None, HERE),
+], ids=["other-host", "other-boot", "other-pid-namespace", "no-start-time", "old-lock", "checker-unsure", "no-owner"])
+def test_a_holder_this_host_cannot_look_up_is_left_to_the_lease(holder, here):
+    from airflow_cdc_provider.core.holder import holder_gone, same_pid_space
+
+    assert not same_pid_space(holder, here)
+    assert holder_gone(holder, here, seen(None)) is None
+
+
+def test_a_holder_this_host_cannot_see_is_left_to_the_lease():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    assert holder_gone(holder_owner(), HERE, None) is None  # /proc could not be read
+
+
+def test_acquire_takes_over_from_a_gone_holder_at_once_and_refuses_a_live_one(tmp_path):
+    from airflow_cdc_provider.core.ledger import Owner
+
+    messages, lease, looked = [], dt.timedelta(minutes=10), []
+    ledger = Ledger(tmp_path, log=messages.append)
+    ledger.acquire(OTHER, lambda holder: True, T0, lease, holder_owner())
+
+    def alive(owner: Owner):
+        looked.append(owner)
+        return seen((owner.pid, 1, owner.started))
+
+    with pytest.raises(TableBusy, match="looks alive: task source.merge try 1 \\(process 20438 on vm\\)"):
+        ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, HERE, alive)
+    assert looked == [holder_owner()]
+    elsewhere = replace(HERE, host="worker-3")
+    with pytest.raises(TableBusy):  # another host does not look, and waits for the lease
+        ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, elsewhere, lambda o: seen(None))
+    ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, HERE, lambda owner: seen(None))
+    assert ledger.lock().run == RUN and ledger.lock().owner == HERE
+    assert messages == [(f"Took over the lock left by {OTHER}: its process 20438 on vm (task source.merge try 1) is "
+                         "gone: no process has that id on this host now (the same kernel boot and pid namespace), "
+                         "and none it started is left.")]
+
+
+def test_an_owner_round_trips_and_a_lock_of_the_previous_format_reads_without_its_process(tmp_path):
+    from airflow_cdc_provider.core.ledger import Lock
+
+    ledger = Ledger(tmp_path)
+    ledger.acquire(OTHER, lambda holder: True, T0, dt.timedelta(minutes=10), holder_owner())
+    assert ledger.lock().owner == holder_owner()
+    assert holder_owner().finished() == holder_owner(started=None)
+    old = {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat(), "renewed": T0.isoformat(),
+           "lease_until": (T0 + dt.timedelta(minutes=10)).isoformat(),
+           "owner": {"host": "vm", "pid": 20438, "task": "source.merge try 1"}}
+    owner = Lock.from_dict(old).owner
+    assert (owner.pid, owner.boot_id, owner.started, owner.group) == (20438, None, None, None)

@@ -1,0 +1,137 @@
+"""A table lock held by a real task process on this host: killed, it is taken over at once; alive, it is not.
+
+Real processes, the real /proc and the real lock files: a child process takes the lock as the plan task does and
+keeps it leased as every task does, and is killed with SIGKILL, as a lost task would be.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from airflow_cdc_provider.core.ledger import Ledger, RunRef, TableBusy
+from airflow_cdc_provider.hooks.processes import look
+from airflow_cdc_provider.operators.lease import task_owner
+
+HOLDER = RunRef("cdc", "manual__2026-03-01T10:00:00+00:00")
+NEXT = RunRef("cdc", "manual__2026-03-01T10:05:00+00:00")
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+
+# Takes the lock through the plan task's path (``task_owner``, ``acquire`` with ``look``), holds it leased as a
+# task does, and says so; with an argument, first starts a child that outlives it (as a spark-submit would).
+HOLD = textwrap.dedent("""
+    import datetime as dt, logging, subprocess, sys, time
+    from airflow_cdc_provider.core.ledger import Ledger, RunRef
+    from airflow_cdc_provider.hooks.processes import look
+    from airflow_cdc_provider.operators.lease import leased, task_owner
+
+    child = subprocess.Popen(["sleep", "600"]).pid if sys.argv[2:] else 0
+    ledger, owner = Ledger(sys.argv[1]), task_owner(None, "holder")
+    run = RunRef("cdc", "manual__2026-03-01T10:00:00+00:00")
+    ledger.acquire(run, lambda holder: True, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=600), owner, look)
+    with leased([ledger], run, 600, owner, logging.getLogger("lease")):
+        print(f"locked {child}", flush=True)
+        time.sleep(600)
+""")
+
+
+def hold(ledger_dir: Path, *args: str) -> tuple[subprocess.Popen, int]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    holder = subprocess.Popen([sys.executable, "-c", HOLD, str(ledger_dir), *args], stdout=subprocess.PIPE, text=True,
+                              env=env)
+    line = holder.stdout.readline()
+    assert line.startswith("locked"), (line, holder.poll())
+    return holder, int(line.split()[1])
+
+
+def take(ledger: Ledger) -> None:
+    """The next run's plan task, on this host, while the holder's run still looks running in Airflow."""
+    ledger.acquire(NEXT, lambda run: True, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=600),
+                   task_owner(None, "next"), look)
+
+
+def test_a_killed_holder_on_this_host_is_taken_over_at_once_and_a_live_one_is_refused(tmp_path):
+    messages = []
+    ledger = Ledger(tmp_path, log=messages.append)
+    holder, _ = hold(tmp_path)
+    try:
+        owner = ledger.lock().owner
+        assert (ledger.holder(), owner.pid, owner.task) == (HOLDER, holder.pid, "holder")
+        assert owner.started is not None and owner.boot_id and owner.pid_ns, owner
+        with pytest.raises(TableBusy, match=f"looks alive: task holder \\(process {holder.pid} on "):
+            take(ledger)
+        assert ledger.holder() == HOLDER and not messages
+
+        holder.send_signal(signal.SIGKILL)
+        os.waitid(os.P_PID, holder.pid, os.WEXITED | os.WNOWAIT)  # ended, not reaped: a zombie is gone as well
+        take(ledger)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert ledger.holder() == NEXT
+    assert messages == [(f"Took over the lock left by {HOLDER}: its process {holder.pid} on {owner.host} (task "
+                         "holder) is gone: no process has that id on this host now (the same kernel boot and pid "
+                         "namespace), and none it started is left.")]
+
+
+def test_a_killed_holder_whose_child_still_runs_is_refused_until_the_child_ends(tmp_path):
+    messages = []
+    ledger = Ledger(tmp_path, log=messages.append)
+    holder, child = hold(tmp_path, "with a child")
+    try:
+        holder.kill()
+        holder.wait()
+        with pytest.raises(TableBusy, match="looks alive"):
+            take(ledger)
+        kill(child)
+        take(ledger)
+    finally:
+        holder.kill()
+        holder.wait()
+        kill(child)
+    assert ledger.holder() == NEXT and "is gone: no process has that id" in messages[0]
+
+
+def test_a_task_that_ended_hands_its_lock_over_to_the_lease(tmp_path):
+    """Between two tasks of a run no process works on its tables: the end of the last one says nothing."""
+    from airflow_cdc_provider.operators.lease import leased
+
+    ledger = Ledger(tmp_path)
+    holder, _ = hold(tmp_path)
+    holder.kill()
+    holder.wait()
+    owner = task_owner(None, "merge")  # this process, standing in for the run's next task
+    with leased([ledger], HOLDER, 600, owner, logging.getLogger("lease")):
+        assert ledger.lock().owner == owner
+    assert ledger.lock().owner == owner.finished()
+    with pytest.raises(TableBusy, match="looks alive: task merge"):
+        take(ledger)
+
+
+def kill(pid: int) -> None:
+    """Kill a process this one did not start, and wait until it has ended (its new parent reaps it)."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except FileNotFoundError:
+            return
+        if stat[stat.rindex(")") + 2] in "ZX":
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} did not end within 10 s of SIGKILL")
