@@ -60,7 +60,7 @@ def holder_gone(holder: Owner | None, here: Owner | None, seen: HolderSeen | Non
     """Why ``holder`` (a lock's owner) is known to be dead, as seen by ``here`` (the owner that checks), or None
     when it is not known: it runs, it is on another host or kernel, or what was seen (``seen``, None when /proc
     could not be read) cannot tell."""
-    if not same_pid_space(holder, here) or seen is None:
+    if holder is None or not same_pid_space(holder, here) or seen is None:
         return None
     now = seen.process
     if now is not None and now.started == holder.started:
@@ -81,6 +81,9 @@ def _started_by_holder(holder: Owner, seen: HolderSeen) -> list[Proc]:
     """The live processes of the holder's group that it may have started: those started no earlier than it,
     apart from the checker and what the checker started (when they share the group, as the commands of one
     script do). A process whose parent is outside the group cannot be placed, and so counts."""
+    started = holder.started
+    if started is None:  # not in the same pid space: nothing can be placed
+        return list(seen.group)
     parents = {p.pid: p.parent for p in seen.group}
 
     def of_checker(pid: int) -> bool:
@@ -92,4 +95,4 @@ def _started_by_holder(holder: Owner, seen: HolderSeen) -> list[Proc]:
             pid = parents[pid]
         return pid == seen.checker
 
-    return [p for p in seen.group if p.started >= holder.started and not of_checker(p.pid)]
+    return [p for p in seen.group if p.started >= started and not of_checker(p.pid)]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypedDict
 
 from airflow_cdc_provider.core.holder import HolderSeen, Proc
 from airflow_cdc_provider.core.ledger import Owner
@@ -18,10 +19,17 @@ PROC = Path("/proc")
 _GONE = ("Z", "X", "x")  # a zombie has ended: only its exit status waits for its parent
 
 
-def identity() -> dict[str, object]:
+class Identity(TypedDict):
+    boot_id: str | None
+    pid_ns: str | None
+    started: int | None
+    group: int | None
+
+
+def identity() -> Identity:
     """This process's ``Owner`` fields beyond host, pid and task: boot id, pid namespace, start, group (each
     None when it cannot be known)."""
-    none = {"boot_id": None, "pid_ns": None, "started": None, "group": None}
+    none: Identity = {"boot_id": None, "pid_ns": None, "started": None, "group": None}
     if not _trustworthy():
         return none
     try:

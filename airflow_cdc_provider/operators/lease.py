@@ -45,7 +45,7 @@ def leased(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, ow
     stop = threading.Event()
 
     def keep() -> None:
-        while not stop.wait(max(1.0, lease_seconds / 4)):
+        while not stop.wait(max(1.0, (lease_seconds or 0) / 4)):
             _renew(ledgers, run, lease_seconds, owner, log, lost)
 
     keeper = threading.Thread(target=keep, name="cdc-lease", daemon=True) if lease_seconds else None
@@ -91,8 +91,10 @@ class HoldsTableLeases:
 
     lock_lease_seconds: int | None
     work_conn_id: str | None
+    task_id: str
+    log: Any
 
-    def _leased(self, context: Any, tables: Sequence[Any], run: RunRef) -> contextlib.AbstractContextManager:
+    def _leased(self, context: Any, tables: Sequence[Any], run: RunRef) -> contextlib.AbstractContextManager[None]:
         from airflow_cdc_provider.hooks.work_store import work_store
 
         store = work_store(tables[0].ledger_dir, self.work_conn_id) if tables else None  # one work_dir per run
