@@ -9,7 +9,7 @@ from tests.conftest import DAGS
 
 def test_example_config_reads():
     config = CdcConfig.from_dict(yaml.safe_load((DAGS / "cdc_config.yaml").read_text()))
-    assert config.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
+    assert config.source.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
     assert config.tables[0].source == TableName("shop", "orders")
     assert config.tables[0].target == "shop_orders"
 
@@ -28,7 +28,8 @@ def test_target_and_short_form():
         ({"tables": ["shop.a"], "tabels": 1}, "unknown keys \\['tabels'\\]"),
         ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
         ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
-        ({"tables": ["shop.a"], "hive": {"db": "x"}}, "must hold only"),
+        ({"tables": ["shop.a"], "hive": {"db": "x"}}, r"`hive:` in the configuration has unknown keys \['db'\]; the keys "
+                                                     r"of `hive:` are database, keep_versions, metastore_uri"),
     ],
 )
 def test_bad_configs_say_what_is_wrong(data, message):
@@ -252,10 +253,11 @@ def test_identical_patterns_are_refused_but_different_excludes_are_not():
     assert len(entries("shop.*", "shop.a")) == 2  # a named entry beside a pattern that matches it is fine
 
 
-@pytest.mark.parametrize(("key", "default"), [("snapshot_concurrency", 4), ("merge_applications", 1)])
-def test_concurrency_settings(key, default):
-    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), key) == default
-    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), key) == 7
+@pytest.mark.parametrize(("key", "section", "default"), [("snapshot_concurrency", "source", 4),
+                                                       ("merge_applications", "spark", 1)])
+def test_concurrency_settings(key, section, default):
+    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), section), key) == default
+    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), section), key) == 7
     for bad in (0, -1, "2", True, 1.5):
         with pytest.raises(ConfigError, match=f"`{key}:` in the configuration must be a whole number >= 1, "
                                               f"got {bad!r}"):
@@ -279,7 +281,7 @@ def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
     with pytest.raises(ConfigError, match=r"`lock_lease_seconds:` in dag.yaml is 60, shorter than a retry's wait"):
         CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
     assert CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
-                                "retries": 0}).lock_lease_seconds == 15
+                                "retries": 0}).run.lock_lease_seconds == 15
 
 
 def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_named():
@@ -292,8 +294,9 @@ def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_name
     for verify, message in (({"every": -1}, r"`verify: every:` .* >= 0, got -1"),
                             ({"on_difference": "ignore"}, r"`fail` .* or `warn` .*got 'ignore'"),
                             ({"repair": "yes"}, r"true or false, got 'yes'"),
-                            ({"evry": 2}, r"must be a mapping of bucket_rows, detail_buckets, every, on_difference, "
-                                          r"repair, got \{'evry': 2\}"),
+                            ({"evry": 2}, r"`verify:` in the configuration has unknown keys \['evry'\] \(did you mean "
+                                          r"`every`\?\); the keys of `verify:` are bucket_rows, detail_buckets, "
+                                          r"every, on_difference, repair"),
                             ("daily", r"must be a mapping")):
         with pytest.raises(ConfigError, match=message):
             CdcConfig.from_dict({"tables": ["shop.a"], "verify": verify})
