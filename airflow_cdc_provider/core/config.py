@@ -63,7 +63,12 @@ _CREDENTIAL_VALUE = re.compile(r"(password|secret|token|access\.?key)[\w.]*\s*[=
 # Set by the merge and verify tasks from `hive:`: a second value would point the application elsewhere.
 _OWN_SETTINGS = {"spark.sql.catalogImplementation": "`hive:` (always hive)",
                  "spark.sql.warehouse.dir": "`hive: warehouse_dir:`",
-                 "spark.hadoop.hive.metastore.uris": "`hive: metastore_uri:`"}
+                 "spark.hadoop.hive.metastore.uris": "`hive: metastore_uri:`",
+                 # The jobs read and write DATETIMEs as UTC instants; `hive: time_zone:` is the readers' zone.
+                 "spark.sql.session.timeZone": "`hive: time_zone:` (the jobs work in UTC)",
+                 **{f"spark.sql.parquet.{mode}": "MySQL's calendar (CORRECTED: no rebase)"
+                    for mode in ("datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
+                                 "int96RebaseModeInWrite")}}
 # Static SQL settings: fixed when the session starts, so a table cannot have its own value.
 _STATIC_SQL = ("spark.sql.extensions", "spark.sql.hive.metastore.", "spark.sql.catalogImplementation",
                "spark.sql.warehouse.dir", "spark.sql.queryExecutionListeners", "spark.sql.streaming.ui.")
@@ -149,8 +154,8 @@ class HiveConfig(_Section):
     database: str = Field("ods", description="the Hive database of the tables (lower-cased, as Hive keeps it)")
     warehouse_dir: str = Field("/tmp/cdc/warehouse", description="the warehouse the table versions are written "
                                "under; the embedded metastore lives in it")
-    metastore_uri: str | None = Field(None, description="thrift://host:port of a Hive metastore service; none: an "
-                                      "embedded metastore at <warehouse_dir>/metastore_db, for one machine")
+    metastore_uri: str | None = Field(None, description="thrift://host:port of a Hive metastore service; null: an "
+                                      "embedded metastore at `warehouse_dir`/metastore_db, for one machine")
     time_zone: str = Field("UTC", description="the zone the tables' readers use (their spark.sql.session.timeZone):"
                            " a DATETIME is written so that it reads back with the source's digits there")
     keep_versions: int = Field(3, ge=2, description="versions of each Hive table kept on disk, and run directories "
@@ -179,7 +184,8 @@ class SparkConfig(_Section):
                                  "applications (spark-submit --conf): executor sizing, spark.archives, a "
                                  "Kubernetes image…; no credentials")
     merge_conf: dict[str, str] = Field(default_factory=dict, description="settings of the merge applications "
-                                       "only, over `conf`")
+                                       "only, over `conf`",
+                                       json_schema_extra={"per_table": "spark_conf (`spark.sql.*` only)"})
     verify_conf: dict[str, str] = Field(default_factory=dict, description="settings of the verify application "
                                         "only, over `conf`")
     merge_applications: int = Field(1, ge=1, description="Spark applications a run's merges are dealt into, one "
@@ -246,8 +252,8 @@ class TableEntry(_Section):
     """One entry of `tables:`: a table by name, or a pattern selecting many, resolved at each run
     (``docs/configuration.md``). Read by ``_table_entry``; this model names its keys."""
 
-    source: str | None = Field(None, description="schema.table, or globs (* ? [..]) on schema and table such as "
-                               "shop.* (a part quoted with backticks is a name); a plain string entry is a source")
+    source: str | None = Field(None, description="`schema.table`, or globs (`*` `?` `[..]`) on schema and "
+                               "table such as `shop.*` (a part quoted with backticks is a name)")
     regex: str | None = Field(None, description="instead of source: a regular expression matched in full against "
                               "schema.table")
     target: str | None = Field(None, description="the Hive table name; on a pattern a template with {schema} and "
@@ -256,7 +262,7 @@ class TableEntry(_Section):
                                             "regex entry) taken out of what it selects")
     schema_changes: Policy | None = Field(None, description="this table's policy, over `run: schema_changes`",
                                           json_schema_extra={"choices": POLICY_CHOICES})
-    spark_conf: dict[str, str] | None = Field(None, description="runtime SQL settings (spark.sql.*) the merge "
+    spark_conf: dict[str, str] | None = Field(None, description="runtime SQL settings (`spark.sql.*`) the merge "
                                               "applies while it handles this table, over `spark: merge_conf`")
 
 
