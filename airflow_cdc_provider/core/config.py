@@ -418,7 +418,8 @@ class CdcConfig(BaseModel):
         unknown = sorted(str(k) for k in data if k not in known)
         if unknown:
             raise ConfigError(f"{origin} has unknown keys {unknown}{_did_you_mean(unknown, known)}; the known keys "
-                              f"are {sorted(known)} (see {DOC}).")
+                              f"are the sections {', '.join([*SECTIONS, 'tables'])}, and the flat keys of earlier "
+                              f"versions {', '.join(LEGACY_KEYS)} (see {DOC}).")
         # A key left empty (`verify:` with nothing under it) is its default, as it always was.
         sections: dict[str, Any] = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
         labels: dict[tuple[str, str], str] = {}  # (section, key) → how the file wrote it, for the messages
