@@ -37,8 +37,8 @@ def test_target_and_short_form():
         ({"tables": ["shop.a"], "tabels": 1}, "unknown keys \\['tabels'\\]"),
         ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
         ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
-        ({"tables": ["shop.a"], "hive": {"db": "x"}}, r"`hive:` in the configuration has unknown keys \['db'\]; the keys "
-                                                     r"of `hive:` are database, keep_versions, metastore_uri"),
+        ({"tables": ["shop.a"], "hive": {"db": "x"}}, (r"`hive:` in the configuration has unknown keys \['db'\]; the "
+                                                      r"keys of `hive:` are database, keep_versions, metastore_uri")),
     ],
 )
 def test_bad_configs_say_what_is_wrong(data, message):
@@ -487,8 +487,8 @@ def test_bad_spark_settings_say_what_is_wrong(conf, message):
 
 @pytest.mark.parametrize(("entry", "message"), [
     ({"source": "shop.a", "spark_conf": {"spark.executor.memory": "8g"}},
-     r"`spark_conf:` of shop.a in cdc.yaml has the key 'spark.executor.memory': a table's `spark_conf:` holds only "
-     r"runtime SQL settings \(`spark.sql.\*`\).*under `spark: merge_conf:` instead"),
+     (r"`spark_conf:` of shop.a in cdc.yaml has the key 'spark.executor.memory': a table's `spark_conf:` holds only "
+      r"runtime SQL settings \(`spark.sql.\*`\).*under `spark: merge_conf:` instead")),
     ({"source": "shop.*", "spark_conf": {"spark.sql.extensions": "x"}},
      r"`spark_conf:` of the pattern shop.\* in cdc.yaml has the key 'spark.sql.extensions', a static SQL setting"),
     ({"source": "shop.a", "spark_conf": {"spark.sql.password": "x"}}, r"carries a credential"),
