@@ -103,46 +103,47 @@ def table_asset(config: CdcConfig, source: str) -> Asset:
 
 def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,
            task_kwargs: dict[str, Any]) -> TaskGroup:
-    retry = {"retries": config.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
-    conn = {"mysql_conn_id": config.mysql_conn_id}
-    work = {"work_conn_id": config.work_conn_id}
-    lease = {"lock_lease_seconds": config.lock_lease_seconds}
+    retry = {"retries": config.run.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
+    conn = {"mysql_conn_id": config.source.mysql_conn_id}
+    work = {"work_conn_id": config.work.conn_id}
+    lease = {"lock_lease_seconds": config.run.lock_lease_seconds}
+    hive = config.hive
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
-        check = CaptureCheckOperator(task_id="check", tables=tables, hive=config.hive, work_dir=config.work_dir,
-                                     schema_changes=config.schema_changes, **conn, **work, **retry)
-        plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work_dir,
+        check = CaptureCheckOperator(task_id="check", tables=tables, hive=hive, work_dir=config.work.dir,
+                                     schema_changes=config.run.schema_changes, **conn, **work, **retry)
+        plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work.dir,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
-                               on_purged_binlog=config.on_purged_binlog,
-                               on_server_change=config.on_server_change,
+                               on_purged_binlog=config.run.on_purged_binlog,
+                               on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
                                reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **conn, **retry)
-        progress = {"progress_seconds": config.progress_seconds}
+        progress = {"progress_seconds": config.source.progress_seconds}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
-                                         concurrency=config.snapshot_concurrency, **conn, **work, **lease, **progress,
-                                         **retry)
+                                         concurrency=config.source.snapshot_concurrency,
+                                         chunk_rows=config.source.snapshot_chunk_rows, **conn, **work, **lease,
+                                         **progress, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **progress,
                                              **retry)
-        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, **work, **lease,
-                                   **retry)
+        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
+                                   memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
+        spark = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,
+                 "warehouse_dir": hive.warehouse_dir, "metastore_uri": hive.metastore_uri, "time_zone": hive.time_zone}
         # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
-            task_id="merge", conn_id=config.spark_conn_id, plan=plan.output, snapshot=snapshot.output,
-            extraction=extract.output, replay=replay.output, warehouse_dir=config.hive.warehouse_dir,
-            metastore_uri=config.hive.metastore_uri, keep_versions=config.keep_versions,
-            applications=config.merge_applications, time_zone=config.hive.time_zone, trigger_rule="all_done", **work,
-            **lease, **conn, **retry,
+            task_id="merge", plan=plan.output, snapshot=snapshot.output, extraction=extract.output,
+            replay=replay.output, keep_versions=hive.keep_versions, applications=config.spark.merge_applications,
+            conf=config.spark.merge_settings(), trigger_rule="all_done", **spark, **work, **lease, **conn, **retry,
         )
         alias = asset_alias(config, group_id)
         tables = CdcTableOperator.partial(
-            task_id="table", work_dir=config.work_dir, keep_runs=config.keep_versions, **work,
-            asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=config.hive.metastore_uri,
+            task_id="table", work_dir=config.work.dir, keep_runs=hive.keep_versions, **work,
+            asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=hive.metastore_uri,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
         verify = CdcVerifyOperator(
-            task_id="verify", conn_id=config.spark_conn_id, plan=plan.output, outcomes=merge.output[OUTCOMES_KEY],
-            verify=config.verify, force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}",
-            warehouse_dir=config.hive.warehouse_dir, metastore_uri=config.hive.metastore_uri,
-            time_zone=config.hive.time_zone, **conn, **work, **retry,
+            task_id="verify", plan=plan.output, outcomes=merge.output[OUTCOMES_KEY], verify=config.verify,
+            force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", conf=config.spark.verify_settings(), **spark,
+            **conn, **work, **retry,
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.

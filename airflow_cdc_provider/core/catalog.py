@@ -23,7 +23,7 @@ class Resolution:
     missing: tuple[TableName, ...]  # named entries not found at the source, in the configuration's order
     named: frozenset[TableName]  # the tables named explicitly: their problems are fatal, a pattern's are warnings
     gone: tuple[tuple[TableName, str], ...]  # (source, hive table) the previous resolution had, not found now
-    database: str = HiveConfig.database  # the Hive database of the tables' targets
+    database: str = "ods"  # the Hive database of the tables' targets
     # (source, why) for tables a pattern matched whose Hive name cannot be made: left out, not fatal
     unusable: tuple[tuple[TableName, str], ...] = ()
 

@@ -1,59 +1,290 @@
-"""The pipeline configuration (the YAML the example DAG reads), as small typed values with clear errors."""
+"""The pipeline configuration (the YAML the example DAG reads): typed sections with clear errors.
+
+    source:  the MySQL connection and the snapshot          work:    where run files, ledgers and locks live
+    hive:    the target database, warehouse and metastore   spark:   the connection and the applications' settings
+    run:     retries, locks and what a run does on faults   verify:  when the tables are checked against the source
+    tables:  the tables, by name or pattern
+
+Every key, its type, default and limits is listed in ``docs/configuration.md``, made from the fields below by
+``core.config_reference``. The flat keys of earlier versions (``mysql_conn_id:``, ``work_dir:``…) are still
+read, each into its section (``LEGACY_KEYS``).
+"""
 
 from __future__ import annotations
 
+import difflib
 import re
 import string
 import zoneinfo
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import Any
+from typing import Any, Literal
 
-from airflow_cdc_provider.storage import StorageError, check_work_dir
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
-from airflow_cdc_provider.core.identifiers import TableName, split_qualified, validate_hive_name, validate_identifier
+from airflow_cdc_provider.core.identifiers import (
+    TableName,
+    split_qualified,
+    validate_hive_name,
+    validate_identifier,
+)
 from airflow_cdc_provider.core.schema import POLICIES
+from airflow_cdc_provider.core.work_dir import StorageError, check_work_dir
 
 
 class ConfigError(CdcError, ValueError):
     pass
 
 
-@dataclass(frozen=True)
-class HiveConfig:
-    database: str = "ods"
-    warehouse_dir: str = "/tmp/cdc/warehouse"
-    metastore_uri: str | None = None  # None: an embedded metastore at <warehouse_dir>/metastore_db
-    # The zone the table's readers use (their spark.sql.session.timeZone): a DATETIME is written as the instant
-    # its digits name in that zone, so those readers see the source's digits. TIMESTAMP is a true instant.
-    time_zone: str = "UTC"
+class _Invalid(ValueError):
+    """A value a field's own rule refuses; its text goes on from "`key:` in <file> ", which the formatter adds."""
 
 
-@dataclass(frozen=True)
-class VerifyConfig:
+DOC = "docs/configuration.md"
+
+Policy = Literal["strict", "evolve"]
+POLICY_CHOICES = {"strict": "take on added columns only; a dropped or renamed column fails the table",
+                  "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
+FailOrSnapshot = Literal["fail", "snapshot"]
+assert tuple(POLICY_CHOICES) == POLICIES, "the policies core.schema knows"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
+
+
+# Spark settings -----------------------------------------------------------------------------------------------
+
+# A Spark setting goes on spark-submit's command line, which every user of the worker can read (ps) and the task
+# log shows: no credential may travel there.
+_CREDENTIAL = re.compile(r"password|secret|token|credential|access\.?key|private\.?key|keytab", re.IGNORECASE)
+_CREDENTIAL_VALUE = re.compile(r"(password|secret|token|access\.?key)[\w.]*\s*[=:]", re.IGNORECASE)
+# Set by the merge and verify tasks from `hive:`: a second value would point the application elsewhere.
+_OWN_SETTINGS = {"spark.sql.catalogImplementation": "`hive:` (always hive)",
+                 "spark.sql.warehouse.dir": "`hive: warehouse_dir:`",
+                 "spark.hadoop.hive.metastore.uris": "`hive: metastore_uri:`",
+                 # The jobs read and write DATETIMEs as UTC instants; `hive: time_zone:` is the readers' zone.
+                 "spark.sql.session.timeZone": "`hive: time_zone:` (the jobs work in UTC)",
+                 **{f"spark.sql.parquet.{mode}": "MySQL's calendar (CORRECTED: no rebase)"
+                    for mode in ("datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
+                                 "int96RebaseModeInWrite")}}
+# Static SQL settings: fixed when the session starts, so a table cannot have its own value.
+_STATIC_SQL = ("spark.sql.extensions", "spark.sql.hive.metastore.", "spark.sql.catalogImplementation",
+               "spark.sql.warehouse.dir", "spark.sql.queryExecutionListeners", "spark.sql.streaming.ui.")
+
+
+def spark_settings(value: Any, per_table: bool = False) -> dict[str, str]:
+    """Spark settings as spark-submit's ``--conf`` takes them (strings), or an ``_Invalid`` that says why not.
+
+    ``per_table``: a table entry's ``spark_conf:``, applied inside the merge's shared application while it handles
+    that table, so only runtime SQL settings (``spark.sql.*``) can take effect there.
+    """
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _Invalid(f"must be a mapping of Spark settings, for example `spark.executor.memory: 4g`, got {value!r}.")
+    settings = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.startswith("spark."):
+            raise _Invalid(f"has the key {key!r}, which is not a Spark setting: Spark's settings start with `spark.` "
+                           "(a Hadoop setting is written `spark.hadoop.<name>`). Fix the key.")
+        if _CREDENTIAL.search(key) or (isinstance(item, str) and _CREDENTIAL_VALUE.search(item)):
+            raise _Invalid(f"has the key {key!r}, which carries a credential: Spark settings go on spark-submit's "
+                           "command line, which the task log shows and any user of the worker can read. Give "
+                           "credentials through the Spark connection, an instance role, or the cluster's own "
+                           "spark-defaults.conf; remove the key here.")
+        if key in _OWN_SETTINGS:
+            raise _Invalid(f"sets {key!r}, which the merge and verify tasks set from {_OWN_SETTINGS[key]}: set it "
+                           "there instead.")
+        if per_table and not key.startswith("spark.sql."):
+            raise _Invalid(f"has the key {key!r}: a table's `spark_conf:` holds only runtime SQL settings "
+                           "(`spark.sql.*`), which the merge applies while it handles that table in the application "
+                           "it shares with the other tables. Set it for the whole application under "
+                           "`spark: merge_conf:` instead.")
+        if per_table and key.startswith(_STATIC_SQL):
+            raise _Invalid(f"has the key {key!r}, a static SQL setting fixed when the application starts: set it "
+                           "for the whole application under `spark: merge_conf:` instead.")
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif isinstance(item, (int, float)):
+            item = str(item)
+        if not isinstance(item, str) or not item.strip():
+            raise _Invalid(f"gives {key!r} the value {item!r}: give a string, number or true/false.")
+        settings[key] = item
+    return settings
+
+
+# The sections -------------------------------------------------------------------------------------------------
+
+
+class SourceConfig(_Section):
+    """The MySQL server the tables are read from."""
+
+    mysql_conn_id: str = Field("mysql_cdc", description="the Airflow connection (conn_type mysql) of the capture "
+                               "user, who needs SELECT, REPLICATION SLAVE and REPLICATION CLIENT")
+    snapshot_concurrency: int = Field(4, ge=1, description="new tables snapshotted at the same time; each holds a "
+                                      "server connection")
+    snapshot_chunk_rows: int = Field(50_000, ge=1, description="rows per keyset chunk of a snapshot: a killed "
+                                     "snapshot resumes after its last finished chunk")
+    progress_seconds: float = Field(10.0, ge=0, description="how often a snapshot and a binlog pass log how far "
+                                    "they are (rows, rate, share done, time left); 0 logs every chunk")
+
+
+class WorkConfig(_Section):
+    """Where each table's ledger, lock and run files live (``docs/runs.md``)."""
+
+    dir: str = Field("/tmp/cdc/work", description="raw, upsert and delete files, ledgers and locks: an absolute "
+                     "path every worker sees, a file:// URI, or s3://bucket/prefix")
+    conn_id: str | None = Field(None, description="the Airflow connection of an s3:// dir (conn_type aws); none "
+                                "for a disk")
+
+    @field_validator("dir")
+    @classmethod
+    def _dir(cls, value: str) -> str:
+        try:
+            return check_work_dir(value, "")
+        except StorageError as exc:
+            raise _Invalid(str(exc).lstrip()) from None
+
+
+class HiveConfig(_Section):
+    """Where the tables are written, and how many versions of each are kept."""
+
+    database: str = Field("ods", description="the Hive database of the tables (lower-cased, as Hive keeps it)")
+    warehouse_dir: str = Field("/tmp/cdc/warehouse", description="the warehouse the table versions are written "
+                               "under; the embedded metastore lives in it")
+    metastore_uri: str | None = Field(None, description="thrift://host:port of a Hive metastore service; null: an "
+                                      "embedded metastore at `warehouse_dir`/metastore_db, for one machine")
+    time_zone: str = Field("UTC", description="the zone the tables' readers use (their spark.sql.session.timeZone):"
+                           " a DATETIME is written so that it reads back with the source's digits there")
+    keep_versions: int = Field(3, ge=2, description="versions of each Hive table kept on disk, and run directories "
+                               "of each table kept in the work dir; a re-run needs its input version")
+
+    @field_validator("database")
+    @classmethod
+    def _database(cls, value: str) -> str:
+        return validate_hive_name(value, "Hive database name")
+
+    @field_validator("time_zone", mode="before")
+    @classmethod
+    def _time_zone(cls, value: Any) -> Any:
+        problem = _time_zone_problem(value)
+        if problem:
+            raise _Invalid(problem)
+        return value
+
+
+class SparkConfig(_Section):
+    """The Spark connection, and the settings of the merge and verify applications (``docs/deployment.md``)."""
+
+    conn_id: str = Field("spark_default", description="the Airflow connection (conn_type spark): the master and "
+                         "the deploy mode")
+    conf: dict[str, str] = Field(default_factory=dict, description="Spark settings of the merge and the verify "
+                                 "applications (spark-submit --conf): executor sizing, spark.archives, a "
+                                 "Kubernetes image…; no credentials")
+    merge_conf: dict[str, str] = Field(default_factory=dict, description="settings of the merge applications "
+                                       "only, over `conf`",
+                                       json_schema_extra={"per_table": "spark_conf (`spark.sql.*` only)"})
+    verify_conf: dict[str, str] = Field(default_factory=dict, description="settings of the verify application "
+                                        "only, over `conf`")
+    merge_applications: int = Field(1, ge=1, description="Spark applications a run's merges are dealt into, one "
+                                    "after the other; each pays the JVM and session start")
+    class_archive: bool = Field(True, description="start a client-mode driver JVM from a class-data archive kept "
+                                "on the worker, with the throughput collector unless the settings choose one: "
+                                "seconds off every merge")
+
+    @field_validator("conf", "merge_conf", "verify_conf", mode="before")
+    @classmethod
+    def _settings(cls, value: Any) -> dict[str, str]:
+        return spark_settings(value)
+
+    def merge_settings(self) -> dict[str, str]:
+        """What the merge applications are submitted with."""
+        return {**self.conf, **self.merge_conf}
+
+    def verify_settings(self) -> dict[str, str]:
+        """What the verify application is submitted with."""
+        return {**self.conf, **self.verify_conf}
+
+
+class RunConfig(_Section):
+    """What a run does: retries, its locks, and the faults it can meet (``docs/runs.md``)."""
+
+    retries: int = Field(2, ge=0, description="retries of each task whose retry is safe (all but the plan), a "
+                         "minute apart")
+    lock_lease_seconds: int = Field(600, ge=10, description="how long a run's table locks stay its own without a "
+                                    "renewal by one of its tasks: a killed run's tables are free after it (at once to "
+                                    "a run on the same host, docs/runs.md); at least 120 with retries")
+    schema_changes: Policy = Field("strict", description="what a run does with a schema change in its range",
+                                   json_schema_extra={"choices": POLICY_CHOICES, "per_table": "schema_changes"})
+    on_purged_binlog: FailOrSnapshot = Field(
+        "fail", description="a table whose binlog from its watermark was purged",
+        json_schema_extra={"choices": {"fail": "the table fails, naming the missing file; nothing changes",
+                                       "snapshot": "a fresh snapshot in the same run, with a warning"}})
+    on_server_change: FailOrSnapshot = Field(
+        "fail", description="a table whose watermark was taken on another server that cannot be followed on "
+        "this one (no GTIDs, or transactions lost in a failover)",
+        json_schema_extra={"choices": {"fail": "the table fails, naming the old and the new server",
+                                       "snapshot": "a fresh snapshot in the same run, with a warning"}})
+    replay_memory_mb: int = Field(512, ge=16, description="megabytes of keys the replay keeps in memory per "
+                                  "table before it splits the table's changes into hash partitions on disk")
+
+
+class VerifyConfig(_Section):
     """When verify checks the tables against the source (``docs/verify.md``), and what a difference does."""
 
-    every: int = 0  # verify a table every this many runs; 0: only in runs triggered with the `verify` parameter
-    on_difference: str = "fail"  # fail: the verify task fails naming the tables; warn: it logs them and succeeds
-    bucket_rows: int = 1000  # rows per bucket on average: a differing bucket's rows are what is looked into
-    detail_buckets: int = 1000  # differing buckets looked into per table; beyond, they are counted only
-    repair: bool = False  # the next run re-reads the keys found different (as the `repair` parameter asks)
+    every: int = Field(0, ge=0, description="verify a table every this many runs; 0: only in runs triggered with "
+                       "the `verify` parameter")
+    on_difference: Literal["fail", "warn"] = Field(
+        "fail", description="what a difference found does",
+        json_schema_extra={"choices": {"fail": "the verify task fails, naming the tables",
+                                       "warn": "it logs the difference and succeeds"}})
+    bucket_rows: int = Field(1000, ge=1, description="rows per bucket on average: a differing bucket's rows are "
+                             "what is looked into")
+    detail_buckets: int = Field(1000, ge=1, description="differing buckets looked into per table; beyond, they "
+                                "are counted only")
+    repair: bool = Field(False, description="the next run reads again the keys found different (as the `repair` "
+                         "parameter asks)")
 
-    @classmethod
-    def from_dict(cls, data: Any, origin: str) -> VerifyConfig:
-        known = {"every", "on_difference", "bucket_rows", "detail_buckets", "repair"}
-        if not isinstance(data, dict) or set(data) - known:
-            raise ConfigError(f"`verify:` in {origin} must be a mapping of {', '.join(sorted(known))}, got {data!r}.")
-        for name, least in (("every", 0), ("bucket_rows", 1), ("detail_buckets", 1)):
-            value = data.get(name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-                raise ConfigError(f"`verify: {name}:` in {origin} must be a whole number >= {least}, got {value!r}.")
-        if data.get("on_difference", "fail") not in ("fail", "warn"):
-            raise ConfigError(f"`verify: on_difference:` in {origin} must be `fail` (the verify task fails) or `warn` "
-                              f"(it logs the difference and succeeds), got {data['on_difference']!r}.")
-        if not isinstance(data.get("repair", False), bool):
-            raise ConfigError(f"`verify: repair:` in {origin} must be true or false, got {data['repair']!r}.")
-        return cls(**data)
+
+class TableEntry(_Section):
+    """One entry of `tables:`: a table by name, or a pattern selecting many, resolved at each run
+    (``docs/configuration.md``). Read by ``_table_entry``; this model names its keys."""
+
+    source: str | None = Field(None, description="`schema.table`, or globs (`*` `?` `[..]`) on schema and "
+                               "table such as `shop.*` (a part quoted with backticks is a name)")
+    regex: str | None = Field(None, description="instead of source: a regular expression matched in full against "
+                              "schema.table")
+    target: str | None = Field(None, description="the Hive table name; on a pattern a template with {schema} and "
+                               "{table} (default {schema}_{table})")
+    exclude: str | list[str] | None = Field(None, description="on a pattern: schema.table globs (regexes for a "
+                                            "regex entry) taken out of what it selects")
+    schema_changes: Policy | None = Field(None, description="this table's policy, over `run: schema_changes`",
+                                          json_schema_extra={"choices": POLICY_CHOICES})
+    spark_conf: dict[str, str] | None = Field(None, description="runtime SQL settings (`spark.sql.*`) the merge "
+                                              "applies while it handles this table, over `spark: merge_conf`")
+
+
+SECTIONS = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig, "spark": SparkConfig, "run": RunConfig,
+            "verify": VerifyConfig}
+
+# The flat keys of earlier versions, each read into its section: their files keep working.
+LEGACY_KEYS: dict[str, tuple[str, str]] = {
+    "mysql_conn_id": ("source", "mysql_conn_id"),
+    "snapshot_concurrency": ("source", "snapshot_concurrency"),
+    "progress_seconds": ("source", "progress_seconds"),
+    "work_dir": ("work", "dir"),
+    "work_conn_id": ("work", "conn_id"),
+    "keep_versions": ("hive", "keep_versions"),
+    "spark_conn_id": ("spark", "conn_id"),
+    "merge_applications": ("spark", "merge_applications"),
+    "retries": ("run", "retries"),
+    "lock_lease_seconds": ("run", "lock_lease_seconds"),
+    "schema_changes": ("run", "schema_changes"),
+    "on_purged_binlog": ("run", "on_purged_binlog"),
+    "on_server_change": ("run", "on_server_change"),
+}
 
 
 @dataclass(frozen=True)
@@ -61,6 +292,7 @@ class TableConfig:
     source: TableName
     target: str  # the Hive table name, within HiveConfig.database
     schema_changes: str | None = None  # this table's policy, else the configuration's
+    spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -90,6 +322,7 @@ class TablePattern:
     exclude: tuple[str, ...] = ()  # against ``schema.table`` as above: globs, or full-match regexes for a regex entry
     target: str = DEFAULT_TARGET  # the Hive table name, a template with {schema} and {table}
     schema_changes: str | None = None
+    spark_conf: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -116,7 +349,7 @@ class TablePattern:
                 f"Set `target:` for {name} in an entry of its own (`- source: {name}` with `target: a_name`), "
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
-        return TableConfig(name, target, self.schema_changes)
+        return TableConfig(name, target, self.schema_changes, self.spark_conf)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -153,28 +386,18 @@ def _show_glob(glob: str) -> str:
     return glob
 
 
-@dataclass(frozen=True)
-class CdcConfig:
-    tables: tuple[TableConfig | TablePattern, ...]  # as listed; core.catalog.resolve makes them concrete tables
-    mysql_conn_id: str = "mysql_cdc"
-    spark_conn_id: str = "spark_default"
-    work_dir: str = "/tmp/cdc/work"  # a path or a URI (file://, s3://): see airflow_cdc_provider.storage
-    work_conn_id: str | None = None  # the connection of an object-store work_dir (an `aws` one for s3://)
+class CdcConfig(BaseModel):
+    """The whole configuration of one source: read it with ``CdcConfig.from_dict(yaml.safe_load(...), path)``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, arbitrary_types_allowed=True)
+
+    source: SourceConfig = SourceConfig()
+    work: WorkConfig = WorkConfig()
     hive: HiveConfig = HiveConfig()
-    keep_versions: int = 3  # versions of each Hive table kept on disk; a re-run needs its input version
-    retries: int = 2  # of each task whose retry is safe (all but the plan)
-    schema_changes: str = "strict"  # what a run does with a schema change in its range (core.schema)
-    snapshot_concurrency: int = 4  # new tables snapshotted at the same time: each holds a server connection
-    merge_applications: int = 1  # Spark applications a run's merges share: each pays the JVM and session start
-    # How long a run's table locks count as alive without a renewal: a killed run's lock is taken over after it.
-    lock_lease_seconds: int = 600
-    # A table whose binlog from its watermark was purged: fail it (nothing changes), or take a fresh snapshot.
-    on_purged_binlog: str = "fail"
-    # A table whose watermark was taken on another server that cannot be followed there (no GTIDs, or
-    # transactions lost in a failover): fail it (nothing changes), or take a fresh snapshot.
-    on_server_change: str = "fail"
+    spark: SparkConfig = SparkConfig()
+    run: RunConfig = RunConfig()
     verify: VerifyConfig = VerifyConfig()
-    progress_seconds: float = 10.0  # how often a snapshot and a binlog pass log how far they are
+    tables: tuple[TableConfig | TablePattern, ...]  # as listed; core.catalog.resolve makes them concrete tables
 
     def named_tables(self) -> tuple[TableConfig, ...]:
         """The entries that name one table, in their order."""
@@ -185,100 +408,151 @@ class CdcConfig:
         return any(isinstance(t, TablePattern) for t in self.tables)
 
     def policy(self, table: TableConfig) -> str:
-        return table.schema_changes or self.schema_changes
+        return table.schema_changes or self.run.schema_changes
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
         if not isinstance(data, dict):
             raise ConfigError(f"{origin} must be a mapping with a `tables:` list, got {type(data).__name__}.")
-        known = {"mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id", "hive", "tables", "keep_versions", "retries",
-                 "schema_changes", "snapshot_concurrency", "merge_applications", "lock_lease_seconds",
-                 "on_purged_binlog", "on_server_change", "verify", "progress_seconds"}
-        unknown = sorted(set(data) - known)
+        known = [*SECTIONS, "tables", *LEGACY_KEYS]
+        unknown = sorted(str(k) for k in data if k not in known)
         if unknown:
-            raise ConfigError(f"{origin} has unknown keys {unknown}; the known keys are {sorted(known)}.")
-        hive_data = data.get("hive") or {}
-        if not isinstance(hive_data, dict) or set(hive_data) - {"database", "warehouse_dir", "metastore_uri", "time_zone"}:
-            raise ConfigError(f"`hive:` in {origin} must hold only database, warehouse_dir, metastore_uri and time_zone: "
-                              f"{hive_data!r}.")
-        hive = HiveConfig(**hive_data)
-        hive = replace(hive, database=validate_hive_name(hive.database, "Hive database name"),
-                       time_zone=time_zone(hive.time_zone, f"`hive: time_zone:` in {origin}"))
-        tables_data = data.get("tables")
-        if not isinstance(tables_data, list) or not tables_data:
-            raise ConfigError(f"{origin} needs a non-empty `tables:` list of entries like `- source: shop.orders` "
-                              "or `- source: shop.*`.")
-        tables = [_table_entry(entry, origin) for entry in tables_data]
-        sources = [t.source for t in tables if isinstance(t, TableConfig)]
-        duplicates = sorted({str(s) for s in sources if sources.count(s) > 1})
-        if duplicates:
-            raise ConfigError(f"{origin} lists {', '.join(duplicates)} more than once: list each table once.")
-        # A later pattern with the same selection as an earlier one never wins a table: surely a mistake.
-        selections = [_selection(t) for t in tables if isinstance(t, TablePattern)]
-        repeated = [t for t in tables if isinstance(t, TablePattern) and selections.count(_selection(t)) > 1]
-        if repeated:
-            raise ConfigError(f"{origin} lists the pattern {repeated[0]} more than once with the same `exclude:`: "
-                              "the later entry would never select a table. Keep one entry.")
-        rest = {k: data[k] for k in ("mysql_conn_id", "spark_conn_id", "work_dir", "work_conn_id")
-                if data.get(k) is not None}
-        if "work_dir" in rest:
-            try:
-                check_work_dir(rest["work_dir"], f"`work_dir:` in {origin}")
-            except StorageError as exc:
-                raise ConfigError(str(exc)) from None
-        for name, least in (("keep_versions", 2), ("retries", 0), ("snapshot_concurrency", 1),
-                            ("merge_applications", 1), ("lock_lease_seconds", 10)):
-            value = data.get(name)
-            if value is not None:
-                if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                    raise ConfigError(f"`{name}:` in {origin} must be a whole number >= {least}, got {value!r}.")
-                rest[name] = value
-        lease, retries = rest.get("lock_lease_seconds", cls.lock_lease_seconds), rest.get("retries", cls.retries)
-        if retries and lease < 120:
-            raise ConfigError(f"`lock_lease_seconds:` in {origin} is {lease}, shorter than a retry's wait: a task "
+            raise ConfigError(f"{origin} has unknown keys {unknown}{_did_you_mean(unknown, known)}; the known keys "
+                              f"are the sections {', '.join([*SECTIONS, 'tables'])}, and the flat keys of earlier "
+                              f"versions {', '.join(LEGACY_KEYS)} (see {DOC}).")
+        # A key left empty (`verify:` with nothing under it) is its default, as it always was.
+        sections: dict[str, Any] = {k: v for k, v in data.items() if k in SECTIONS and v is not None}
+        labels: dict[tuple[str, str], str] = {}  # (section, key) → how the file wrote it, for the messages
+        for key, (section, name) in LEGACY_KEYS.items():
+            if data.get(key) is None:
+                continue
+            written = sections.get(section, {})
+            if not isinstance(written, dict):
+                continue  # the section's own message says it must be a mapping
+            if name in written:
+                raise ConfigError(f"{origin} sets `{key}:` and `{section}: {name}:` both: keep one, under "
+                                  f"`{section}:`.")
+            sections[section] = {**written, name: data[key]}
+            labels[(section, name)] = f"`{key}:`"
+        tables = _tables(data.get("tables"), origin)
+        try:
+            config = cls.model_validate({**sections, "tables": tables})
+        except ValidationError as exc:
+            raise _config_error(exc, origin, labels) from None
+        run = config.run
+        if run.retries and run.lock_lease_seconds < 120:
+            where = labels.get(("run", "lock_lease_seconds"), "`run: lock_lease_seconds:`")
+            raise ConfigError(f"{where} in {origin} is {run.lock_lease_seconds}, shorter than a retry's wait: a task "
                               "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
                               "120, or set `retries: 0`.")
-        for name, fails in (("on_purged_binlog", "naming the missing file"),
-                             ("on_server_change", "naming the old and the new server")):
-            choice = data.get(name)
-            if choice is not None:
-                if choice not in ("fail", "snapshot"):
-                    raise ConfigError(f"`{name}:` in {origin} must be `fail` (the default: the table fails, {fails}) "
-                                      f"or `snapshot` (a fresh snapshot in the same run), got {choice!r}.")
-                rest[name] = choice
-        policy = _policy(data.get("schema_changes"), origin)
-        if policy:
-            rest["schema_changes"] = policy
-        seconds = data.get("progress_seconds")
-        if seconds is not None:
-            if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
-                raise ConfigError(f"`progress_seconds:` in {origin} must be a number of seconds >= 0 (how often a "
-                                  f"snapshot and a binlog pass log how far they are), got {seconds!r}.")
-            rest["progress_seconds"] = float(seconds)
-        if data.get("verify") is not None:
-            rest["verify"] = VerifyConfig.from_dict(data["verify"], origin)
-        return cls(tables=tuple(tables), hive=hive, **rest)
+        return config
+
+
+def _tables(data: Any, origin: str) -> tuple[TableConfig | TablePattern, ...]:
+    if not isinstance(data, list) or not data:
+        raise ConfigError(f"{origin} needs a non-empty `tables:` list of entries like `- source: shop.orders` "
+                          "or `- source: shop.*`.")
+    tables = [_table_entry(entry, origin) for entry in data]
+    sources = [t.source for t in tables if isinstance(t, TableConfig)]
+    duplicates = sorted({str(s) for s in sources if sources.count(s) > 1})
+    if duplicates:
+        raise ConfigError(f"{origin} lists {', '.join(duplicates)} more than once: list each table once.")
+    # A later pattern with the same selection as an earlier one never wins a table: surely a mistake.
+    selections = [_selection(t) for t in tables if isinstance(t, TablePattern)]
+    repeated = [t for t in tables if isinstance(t, TablePattern) and selections.count(_selection(t)) > 1]
+    if repeated:
+        raise ConfigError(f"{origin} lists the pattern {repeated[0]} more than once with the same `exclude:`: "
+                          "the later entry would never select a table. Keep one entry.")
+    return tuple(tables)
+
+
+# The messages -------------------------------------------------------------------------------------------------
+
+
+def _config_error(exc: ValidationError, origin: str, labels: dict[tuple[str, str], str]) -> CdcError:
+    """One sentence per problem pydantic found: which key, in which file, the value, and what it must be."""
+    messages: list[str] = []
+    unknown: dict[str, list[str]] = {}
+    for error in exc.errors():
+        loc = error["loc"]
+        section = str(loc[0])
+        model = SECTIONS.get(section)
+        if model is None:  # `tables`, whose entries are read before: cannot happen, but say it plainly
+            messages.append(f"`{section}:` in {origin}: {error['msg']}.")
+            continue
+        keys = ", ".join(model.model_fields)
+        if len(loc) == 1:
+            messages.append(f"`{section}:` in {origin} must be a mapping of {keys}, got {error['input']!r} "
+                            f"(see {DOC}).")
+            continue
+        key = str(loc[1])
+        if error["type"] == "extra_forbidden":
+            unknown.setdefault(section, []).append(key)
+            continue
+        label = labels.get((section, key), f"`{section}: {key}:`")
+        cause = (error.get("ctx") or {}).get("error")
+        if isinstance(cause, CdcError):  # a rule of its own, such as a Hive name's: its type is kept
+            return type(cause)(f"{cause} ({label} in {origin})")
+        if isinstance(cause, _Invalid):
+            messages.append(f"{label} in {origin} {cause}")
+            continue
+        field = model.model_fields[key]
+        messages.append(f"{label} in {origin} must be {expectation(field)}, got {error['input']!r} "
+                        f"({field.description}).")
+    for section, keys in unknown.items():
+        known = list(SECTIONS[section].model_fields)
+        messages.append(f"`{section}:` in {origin} has unknown keys {sorted(keys)}{_did_you_mean(keys, known)}; "
+                        f"the keys of `{section}:` are {', '.join(sorted(known))} (see {DOC}).")
+    return ConfigError("\n".join(messages))
+
+
+def expectation(field: Any) -> str:
+    """What a field's value must be, in words: "a whole number >= 2", "`fail` (…) or `snapshot` (…)"."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    choices: dict[str, str] = extra.get("choices") or {}
+    if choices:
+        named = [f"`{c}` ({meaning})" for c, meaning in choices.items()]
+        return f"{', '.join(named[:-1])} or {named[-1]}"
+    least = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+    annotation = field.annotation
+    text = {int: "a whole number", float: "a number", bool: "true or false", str: "a string"}.get(annotation)
+    if annotation == str | None:
+        text = "a string, or null"
+    text = text or "a mapping of Spark settings to values"
+    return f"{text} >= {least}" if least is not None else text
+
+
+def _did_you_mean(wrong: list[str], known: list[str]) -> str:
+    close = [m for w in wrong for m in difflib.get_close_matches(w, known, n=1)]
+    return f" (did you mean {', '.join(f'`{c}`' for c in close)}?)" if close else ""
+
+
+def _time_zone_problem(value: Any) -> str | None:
+    if not isinstance(value, str) or not value.strip():
+        return f"must be a zone name such as UTC or Asia/Shanghai, got {value!r}."
+    try:
+        zoneinfo.ZoneInfo(value)
+    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+        return (f"is {value!r}, which is not a time zone name: use an IANA name such as UTC, Asia/Shanghai or "
+                "America/New_York (the zone your Hive readers set as spark.sql.session.timeZone).")
+    if value != "UTC" and "/" not in value:  # EST, CST…: abbreviations that Java reads otherwise, or not at all
+        return (f"is {value!r}: use a region name such as America/New_York rather than an abbreviation or fixed "
+                "offset, so that daylight-saving changes are followed.")
+    return None
 
 
 def time_zone(value: Any, where: str) -> str:
     """An IANA zone name (``Asia/Shanghai``, ``UTC``) as Java and Python both know it."""
-    if not isinstance(value, str) or not value.strip():
-        raise ConfigError(f"{where} must be a zone name such as UTC or Asia/Shanghai, got {value!r}.")
-    try:
-        zoneinfo.ZoneInfo(value)
-    except (zoneinfo.ZoneInfoNotFoundError, ValueError):
-        raise ConfigError(f"{where} is {value!r}, which is not a time zone name: use an IANA name such as UTC, "
-                          "Asia/Shanghai or America/New_York (the zone your Hive readers set as "
-                          "spark.sql.session.timeZone).") from None
-    if value != "UTC" and "/" not in value:  # EST, CST…: abbreviations that Java reads otherwise, or not at all
-        raise ConfigError(f"{where} is {value!r}: use a region name such as America/New_York rather than an "
-                          "abbreviation or fixed offset, so that daylight-saving changes are followed.")
+    problem = _time_zone_problem(value)
+    if problem:
+        raise ConfigError(f"{where} {problem}")
     return value
 
 
-_ENTRY_KEYS = {"source", "regex", "target", "schema_changes", "exclude"}
+_ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
-               "with an optional `target:`, `schema_changes: strict|evolve` and, on a pattern, `exclude:`")
+               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:` and, on a pattern, "
+               "`exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -299,7 +573,8 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
     where = f"the pattern {pattern} in {origin}"
     return replace(pattern, exclude=_exclude(entry.get("exclude"), pattern.regex is not None, where),
                    target=_template(entry.get("target"), where),
-                   schema_changes=_policy(entry.get("schema_changes"), where))
+                   schema_changes=_policy(entry.get("schema_changes"), where),
+                   spark_conf=_table_spark_conf(entry.get("spark_conf"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -312,7 +587,16 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     except InvalidIdentifier as exc:
         hint = " ({schema} and {table} apply only to a pattern's target.)" if "{" in str(target) else ""
         raise ConfigError(f"{exc} Set `target:` for {source} in {origin}.{hint}") from None
-    return TableConfig(source, target, _policy(entry.get("schema_changes"), f"{source} in {origin}"))
+    where = f"{source} in {origin}"
+    return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
+                       _table_spark_conf(entry.get("spark_conf"), where))
+
+
+def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return tuple(spark_settings(value, per_table=True).items())
+    except _Invalid as exc:
+        raise ConfigError(f"`spark_conf:` of {where} {exc}") from None
 
 
 def _parse_source(text: Any, origin: str) -> TableName | tuple[str, str]:

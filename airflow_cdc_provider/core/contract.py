@@ -38,6 +38,7 @@ class CapturedTable(_Value):
     schema_changes: str
     key: tuple[str, ...]
     columns: Columns
+    spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
 
     @property
     def name(self) -> TableName:

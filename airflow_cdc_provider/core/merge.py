@@ -77,6 +77,8 @@ class MergeSpec:
     # upserts hold what the source has there. ``buckets`` 0: none.
     buckets: int = 0
     replaced: tuple[int, ...] = ()
+    # Runtime SQL settings (``spark.sql.*``, the table's ``spark_conf:``) the job sets while it merges this table.
+    spark_conf: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         validate_identifier(self.database, "Hive database name")
@@ -117,7 +119,7 @@ class MergeSpec:
                 "fills_file": self.fills_file, "datetime_zone": self.datetime_zone,
                 "fill_sources": [[column, list(sources)] for column, sources in self.fill_sources],
                 "datetime_columns": list(self.datetime_columns), "buckets": self.buckets,
-                "replaced": list(self.replaced)}
+                "replaced": list(self.replaced), "spark_conf": [list(c) for c in self.spark_conf]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
@@ -134,6 +136,7 @@ class MergeSpec:
             fill_sources=tuple((str(c), tuple(s)) for c, s in data.get("fill_sources") or ()),
             datetime_columns=tuple(data.get("datetime_columns") or ()),
             buckets=int(data.get("buckets") or 0), replaced=tuple(int(b) for b in data.get("replaced") or ()),
+            spark_conf=tuple((str(k), str(v)) for k, v in data.get("spark_conf") or ()),
         )
 
 
@@ -200,6 +203,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                                if ColumnType.parse(ctype).base == "datetime"),
         buckets=merge_input.reread.buckets if merge_input.reread and merge_input.reread.which else 0,
         replaced=merge_input.reread.which if merge_input.reread else (),
+        spark_conf=table.table.spark_conf,
     )
 
 

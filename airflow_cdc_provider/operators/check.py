@@ -90,7 +90,7 @@ class CaptureCheckOperator(BaseOperator):
                 continue
             captured.append(CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                                           schema_changes=table.schema_changes or self.schema_changes,
-                                          key=header.key, columns=header.columns))
+                                          key=header.key, columns=header.columns, spark_conf=table.spark_conf))
         if problems:
             raise _TablesRefused(problems)
         gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]

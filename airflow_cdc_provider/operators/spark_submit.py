@@ -30,6 +30,9 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
     :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
     :param class_archive: start the driver JVM from a class-data archive kept on this worker (see
         ``airflow_cdc_provider.spark.jvm``).
+
+    ``conf`` (SparkSubmitOperator's) holds the configuration's Spark settings (``spark: conf`` with
+    ``merge_conf`` or ``verify_conf``, checked by ``core.config``); the metastore's settings are added here.
     """
 
     def __init__(self, *, application: str, warehouse_dir: str, metastore_uri: str | None,

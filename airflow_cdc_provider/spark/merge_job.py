@@ -25,10 +25,12 @@ is removed by a later run.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import sys
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier
@@ -261,6 +263,28 @@ def _literal(text: str) -> str:
     return text
 
 
+@contextlib.contextmanager
+def _table_settings(spark: Any, spec: MergeSpec) -> Iterator[None]:
+    """The table's own runtime SQL settings (its ``spark_conf:``) while it is merged; the application's after."""
+    before = {}
+    for key, value in spec.spark_conf:
+        if not spark.conf.isModifiable(key):
+            raise ValueError(f"The setting {key} of the table's `spark_conf:` cannot change while the application "
+                             "runs (a static setting): set it under `spark: merge_conf:` instead.")
+        before[key] = spark.conf.get(key, None)
+        spark.conf.set(key, value)
+        print(f"cdc-merge: {spec.database}.{spec.table} with {key}={spark.conf.get(key)} (the application's: "
+              f"{before[key]})", flush=True)
+    try:
+        yield
+    finally:
+        for key, value in before.items():
+            if value is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, value)
+
+
 def run(job: MergeJob) -> dict[str, Any]:
     """Merge every table of ``job`` in one session; each table's result, a failure included, by Hive table."""
     clock = _Clock()
@@ -271,7 +295,8 @@ def run(job: MergeJob) -> dict[str, Any]:
     for spec in job.tables:
         started = time.perf_counter()
         try:
-            result = merge(spark, spec)
+            with _table_settings(spark, spec):
+                result = merge(spark, spec)
         except Exception as exc:  # this table's failure; the others still merge and commit
             message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
             print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)

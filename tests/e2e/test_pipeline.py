@@ -141,8 +141,14 @@ ROUNDS = [
 @pytest.mark.usefixtures("airflow_home")
 def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeats(mariadb, capture_conn, tmp_path):
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
+    # Spark settings of the configuration reach the merge application: its own, and one table's over it.
+    pipeline.config["spark"] = {"merge_conf": {"spark.sql.shuffle.partitions": 3}}
+    pipeline.config["tables"][0]["spark_conf"] = {"spark.sql.shuffle.partitions": 2}
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
     code, output = pipeline.run("2026-03-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
+    assert "--conf spark.sql.shuffle.partitions=3" in output
+    assert "cdc-merge: ods.orders with spark.sql.shuffle.partitions=2 (the application's: 3)" in output
     first = pipeline.outcome("orders")
     assert (first["status"], first["version"], first["mode"]) == ("committed", 1, "snapshot")
     for table in pipeline.tables:

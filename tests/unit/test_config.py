@@ -1,7 +1,16 @@
 import pytest
 import yaml
 
-from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.config import (
+    LEGACY_KEYS,
+    SECTIONS,
+    CdcConfig,
+    ConfigError,
+    HiveConfig,
+    TableConfig,
+    TablePattern,
+    expectation,
+)
 from airflow_cdc_provider.core.errors import InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import DAGS
@@ -9,7 +18,7 @@ from tests.conftest import DAGS
 
 def test_example_config_reads():
     config = CdcConfig.from_dict(yaml.safe_load((DAGS / "cdc_config.yaml").read_text()))
-    assert config.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
+    assert config.source.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
     assert config.tables[0].source == TableName("shop", "orders")
     assert config.tables[0].target == "shop_orders"
 
@@ -28,7 +37,8 @@ def test_target_and_short_form():
         ({"tables": ["shop.a"], "tabels": 1}, "unknown keys \\['tabels'\\]"),
         ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
         ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
-        ({"tables": ["shop.a"], "hive": {"db": "x"}}, "must hold only"),
+        ({"tables": ["shop.a"], "hive": {"db": "x"}}, (r"`hive:` in the configuration has unknown keys \['db'\]; the "
+                                                      r"keys of `hive:` are database, keep_versions, metastore_uri")),
     ],
 )
 def test_bad_configs_say_what_is_wrong(data, message):
@@ -252,10 +262,11 @@ def test_identical_patterns_are_refused_but_different_excludes_are_not():
     assert len(entries("shop.*", "shop.a")) == 2  # a named entry beside a pattern that matches it is fine
 
 
-@pytest.mark.parametrize(("key", "default"), [("snapshot_concurrency", 4), ("merge_applications", 1)])
-def test_concurrency_settings(key, default):
-    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), key) == default
-    assert getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), key) == 7
+@pytest.mark.parametrize(("key", "section", "default"), [("snapshot_concurrency", "source", 4),
+                                                       ("merge_applications", "spark", 1)])
+def test_concurrency_settings(key, section, default):
+    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), section), key) == default
+    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), section), key) == 7
     for bad in (0, -1, "2", True, 1.5):
         with pytest.raises(ConfigError, match=f"`{key}:` in the configuration must be a whole number >= 1, "
                                               f"got {bad!r}"):
@@ -279,7 +290,7 @@ def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
     with pytest.raises(ConfigError, match=r"`lock_lease_seconds:` in dag.yaml is 60, shorter than a retry's wait"):
         CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
     assert CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
-                                "retries": 0}).lock_lease_seconds == 15
+                                "retries": 0}).run.lock_lease_seconds == 15
 
 
 def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_named():
@@ -292,8 +303,221 @@ def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_name
     for verify, message in (({"every": -1}, r"`verify: every:` .* >= 0, got -1"),
                             ({"on_difference": "ignore"}, r"`fail` .* or `warn` .*got 'ignore'"),
                             ({"repair": "yes"}, r"true or false, got 'yes'"),
-                            ({"evry": 2}, r"must be a mapping of bucket_rows, detail_buckets, every, on_difference, "
-                                          r"repair, got \{'evry': 2\}"),
+                            ({"evry": 2}, r"`verify:` in the configuration has unknown keys \['evry'\] \(did you mean "
+                                          r"`every`\?\); the keys of `verify:` are bucket_rows, detail_buckets, "
+                                          r"every, on_difference, repair"),
                             ("daily", r"must be a mapping")):
         with pytest.raises(ConfigError, match=message):
             CdcConfig.from_dict({"tables": ["shop.a"], "verify": verify})
+
+
+# Sections, the flat keys of earlier versions, and the Spark settings.
+
+SECTIONED = """
+source:
+  mysql_conn_id: mysql_prod
+  snapshot_concurrency: 2
+  snapshot_chunk_rows: 20000
+  progress_seconds: 30
+work:
+  dir: s3://bucket/cdc
+  conn_id: aws_cdc
+hive:
+  database: raw
+  keep_versions: 5
+spark:
+  conn_id: spark_yarn
+  merge_applications: 2
+  class_archive: false
+  conf:
+    spark.executor.memory: 4g
+    spark.executor.instances: 3
+  merge_conf:
+    spark.executor.instances: 6
+    spark.sql.adaptive.enabled: true
+  verify_conf:
+    spark.executor.memory: 2g
+run:
+  retries: 3
+  lock_lease_seconds: 900
+  schema_changes: evolve
+  on_purged_binlog: snapshot
+  on_server_change: snapshot
+  replay_memory_mb: 256
+tables:
+  - source: shop.orders
+    spark_conf: {spark.sql.shuffle.partitions: 64}
+"""
+
+FLAT = """
+mysql_conn_id: mysql_prod
+snapshot_concurrency: 2
+progress_seconds: 30
+source: {snapshot_chunk_rows: 20000}
+work_dir: s3://bucket/cdc
+work_conn_id: aws_cdc
+hive: {database: raw}
+keep_versions: 5
+spark_conn_id: spark_yarn
+merge_applications: 2
+spark:
+  class_archive: false
+  conf: {spark.executor.memory: 4g, spark.executor.instances: 3}
+  merge_conf: {spark.executor.instances: 6, spark.sql.adaptive.enabled: true}
+  verify_conf: {spark.executor.memory: 2g}
+retries: 3
+lock_lease_seconds: 900
+schema_changes: evolve
+on_purged_binlog: snapshot
+on_server_change: snapshot
+run: {replay_memory_mb: 256}
+tables:
+  - source: shop.orders
+    spark_conf: {spark.sql.shuffle.partitions: 64}
+"""
+
+
+def test_sections_and_the_earlier_flat_keys_read_the_same():
+    config = CdcConfig.from_dict(yaml.safe_load(SECTIONED), "cdc.yaml")
+    assert CdcConfig.from_dict(yaml.safe_load(FLAT), "cdc.yaml") == config
+    assert (config.source.mysql_conn_id, config.source.snapshot_chunk_rows, config.source.progress_seconds) == (
+        "mysql_prod", 20000, 30.0)
+    assert (config.work.dir, config.work.conn_id, config.hive.database, config.hive.keep_versions) == (
+        "s3://bucket/cdc", "aws_cdc", "raw", 5)
+    assert (config.run.schema_changes, config.run.on_purged_binlog, config.run.replay_memory_mb) == (
+        "evolve", "snapshot", 256)
+    # Values are spark-submit's strings; merge_conf and verify_conf go over conf.
+    assert config.spark.merge_settings() == {"spark.executor.memory": "4g", "spark.executor.instances": "6",
+                                             "spark.sql.adaptive.enabled": "true"}
+    assert config.spark.verify_settings() == {"spark.executor.memory": "2g", "spark.executor.instances": "3"}
+    assert config.tables[0].spark_conf == (("spark.sql.shuffle.partitions", "64"),)
+
+
+def test_every_flat_key_lands_in_its_section():
+    for key, (section, name) in LEGACY_KEYS.items():
+        assert name in SECTIONS[section].model_fields, key
+
+
+def test_a_flat_key_and_its_section_key_both_set_are_refused():
+    with pytest.raises(ConfigError, match=r"cdc.yaml sets `work_dir:` and `work: dir:` both: keep one, under `work:`"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "work_dir": "/a", "work": {"dir": "/b"}}, "cdc.yaml")
+
+
+def test_an_unknown_key_in_a_section_is_named_with_a_suggestion():
+    with pytest.raises(ConfigError, match=r"`spark:` in cdc.yaml has unknown keys \['confs'\] \(did you mean `conf`\?\)"
+                                          r"; the keys of `spark:` are class_archive, conf, conn_id"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"confs": {}}}, "cdc.yaml")
+    with pytest.raises(ConfigError, match=r"`run:` in cdc.yaml must be a mapping of retries, .*got 3"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "run": 3}, "cdc.yaml")
+
+
+CHOICES = [(section, name) for section, model in SECTIONS.items() for name, field in model.model_fields.items()
+           if isinstance(field.json_schema_extra, dict) and "choices" in field.json_schema_extra]
+
+
+@pytest.mark.parametrize(("section", "key"), CHOICES)
+def test_every_choice_refuses_other_values_naming_the_key_the_value_and_the_choices(section, key):
+    assert CHOICES, "the model has choices"
+    choices = SECTIONS[section].model_fields[key].json_schema_extra["choices"]
+    flat = next((k for k, v in LEGACY_KEYS.items() if v == (section, key)), None)
+    forms = [({section: {key: "maybe"}}, f"`{section}: {key}:`")]
+    if flat:
+        forms.append(({flat: "maybe"}, f"`{flat}:`"))
+    for data, label in forms:
+        with pytest.raises(ConfigError) as err:
+            CdcConfig.from_dict({"tables": ["shop.a"], **data}, "cdc.yaml")
+        message = str(err.value)
+        assert message.startswith(f"{label} in cdc.yaml must be ") and "got 'maybe'" in message, message
+        for choice, meaning in choices.items():
+            assert f"`{choice}` ({meaning})" in message
+
+
+BOUNDS = [(section, name, next(m.ge for m in field.metadata if getattr(m, "ge", None) is not None))
+          for section, model in SECTIONS.items() for name, field in model.model_fields.items()
+          if any(getattr(m, "ge", None) is not None for m in field.metadata)]
+
+
+@pytest.mark.parametrize(("section", "key", "least"), BOUNDS)
+def test_every_bound_refuses_a_value_below_it_and_a_value_of_another_type(section, key, least):
+    for bad in (least - 1, "7", True):
+        with pytest.raises(ConfigError) as err:
+            CdcConfig.from_dict({"tables": ["shop.a"], section: {key: bad}}, "cdc.yaml")
+        assert str(err.value).startswith(f"`{section}: {key}:` in cdc.yaml must be a "), str(err.value)
+        assert f">= {least}, got {bad!r} (" in str(err.value)
+
+
+def test_the_work_dir_rule_is_core_and_storage_shares_it():
+    from airflow_cdc_provider import storage
+    from airflow_cdc_provider.core import work_dir
+
+    assert storage.check_work_dir is work_dir.check_work_dir and storage.StorageError is work_dir.StorageError
+    with pytest.raises(ConfigError, match=r"`work: dir:` in cdc.yaml is 'relative/dir': give an absolute path"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "work": {"dir": "relative/dir"}}, "cdc.yaml")
+
+
+@pytest.mark.parametrize("key", ["spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key",
+                                 "spark.hadoop.fs.s3a.session.token", "spark.ssl.keyStorePassword",
+                                 "spark.authenticate.secret", "spark.kubernetes.authenticate.driver.oauthToken"])
+@pytest.mark.parametrize("where", ["conf", "merge_conf", "verify_conf"])
+def test_a_spark_setting_that_carries_a_credential_is_refused(key, where):
+    with pytest.raises(ConfigError) as err:
+        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {where: {key: "x"}}}, "cdc.yaml")
+    message = str(err.value)
+    assert message.startswith(f"`spark: {where}:` in cdc.yaml has the key {key!r}, which carries a credential")
+    assert "Spark connection" in message and "spark-defaults.conf" in message and "'x'" not in message
+
+
+def test_a_credential_inside_a_settings_value_is_refused_too():
+    with pytest.raises(ConfigError, match=r"'spark.driver.extraJavaOptions', which carries a credential"):
+        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"conf": {
+            "spark.driver.extraJavaOptions": "-Ddb.password=hunter2"}}})
+
+
+@pytest.mark.parametrize(("conf", "message"), [
+    ({"executor.memory": "4g"}, r"has the key 'executor.memory', which is not a Spark setting: .*start with `spark.`"),
+    ({"spark.sql.warehouse.dir": "/x"}, r"sets 'spark.sql.warehouse.dir', which .* from `hive: warehouse_dir:`"),
+    ({"spark.sql.session.timeZone": "Asia/Shanghai"}, r"sets 'spark.sql.session.timeZone', .* from `hive: time_zone:`"),
+    ({"spark.executor.memory": None}, r"gives 'spark.executor.memory' the value None"),
+    (["spark.executor.memory=4g"], r"must be a mapping of Spark settings"),
+])
+def test_bad_spark_settings_say_what_is_wrong(conf, message):
+    with pytest.raises(ConfigError, match=r"`spark: conf:` in the configuration " + message):
+        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"conf": conf}})
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"source": "shop.a", "spark_conf": {"spark.executor.memory": "8g"}},
+     (r"`spark_conf:` of shop.a in cdc.yaml has the key 'spark.executor.memory': a table's `spark_conf:` holds only "
+      r"runtime SQL settings \(`spark.sql.\*`\).*under `spark: merge_conf:` instead")),
+    ({"source": "shop.*", "spark_conf": {"spark.sql.extensions": "x"}},
+     r"`spark_conf:` of the pattern shop.\* in cdc.yaml has the key 'spark.sql.extensions', a static SQL setting"),
+    ({"source": "shop.a", "spark_conf": {"spark.sql.password": "x"}}, r"carries a credential"),
+])
+def test_a_tables_spark_conf_holds_runtime_sql_settings_only(entry, message):
+    with pytest.raises(ConfigError, match=message):
+        CdcConfig.from_dict({"tables": [entry]}, "cdc.yaml")
+
+
+def test_a_patterns_spark_conf_goes_to_each_table_it_selects():
+    (pattern,) = entries({"source": "shop.*", "spark_conf": {"spark.sql.shuffle.partitions": 8}})
+    assert pattern.table_config(TableName("shop", "a")).spark_conf == (("spark.sql.shuffle.partitions", "8"),)
+
+
+def test_expectations_read_as_sentences():
+    fields = SECTIONS["run"].model_fields
+    assert expectation(fields["retries"]) == "a whole number >= 0"
+    assert expectation(fields["on_purged_binlog"]).startswith("`fail` (the table fails")
+    assert expectation(SECTIONS["work"].model_fields["conn_id"]) == "a string, or null"
+
+
+def test_the_reference_of_every_key_is_the_models():
+    from airflow_cdc_provider.core.config_reference import COMMAND, reference
+    from tests.conftest import ROOT
+
+    written = (ROOT / "docs" / "configuration.md").read_text()
+    assert written == reference(), f"docs/configuration.md differs from the model: regenerate it with {COMMAND}"
+    for section, model in SECTIONS.items():
+        assert f"## `{section}:`" in written
+        for name, field in model.model_fields.items():
+            assert field.description, f"{section}: {name} needs a description"
+            assert f"| `{name}`" in written

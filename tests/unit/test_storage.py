@@ -31,7 +31,7 @@ def test_the_configuration_refuses_a_work_dir_whose_lock_cannot_be_atomic():
         CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "work_dir": "hdfs://nn/cdc"}, "dag.yaml")
     config = CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "work_dir": "s3://b/cdc",
                                   "work_conn_id": "aws_cdc"})
-    assert (config.work_dir, config.work_conn_id) == ("s3://b/cdc", "aws_cdc")
+    assert (config.work.dir, config.work.conn_id) == ("s3://b/cdc", "aws_cdc")
 
 
 def test_local_store_creates_once_and_swaps_only_what_it_read(tmp_path):

@@ -1,0 +1,42 @@
+"""The configuration reaches the tasks the factories build: settings a deployment sets, down to the spark-submit
+command line the Spark provider's own hook builds."""
+
+import json
+
+import yaml
+from airflow.sdk import DAG
+
+from airflow_cdc_provider.core.config import CdcConfig
+from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
+from tests.unit.test_config import SECTIONED
+
+
+def test_the_configurations_settings_reach_the_tasks_and_the_submit_command(monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
+    config = CdcConfig.from_dict(yaml.safe_load(SECTIONED), "cdc.yaml")
+    with DAG("cdc_settings", schedule=None, params=cdc_params()) as dag:
+        cdc_source_group(config)
+    tasks = {t.task_id: t for t in dag.tasks}
+    snapshot, replay = tasks["cdc.snapshot"], tasks["cdc.replay"]
+    assert (snapshot.concurrency, snapshot.chunk_rows, snapshot.progress_seconds) == (2, 20000, 30.0)
+    assert replay.memory_budget == 256 * 1024 * 1024
+    merge, verify = tasks["cdc.merge"], tasks["cdc.verify"]
+    assert merge.conf == config.spark.merge_settings() and verify.conf == config.spark.verify_settings()
+    assert not merge.class_archive and not verify.class_archive
+    assert (merge.keep_versions, merge.applications, merge.retries) == (5, 2, 3)
+    command = merge._get_hook()._build_spark_submit_command("merge_job.py")
+    assert command[:3] == ["spark-submit", "--master", "yarn"]
+    for setting in ("spark.executor.memory=4g", "spark.executor.instances=6", "spark.sql.adaptive.enabled=true"):
+        assert command[command.index(setting) - 1] == "--conf"
+    assert "spark.executor.memory=2g" in verify._get_hook()._build_spark_submit_command("verify_job.py")
+
+
+def test_a_tables_spark_conf_travels_from_the_check_to_the_merge_job_file():
+    from airflow_cdc_provider.core.merge import MergeSpec, merge_spec
+    from tests.unit.test_contract import merge_input, table_plan
+
+    plan = table_plan()
+    settings = (("spark.sql.shuffle.partitions", "64"),)
+    plan = plan.model_copy(update={"table": plan.table.model_copy(update={"spark_conf": settings})})
+    spec = merge_spec(type(plan).model_validate(plan.to_xcom()), merge_input(), "/wh", None, 3)
+    assert spec.spark_conf == settings and MergeSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
