@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import Asset, AssetAlias, Param, TaskGroup
+from airflow.sdk import Asset, AssetAlias, Param, TaskGroup, XComArg
 
 from airflow_cdc_provider.core.assets import hive_asset_uri
 from airflow_cdc_provider.core.catalog import resolve
@@ -103,10 +103,10 @@ def table_asset(config: CdcConfig, source: str) -> Asset:
 
 def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,
            task_kwargs: dict[str, Any]) -> TaskGroup:
-    retry = {"retries": config.run.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
-    conn = {"mysql_conn_id": config.source.mysql_conn_id}
-    work = {"work_conn_id": config.work.conn_id}
-    lease = {"lock_lease_seconds": config.run.lock_lease_seconds}
+    retry: dict[str, Any] = {"retries": config.run.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
+    conn: dict[str, Any] = {"mysql_conn_id": config.source.mysql_conn_id}
+    work: dict[str, Any] = {"work_conn_id": config.work.conn_id}
+    lease: dict[str, Any] = {"lock_lease_seconds": config.run.lock_lease_seconds}
     hive = config.hive
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
         check = CaptureCheckOperator(task_id="check", tables=tables, hive=hive, work_dir=config.work.dir,
@@ -117,7 +117,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
                                reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **conn, **retry)
-        progress = {"progress_seconds": config.source.progress_seconds}
+        progress: dict[str, Any] = {"progress_seconds": config.source.progress_seconds}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.source.snapshot_concurrency,
                                          chunk_rows=config.source.snapshot_chunk_rows, **conn, **work, **lease,
@@ -126,7 +126,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                              **retry)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
                                    memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
-        spark = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,
+        spark: dict[str, Any] = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,
                  "warehouse_dir": hive.warehouse_dir, "metastore_uri": hive.metastore_uri, "time_zone": hive.time_zone}
         # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
@@ -134,21 +134,24 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
             replay=replay.output, keep_versions=hive.keep_versions, applications=config.spark.merge_applications,
             conf=config.spark.merge_settings(), trigger_rule="all_done", **spark, **work, **lease, **conn, **retry,
         )
+        # The merge's outcomes, pushed under their own key (one per table, which the table tasks map over).
+        outcomes = XComArg(merge, key=OUTCOMES_KEY)
         alias = asset_alias(config, group_id)
-        tables = CdcTableOperator.partial(
+        table_tasks = CdcTableOperator.partial(
             task_id="table", work_dir=config.work.dir, keep_runs=hive.keep_versions, **work,
             asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=hive.metastore_uri,
             map_index_template="{{ task.outcome['source'] }}", **retry,
         ).expand(outcome=merge.output)
         verify = CdcVerifyOperator(
-            task_id="verify", plan=plan.output, outcomes=merge.output[OUTCOMES_KEY], verify=config.verify,
+            task_id="verify", plan=plan.output, outcomes=outcomes, verify=config.verify,
             force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", conf=config.spark.verify_settings(), **spark,
             **conn, **work, **retry,
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.
         summary = CdcRunSummaryOperator(task_id="summary", merge_task_id=merge.task_id, **task_kwargs)
-        [tables, verify] >> summary.as_teardown()
-    group.outcomes = merge.output[OUTCOMES_KEY]
-    group.verification = verify.output
+        [table_tasks, verify] >> summary.as_teardown()
+    # What a task of the user's takes as its argument (the factories' docstrings); TaskGroup declares neither.
+    group.outcomes = outcomes  # type: ignore[attr-defined]
+    group.verification = verify.output  # type: ignore[attr-defined]
     return group
