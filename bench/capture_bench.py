@@ -18,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pymysql.cursors  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
@@ -26,7 +27,6 @@ from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
 from airflow_cdc_provider.core.watermark import Watermark  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 NARROW = "id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), updated_at DATETIME(3), qty INT"
 NARROW_FILL = "seq, CONCAT('name ', seq), seq / 100, '2026-01-01 00:00:00' + INTERVAL seq SECOND, seq % 1000"

@@ -38,7 +38,6 @@ os.environ.update({"AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__DAGS_FOLDER": str(
                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME / 'airflow.db'}"})
 
 import yaml  # noqa: E402
-
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))

@@ -36,7 +36,8 @@ ROUNDS = [
     ("a key change, and an order line deleted then entered again with the same key", [
         "UPDATE shop.orders SET order_no = 2003 WHERE order_no = 1003",
         "DELETE FROM shop.orders WHERE order_no = 1001 AND line_no = 2",
-        "INSERT INTO shop.orders (order_no, line_no, customer_id, amount, note) VALUES (1001, 2, 1, 6.00, 're-entered')",
+        "INSERT INTO shop.orders (order_no, line_no, customer_id, amount, note) "
+        "VALUES (1001, 2, 1, 6.00, 're-entered')",
         "INSERT INTO shop.customers (email, name, city) VALUES ('barbara@example.com', 'Barbara Liskov', 'Boston')",
     ]),
     ("a customer leaves, one row changed twice", [
@@ -63,7 +64,8 @@ def main() -> int:
         # Spark in local mode on this machine, all cores.
         "AIRFLOW_CONN_SPARK_DEFAULT": json.dumps({"conn_type": "spark", "host": "local[*]"}),
     }
-    os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW__CORE__LOAD_EXAMPLES")})
+    os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER",
+                                           "AIRFLOW__CORE__LOAD_EXAMPLES")})
     from airflow_cdc_testing.server import ExistingServer, ThrowawayServer
 
     admin_url = os.environ.get("CDC_MYSQL_ADMIN_URL")
@@ -154,7 +156,7 @@ def source_rows(server, table: str) -> list[dict]:
 
 def _text(value) -> str:
     if isinstance(value, dt.datetime):
-        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None) if value.tzinfo else value
+        value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
         return value.isoformat(sep=" ", timespec="milliseconds")
     if isinstance(value, decimal.Decimal):
         return f"{value:f}"

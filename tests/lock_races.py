@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, TableBusy
 
-T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=dt.timezone.utc)
+T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=dt.UTC)
 
 
 def race(ledger: Callable[[], Ledger], runs: list[RunRef], is_running: Callable[[RunRef], bool]) -> list[RunRef]:

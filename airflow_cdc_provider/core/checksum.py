@@ -200,7 +200,7 @@ def hive_text(value: Any, column_type: str, mariadb: bool = True) -> str | None:
         return str(value // dt.timedelta(microseconds=1))
     if kind in ("datetime", "timestamp"):
         if value.tzinfo is not None:
-            value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+            value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return f"{value.year:04d}-{value:%m-%d %H:%M:%S.%f}"
     return str(value)
 

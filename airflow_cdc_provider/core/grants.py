@@ -20,7 +20,8 @@ _ALIASES = {
     "ALL": "ALL PRIVILEGES",
 }
 _NAME = r"`(?:[^`]|``)*`|\*|[A-Za-z0-9_$\\%]+"
-_SCOPE = re.compile(rf"^(?:(?:TABLE|FUNCTION|PROCEDURE|PACKAGE BODY|PACKAGE)\s+)?({_NAME})(?:\.({_NAME}))?\s+TO\s", re.I)
+_SCOPE = re.compile(rf"^(?:(?:TABLE|FUNCTION|PROCEDURE|PACKAGE BODY|PACKAGE)\s+)?({_NAME})(?:\.({_NAME}))?\s+TO\s",
+                    re.I)
 
 
 @dataclass(frozen=True)

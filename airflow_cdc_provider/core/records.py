@@ -22,10 +22,10 @@ import base64
 import datetime as dt
 import hashlib
 import json
-from json.encoder import py_encode_basestring as _py_encode_string
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from decimal import Decimal
+from json.encoder import py_encode_basestring as _py_encode_string
 from typing import Any
 
 from airflow_cdc_provider.core.errors import CdcError
@@ -98,9 +98,9 @@ _FAST: dict[type, Callable[[Any], str]] = {
     type(None): lambda v: "null",
     int: str,
     str: lambda v: _encode_string(v),
-    Decimal: lambda v: '{"d":"%s"}' % v,
-    dt.datetime: lambda v: '{"ts":"%s"}' % v.isoformat(),
-    dt.date: lambda v: '{"dt":"%s"}' % v.isoformat(),
+    Decimal: lambda v: f'{{"d":"{v}"}}',
+    dt.datetime: lambda v: f'{{"ts":"{v.isoformat()}"}}',
+    dt.date: lambda v: f'{{"dt":"{v.isoformat()}"}}',
 }
 
 
@@ -135,7 +135,7 @@ def key_uid(key_values: Sequence[Any]) -> str:
         if type(value) is int:
             return hashlib.md5(b"[%d]" % value).hexdigest()
         if type(value) is str:
-            return hashlib.md5(f"[{_encode_string(value)}]".encode("utf-8")).hexdigest()
+            return hashlib.md5(f"[{_encode_string(value)}]".encode()).hexdigest()
     return hashlib.md5(encode_values(key_values).encode("utf-8")).hexdigest()
 
 

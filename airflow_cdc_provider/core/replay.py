@@ -90,7 +90,8 @@ def bad_uids(block: Block, indexes: np.ndarray) -> np.ndarray:
 def uid_buckets(block: Block, digit: int, parts: int) -> np.ndarray:
     """For each line, a partition number in [0, parts) from the uid's hex digits [digit, digit + 4)."""
     digits = block.uids.view(np.uint8).reshape(-1, UID_BYTES)[:, digit : digit + 4]
-    buckets: np.ndarray = (np.maximum(_HEX_VALUE[digits], 0) * np.array([4096, 256, 16, 1], np.int32)).sum(axis=1) % parts
+    weighted = np.maximum(_HEX_VALUE[digits], 0) * np.array([4096, 256, 16, 1], np.int32)
+    buckets: np.ndarray = weighted.sum(axis=1) % parts
     return buckets
 
 

@@ -16,7 +16,8 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     parts = [f"{outcome.source} → {outcome.hive_table}: {outcome.status}"]
     what = outcome.mode
     if outcome.start is not None and outcome.watermark is not None:
-        what += f" {outcome.start.file}:{outcome.start.position} → {outcome.watermark.file}:{outcome.watermark.position}"
+        start, end = outcome.start, outcome.watermark
+        what += f" {start.file}:{start.position} → {end.file}:{end.position}"
     elif outcome.watermark is not None:
         what += f" as of {outcome.watermark.file}:{outcome.watermark.position}"
     details = [what]

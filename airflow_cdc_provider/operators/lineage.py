@@ -40,6 +40,7 @@ def operator_lineage(tables: Sequence[TableLineage]) -> OperatorLineage[Dataset,
 
 
 def _dataset(dataset: LineageDataset, **facets: DatasetFacet) -> Dataset:
-    schema = SchemaDatasetFacet(fields=[SchemaDatasetFacetFields(name=name, type=kind) for name, kind in dataset.fields])
+    fields = [SchemaDatasetFacetFields(name=name, type=kind) for name, kind in dataset.fields]
+    schema = SchemaDatasetFacet(fields=fields)
     all_facets: dict[str, DatasetFacet] = {"schema": schema, **facets}
     return Dataset(namespace=dataset.namespace, name=dataset.name, facets=all_facets)

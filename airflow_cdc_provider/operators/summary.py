@@ -33,7 +33,7 @@ class CdcRunSummaryOperator(BaseOperator):
             self.log.warning("The merge task did not finish: this run has no outcome per table (see the log of "
                              "%s, or of the tasks before it).", self.merge_task_id)
             return {}
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         lines = {}
         for outcome in (TableOutcome.model_validate(o) for o in outcomes):
             lines[outcome.source] = summary_line(outcome, now)

@@ -19,7 +19,8 @@ class RawFileWriter:
     Each file is written as ``.tmp`` and renamed when closed, so a killed task leaves no file that looks whole.
     """
 
-    def __init__(self, directory: str | os.PathLike[str], prefix: str, header: RawHeader, max_bytes: int = MAX_RAW_BYTES):
+    def __init__(self, directory: str | os.PathLike[str], prefix: str, header: RawHeader,
+                 max_bytes: int = MAX_RAW_BYTES):
         self.directory, self.prefix, self.header, self.max_bytes = Path(directory), prefix, header, max_bytes
         self.directory.mkdir(parents=True, exist_ok=True)
         self.files: list[str] = []

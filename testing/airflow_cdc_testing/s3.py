@@ -17,9 +17,9 @@ class S3Server:
     region: str = "us-east-1"
 
     def start(self) -> S3Server:
-        from moto.server import ThreadedMotoServer
-
         import logging
+
+        from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

@@ -649,7 +649,7 @@ class AirflowDeployment:
         """Start the scheduler again and wait until it heartbeats."""
         if "scheduler" in self.processes:
             raise DeploymentError("The scheduler is already running")
-        since = dt.datetime.now(dt.timezone.utc)
+        since = dt.datetime.now(dt.UTC)
         self._launch("scheduler")
         self._wait_healthy(time.monotonic() + timeout, since=since)
 

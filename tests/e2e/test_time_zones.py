@@ -9,9 +9,9 @@ import zoneinfo
 
 import pytest
 import yaml
+from airflow_cdc_testing.hive import read_hive_table
 
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_testing.hive import read_hive_table
 from tests.e2e.test_pipeline import Pipeline
 
 DDL = ("CREATE TABLE {s}.events (id INT NOT NULL, at DATETIME(6) NOT NULL, seen DATETIME NULL,"
@@ -53,11 +53,11 @@ def as_reader_sees(zone: str, source: dict) -> dict:
         if value is None:
             return None
         # Python keeps the digits of a skipped time; one round trip through UTC moves it past the gap, as Java does.
-        moved = value.replace(tzinfo=tz).astimezone(dt.timezone.utc).astimezone(tz)
+        moved = value.replace(tzinfo=tz).astimezone(dt.UTC).astimezone(tz)
         return moved.strftime("%Y-%m-%d %H:%M:%S.%f")
 
     def instant(value: dt.datetime | None) -> str | None:
-        return value.replace(tzinfo=dt.timezone.utc).astimezone(tz).strftime("%Y-%m-%d %H:%M:%S.%f") if value else None
+        return value.replace(tzinfo=dt.UTC).astimezone(tz).strftime("%Y-%m-%d %H:%M:%S.%f") if value else None
 
     return {(row["id"], digits(row["at"])): (digits(row["seen"]), instant(row["stamp"])) for row in source}
 

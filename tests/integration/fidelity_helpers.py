@@ -97,7 +97,8 @@ PROMISED = {
         "ts0": dt.datetime(2038, 1, 19, 3, 14, 7), "ts6": dt.datetime(2038, 1, 19, 3, 14, 7, 999999),
         "js": '{"a":{"q":"\\"\\n","z":null,"é":true},"b":[1,2.5,"x",-0.0005]}',
         "pt": b"\x01\x01\x00\x00\x00" + struct.pack("<dd", 1, 1), "s": "a\x00b'c\"\nd\\", "mb4": "😀𝄞 emoji",
-        "st": "a,b,c d", "bn": b"\x01\x00\x00\x00", "ip6": "::ffff:1.2.3.4", "dt3": dt.datetime(2020, 7, 17, 18, 0, 22, 123000)},
+        "st": "a,b,c d", "bn": b"\x01\x00\x00\x00", "ip6": "::ffff:1.2.3.4",
+        "dt3": dt.datetime(2020, 7, 17, 18, 0, 22, 123000)},
     2: {"b1": -128, "bo": 2, "bit1": False, "tm": -3020399000000, "tm6": -1, "d": dt.date(1, 1, 1),
         "d65": "-0.000000000000000000000000000001", "ts0": dt.datetime(1970, 1, 1, 0, 0, 1),
         "dt6": dt.datetime(1969, 12, 31, 23, 59, 59, 999999), "vb": b"", "st": "", "js": "[]",
@@ -116,7 +117,8 @@ def insert_cases(server, table: str, first_id: int) -> list[int]:
         with conn.cursor() as cursor:
             for n, case in enumerate(CASES):
                 names = ", ".join(["id", *(f"`{c}`" for c in case)])
-                cursor.execute(f"INSERT INTO {table} ({names}) VALUES ({', '.join([str(first_id + n), *case.values()])})")
+                values = ", ".join([str(first_id + n), *case.values()])
+                cursor.execute(f"INSERT INTO {table} ({names}) VALUES ({values})")
     finally:
         conn.close()
     return list(range(first_id, first_id + len(CASES)))

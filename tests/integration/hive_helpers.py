@@ -11,7 +11,7 @@ import pyarrow as pa
 
 def _plain_value(value: Any) -> Any:
     if isinstance(value, dt.datetime) and value.tzinfo is not None:
-        return value.astimezone(dt.timezone.utc).replace(tzinfo=None)  # Hive's TIMESTAMP, read in UTC
+        return value.astimezone(dt.UTC).replace(tzinfo=None)  # Hive's TIMESTAMP, read in UTC
     if isinstance(value, dt.timedelta):
         return value // dt.timedelta(microseconds=1)  # TIME lands as microseconds
     return value

@@ -20,7 +20,7 @@ def test_uris_name_the_metastore_or_the_embedded_one_and_the_source():
 
 
 def test_a_commits_extra_carries_version_watermark_as_of_and_counts():
-    as_of = dt.datetime(2026, 5, 1, tzinfo=dt.timezone.utc)
+    as_of = dt.datetime(2026, 5, 1, tzinfo=dt.UTC)
     outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode="incremental", status="committed",
                            version=4, watermark=Watermark("mysql-bin.000002", 120, 1), as_of=as_of, rows=10,
                            changes={"I": 2, "U": 5})

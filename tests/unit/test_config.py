@@ -54,13 +54,15 @@ def test_bad_table_name():
 def test_hive_names_are_checked_and_lower_cased():
     config = CdcConfig.from_dict({"tables": [{"source": "Shop.Orders"}], "hive": {"database": "ODS"}})
     assert config.hive.database == "ods" and config.tables[0].hive_table(config.hive) == "ods.shop_orders"
-    with pytest.raises(ConfigError, match=r"'shop_order-lines' is not a valid Hive name.*Set `target:` for shop.order-lines"):
+    with pytest.raises(ConfigError,
+                       match=r"'shop_order-lines' is not a valid Hive name.*Set `target:` for shop.order-lines"):
         CdcConfig.from_dict({"tables": ["shop.`order-lines`"]})
     with pytest.raises(InvalidIdentifier, match="'my.db' is not a valid Hive name"):
         CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"database": "my.db"}})
 
 
-@pytest.mark.parametrize(("key", "value"), [("keep_versions", 1), ("retries", -1), ("retries", "2"), ("keep_versions", True)])
+@pytest.mark.parametrize(("key", "value"),
+                         [("keep_versions", 1), ("retries", -1), ("retries", "2"), ("keep_versions", True)])
 def test_counts_must_be_whole_numbers_in_range(key, value):
     with pytest.raises(ConfigError, match=f"`{key}:`.*got {value!r}"):
         CdcConfig.from_dict({"tables": ["shop.a"], key: value})
@@ -133,7 +135,8 @@ def test_a_quoted_wildcard_is_a_name_not_a_pattern():
     (table,) = entries({"source": "shop.`order_*`", "target": "t"})
     assert table == TableConfig(TableName("shop", "order_*"), "t")
     # Messages print such a name quoted, as the configuration must write it.
-    with pytest.raises(ConfigError, match=r"'shop_order_\*' is not a valid Hive name.*Set `target:` for shop.`order_\*`"):
+    with pytest.raises(ConfigError,
+                       match=r"'shop_order_\*' is not a valid Hive name.*Set `target:` for shop.`order_\*`"):
         entries("`shop`.`order_*`")
 
 

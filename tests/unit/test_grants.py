@@ -58,11 +58,13 @@ def test_each_missing_privilege_is_named_with_its_fix():
 
 
 def test_privileges_on_other_scopes_do_not_count():
-    problems = missing("GRANT REPLICATION SLAVE ON `shop`.* TO `cdc`@`%`", "GRANT EXECUTE ON PROCEDURE `shop`.`p` TO `x`")
+    problems = missing("GRANT REPLICATION SLAVE ON `shop`.* TO `cdc`@`%`",
+                       "GRANT EXECUTE ON PROCEDURE `shop`.`p` TO `x`")
     assert any("REPLICATION SLAVE" in p for p in problems)
 
 
 def test_roles_are_mentioned_when_something_is_missing():
     problems = missing("GRANT USAGE ON *.* TO `cdc`@`%`", "GRANT `cdc_role`@`%` TO `cdc`@`%`")
     assert "cdc_role" in problems[-1]
-    assert missing("GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`", "GRANT `r` TO `cdc`") == []
+    assert missing("GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
+                   "GRANT `r` TO `cdc`") == []

@@ -57,7 +57,7 @@ def hold(ledger_dir: Path, *args: str) -> tuple[subprocess.Popen, int]:
 
 def take(ledger: Ledger) -> None:
     """The next run's plan task, on this host, while the holder's run still looks running in Airflow."""
-    ledger.acquire(NEXT, lambda run: True, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=600),
+    ledger.acquire(NEXT, lambda run: True, dt.datetime.now(dt.UTC), dt.timedelta(seconds=600),
                    task_owner(None, "next"), look)
 
 

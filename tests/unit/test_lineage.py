@@ -50,7 +50,7 @@ def test_the_facets_are_openlineage_datasets_with_schema_and_column_lineage():
 
 
 def test_a_new_version_counts_rows_per_operation_seconds_per_stage_and_lag():
-    now = dt.datetime(2026, 5, 1, 12, 0, 30, tzinfo=dt.timezone.utc)
+    now = dt.datetime(2026, 5, 1, 12, 0, 30, tzinfo=dt.UTC)
     outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode="incremental", status="committed",
                            version=3, as_of=now - dt.timedelta(seconds=30), changes={"I": 5, "D": 1},
                            seconds={"extract": 1.5, "replay": 0.25, "merge": 12.0})

@@ -46,7 +46,8 @@ def test_the_seeds_example(tmp_path):
         ("D", ["10008", "name8", 22]),
     ])
     result, upserts, deletes = run(tmp_path, raw)
-    assert upserts == [("10002", "name222", 222), ("10007", "name777", 777), ("20001", "name1", 11), ("20002", "name2", 12)]
+    assert upserts == [("10002", "name222", 222), ("10007", "name777", 777), ("20001", "name1", 11),
+                       ("20002", "name2", 12)]
     assert deletes == [("10001",), ("10005",), ("10008",)]
     assert (result.records, result.upserts, result.deletes) == (7, 4, 3)
 
@@ -102,7 +103,7 @@ def test_values_keep_their_types_and_never_break_a_line(tmp_path):
     got = {r["id"]: r for r in table.to_pylist()}
     assert got[18446744073709551615]["s"] == awkward and got[18446744073709551615]["b"] == b"\x00\n\xff,"
     assert got[18446744073709551615]["d"] == Decimal("12345678901234567890.0123456789")
-    assert got[18446744073709551615]["ts"] == dt.datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=dt.timezone.utc)
+    assert got[18446744073709551615]["ts"] == dt.datetime(2024, 2, 29, 23, 59, 59, 123456, tzinfo=dt.UTC)
     assert got[18446744073709551615]["dtm"] == dt.datetime(1999, 12, 31, 1, 2, 3, 456000)
     assert got[18446744073709551615]["t"] == dt.timedelta(hours=-838, minutes=-59)
     assert got[2]["s"] == "" and got[2]["b"] == b"" and got[3]["s"] is None and got[3]["b"] is None

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.stages.reread import BadRereadCondition, check_where, drop_keys, raw_uids, reread_condition
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
+from airflow_cdc_provider.stages.reread import BadRereadCondition, check_where, drop_keys, raw_uids, reread_condition
 
 HEADER = RawHeader("shop.orders", (("order_no", "bigint(20)"), ("line_no", "smallint(6)"), ("note", "text")),
                    ("order_no", "line_no"))

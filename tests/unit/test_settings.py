@@ -8,7 +8,8 @@ GOOD = {"log_bin": "ON", "binlog_format": "ROW", "binlog_row_image": "FULL", "bi
 
 def test_good_settings():
     assert settings_problems(GOOD, MARIADB) == []
-    assert settings_problems({**GOOD, "log_bin": 1, "binlog_format": "row", "binlog_row_value_options": ""}, MYSQL) == []
+    variables = {**GOOD, "log_bin": 1, "binlog_format": "row", "binlog_row_value_options": ""}
+    assert settings_problems(variables, MYSQL) == []
 
 
 def test_mysql_partial_json_is_refused():

@@ -8,7 +8,7 @@ from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.summary import summary_line
 from airflow_cdc_provider.core.watermark import Watermark
 
-NOW = dt.datetime(2026, 5, 1, 12, 0, 42, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 5, 1, 12, 0, 42, tzinfo=dt.UTC)
 
 
 def test_an_incremental_a_snapshot_and_a_failed_table_each_in_one_line():
