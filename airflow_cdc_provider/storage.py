@@ -32,6 +32,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow_cdc_provider.core.errors import CdcError, WorkDirFull
+from airflow_cdc_provider.core.model import M, Model
+from airflow_cdc_provider.core.workdir import join
 
 LOCAL_SCHEMES = ("", "file")
 OBJECT_SCHEMES = ("s3", "s3a")
@@ -69,11 +71,6 @@ def check_work_dir(location: str, where: str = "`work_dir:`") -> str:
 
 def _local(location: str) -> str:
     return urlsplit(location).path if location.startswith("file:") else location
-
-
-def join(location: str, *parts: str) -> str:
-    """``location`` with ``parts`` appended, as a path or a URI the same way."""
-    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts)])
 
 
 class WorkStore:
@@ -194,6 +191,17 @@ class WorkStore:
         if self.is_local:
             return Path(self._key(location)).exists()
         return bool(self.fs.exists(self._key(location)))
+
+    # Documents: the typed values of ``core`` (``core.model.Model``), one file each
+
+    def read(self, location: str, model: type[M]) -> M | None:
+        """The document at ``location`` as a ``model``, or None when there is none."""
+        text = self.read_text(location)
+        return model.from_text(text) if text else None
+
+    def write(self, location: str, value: Model) -> None:
+        """Replace the document at ``location`` whole."""
+        self.write_text(location, value.to_text())
 
     # Directories
 

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
 SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
@@ -327,35 +328,25 @@ class FileStore(Protocol):
 
 @dataclass
 class Ledger:
-    """One table's ledger, in the directory ``root`` (a path, or a URI of ``store``)."""
+    """One table's ledger (``TableDir``'s ``ledger`` files), kept in ``store``."""
 
-    root: str
-    store: FileStore | None = None
+    table: TableDir
+    store: FileStore
     log: Callable[[str], None] = field(default=lambda message: None, repr=False)
 
-    def __post_init__(self) -> None:
-        self.root = str(self.root).rstrip("/")
-        if self.store is None:
-            from airflow_cdc_provider.storage import WorkStore  # the local disk
-
-            self.store = WorkStore()
-
-    def _at(self, *parts: str) -> str:
-        return "/".join([self.root, *parts])
-
-    def _read(self, *parts: str) -> dict[str, Any] | None:
-        text = self.store.read_text(self._at(*parts))
+    def _read(self, location: str) -> dict[str, Any] | None:
+        text = self.store.read_text(location)
         return json.loads(text) if text else None
 
-    def _write(self, data: dict[str, Any], *parts: str) -> None:
-        self.store.write_text(self._at(*parts), json.dumps(data, indent=1, sort_keys=True))
+    def _write(self, data: dict[str, Any], location: str) -> None:
+        self.store.write_text(location, json.dumps(data, indent=1, sort_keys=True))
 
     def committed(self) -> Committed | None:
-        data = self._read("committed.json")
+        data = self._read(self.table.committed)
         return Committed.from_dict(data) if data else None
 
     def record_commit(self, committed: Committed) -> None:
-        self._write(committed.to_dict(), "committed.json")
+        self._write(committed.to_dict(), self.table.committed)
 
     def commit(self, plan: RunPlan, committed: Committed) -> None:
         """Record ``plan``'s commit: the table's version and watermark, then the run's plan filled in.
@@ -367,18 +358,18 @@ class Ledger:
                                    as_of=committed.as_of))
 
     def run_plan(self, run: RunRef) -> RunPlan | None:
-        data = self._read("runs", f"{run.key}.json")
+        data = self._read(self.table.run_plan(run.key))
         return RunPlan.from_dict(data) if data else None
 
     def save_run_plan(self, plan: RunPlan) -> None:
-        self._write(plan.to_dict(), "runs", f"{plan.run.key}.json")
+        self._write(plan.to_dict(), self.table.run_plan(plan.run.key))
 
     def holder(self) -> RunRef | None:
         lock = self.lock()
         return lock.run if lock else None
 
     def lock(self) -> Lock | None:
-        data = self._read("lock.json")
+        data = self._read(self.table.lock)
         return Lock.from_dict(data) if data else None
 
     def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime,
@@ -391,7 +382,7 @@ class Ledger:
         good). Both steps are atomic on every store (see ``airflow_cdc_provider.storage``): of two runs at
         once, one wins.
         """
-        lock = self._at("lock.json")
+        lock = self.table.lock
         now = _utc(now)
         body = json.dumps(Lock.taken(run, now, lease, owner).to_dict())
         for _ in range(3):
@@ -420,7 +411,7 @@ class Ledger:
 
     def renew(self, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None = None) -> bool:
         """Extend ``run``'s lease from ``now``; False (and nothing changed) when another run holds the lock."""
-        lock = self._at("lock.json")
+        lock = self.table.lock
         for _ in range(3):
             text = self.store.read_text(lock)
             if text is None:
@@ -435,6 +426,6 @@ class Ledger:
 
     def release(self, run: RunRef) -> bool:
         if self.holder() == run:
-            self.store.delete(self._at("lock.json"))
+            self.store.delete(self.table.lock)
             return True
         return False

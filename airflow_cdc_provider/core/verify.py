@@ -20,6 +20,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from airflow_cdc_provider.core.model import Model
+
 
 @dataclass(frozen=True)
 class BucketSum:
@@ -123,6 +125,21 @@ def jobs_from_json(text: str) -> list[VerifyJob]:
 
 def sums_to_json(sums: Mapping[int, BucketSum]) -> dict[str, tuple[int, int]]:
     return {str(b): (s.rows, s.digest) for b, s in sums.items()}
+
+
+class VerifyState(Model):
+    """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify."""
+
+    runs_since: int = 0
+
+
+class RepairRequest(Model):
+    """The buckets a table's last verify found different (``TableDir.repair``), for a run to read again."""
+
+    buckets: int  # how many buckets the table was verified in
+    which: tuple[int, ...]
+    version: int | None  # the version verified
+    run: str  # the key of the run that verified it
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:

@@ -76,6 +76,6 @@ class HoldsTableLeases:
     def _leased(self, context: Any, tables: Sequence[Any], run: RunRef) -> contextlib.AbstractContextManager:
         from airflow_cdc_provider.hooks.work_store import work_store
 
-        store = work_store(tables[0].ledger_dir, self.work_conn_id) if tables else None  # one work_dir per run
-        ledgers = [Ledger(t.ledger_dir, store) for t in tables]
+        store = work_store(tables[0].table_dir.work_dir, self.work_conn_id) if tables else None  # one work_dir per run
+        ledgers = [Ledger(t.table_dir, store) for t in tables]
         return leased(ledgers, run, self.lock_lease_seconds, task_owner(context, self.task_id), self.log)

@@ -199,7 +199,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         database = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(spec.database)}")
         root = f"{database['Location'].rstrip('/')}/{spec.table}"
     else:
-        root = location.rstrip("/").rsplit("/", 1)[0]
+        root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
     if origin.action == "merge" and not existing.get(origin.version):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -20,7 +21,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
-from airflow_cdc_provider.storage import join
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.testing.cluster import free_port
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
@@ -58,8 +59,8 @@ def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
 
             plan = plan_run(RUN, Committed(1, "/x/v000001", committed[table.source], NOW, RUN, "snapshot",
                                            table.columns), None, None)
-        tables.append(TablePlan(table=table, plan=plan, ledger_dir=join(str(tmp_path), table.hive_table, "ledger"),
-                                run_dir=join(str(tmp_path), table.hive_table, "inc" if committed else "snap")))
+        tables.append(TablePlan(table=table, plan=plan,
+                                table_dir=TableDir(work_dir=str(tmp_path), hive_table=table.hive_table)))
     return SourcePlan(run=RUN, tables=tuple(tables))
 
 
@@ -154,7 +155,7 @@ def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema
                                                          extraction=extraction).execute({}))
     (failure,) = replayed.failed
     assert failure.stage == "replay" and f"{raw}, line 3" in failure.error and not replayed.inputs
-    assert not list((tmp_path / f"ods.{schema}_a" / "inc").glob("*.parquet"))
+    assert not list(Path(plan.tables[0].run_dir.root).glob("*.parquet"))
 
 
 def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_left_to_retries(

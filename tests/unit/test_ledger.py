@@ -24,11 +24,18 @@ from airflow_cdc_provider.core.ledger import (
 )
 from airflow_cdc_provider.core.merge import next_columns, parse_version_dir, version_dir_name, versions_to_remove
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.storage import WorkStore
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 RUN = RunRef("mysql_binlog_to_hive", "scheduled__2026-03-01T11:00:00+00:00")
 OTHER = RunRef("mysql_binlog_to_hive", "manual__2026-03-01T10:30:00+00:00")
+
+
+def ledger_in(work_dir, **kwargs) -> Ledger:
+    """The ledger of the Hive table ods.t in the work directory ``work_dir``, on the local disk."""
+    return Ledger(TableDir(work_dir=str(work_dir), hive_table="ods.t"), WorkStore(), **kwargs)
 
 
 def wm(position: int, seq: int = 1) -> Watermark:
@@ -81,7 +88,7 @@ def test_rerun_of_a_run_that_committed_leaves_the_table():
 
 
 def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     plan = incremental()
     ledger.save_run_plan(plan)
     ledger.commit(plan, Committed(4, "/wh/v000004", wm(900), T0, RUN, INCREMENTAL, (("id", "int(11)"),)))
@@ -176,7 +183,7 @@ def test_after_a_failover_the_ranges_order_by_gtid():
 
 
 def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     ledger.acquire(OTHER, lambda holder: True, T0)
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(TableBusy, match="manual__2026-03-01T10:30:00.*this run changed nothing"):
@@ -187,7 +194,7 @@ def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):
 
 def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(tmp_path):
     messages = []
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = ledger_in(tmp_path, log=messages.append)
     ledger.acquire(OTHER, lambda holder: True, T0)
     ledger.acquire(OTHER, lambda holder: True, T0)  # its retry
     ledger.acquire(RUN, lambda holder: False, T0)  # OTHER failed and ended
@@ -198,7 +205,7 @@ def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(t
 def test_lock_admits_exactly_one_of_many_racing_runs(tmp_path):
     from tests.lock_races import race
 
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     won = race(lambda: ledger, [RunRef("d", f"r{i}") for i in range(16)], lambda holder: True)
     assert len(won) == 1 and ledger.holder() == won[0]
 
@@ -246,13 +253,13 @@ def test_next_columns_appends_added_ones_keeps_dropped_ones_and_refuses_the_rest
 def test_one_of_many_racing_runs_takes_over_a_dead_runs_lock(tmp_path):
     from tests.lock_races import assert_one_winner_when_free_and_when_taking_over
 
-    assert_one_winner_when_free_and_when_taking_over(lambda: Ledger(tmp_path))
+    assert_one_winner_when_free_and_when_taking_over(lambda: ledger_in(tmp_path))
 
 
 def test_a_live_holder_is_refused_naming_it_its_task_and_its_lease(tmp_path):
     from airflow_cdc_provider.core.ledger import Owner
 
-    ledger, lease = Ledger(tmp_path), dt.timedelta(minutes=10)
+    ledger, lease = ledger_in(tmp_path), dt.timedelta(minutes=10)
     ledger.acquire(OTHER, lambda holder: True, T0, lease, Owner("worker-3", 4242, "cdc.plan"))
     later = T0 + dt.timedelta(minutes=4)
     assert ledger.renew(OTHER, later, lease, Owner("worker-3", 4343, "cdc.merge"))
@@ -262,14 +269,14 @@ def test_a_live_holder_is_refused_naming_it_its_task_and_its_lease(tmp_path):
     for part in ("manual__2026-03-01T10:30:00", "since 2026-03-01T10:00:00+00:00", "looks alive",
                  "task cdc.merge (process 4343 on worker-3) renewed the lock at 2026-03-01T10:04:00+00:00",
                  "lasts until 2026-03-01T10:14:00+00:00", "mark it failed in the UI",
-                 "or wait until 2026-03-01T10:14:00+00:00", f"delete {tmp_path}/lock.json", "this run changed nothing"):
+                 "or wait until 2026-03-01T10:14:00+00:00", f"delete {tmp_path}/ods.t/ledger/lock.json", "this run changed nothing"):
         assert part in message, (part, message)
     assert ledger.holder() == OTHER
 
 
 def test_a_holder_whose_run_still_looks_running_is_taken_over_once_its_lease_ends(tmp_path):
     messages, lease = [], dt.timedelta(minutes=10)
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = ledger_in(tmp_path, log=messages.append)
     ledger.acquire(OTHER, lambda holder: True, T0, lease)
     # Killed: its run stays "running" in Airflow, but nothing renews the lock any more.
     ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=10), lease)
@@ -279,9 +286,10 @@ def test_a_holder_whose_run_still_looks_running_is_taken_over_once_its_lease_end
 
 
 def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
-    ledger = Ledger(tmp_path)
-    (tmp_path / "lock.json").write_text(json.dumps({"dag_id": OTHER.dag_id, "run_id": OTHER.run_id,
-                                                    "since": T0.isoformat()}))
+    ledger = ledger_in(tmp_path)
+    (tmp_path / "ods.t" / "ledger").mkdir(parents=True)
+    (tmp_path / "ods.t" / "ledger" / "lock.json").write_text(json.dumps(
+        {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat()}))
     with pytest.raises(TableBusy, match="its run is running \\(the lock has no lease\\)"):
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     ledger.acquire(RUN, lambda holder: False, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
