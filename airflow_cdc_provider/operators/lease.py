@@ -39,16 +39,16 @@ def leased(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, ow
     def renew_all() -> None:
         now = dt.datetime.now(dt.timezone.utc)
         for ledger in ledgers:
-            if ledger.root in lost:
+            if ledger.table.ledger in lost:
                 continue
             try:
                 if not ledger.renew(run, now, lease, owner):
-                    lost.add(ledger.root)
+                    lost.add(ledger.table.ledger)
                     log.warning("%s: %s no longer holds this table's lock (%s): its lease ran out and another run "
                                 "took it over, or it was released. This run will not commit the table.",
-                                ledger.root, run, ledger.holder())
+                                ledger.table.ledger, run, ledger.holder())
             except Exception as exc:  # the lease has time left: the next renewal may pass
-                log.warning("Could not renew the lock lease in %s: %s", ledger.root, exc)
+                log.warning("Could not renew the lock lease in %s: %s", ledger.table.ledger, exc)
 
     renew_all()
     stop = threading.Event()
