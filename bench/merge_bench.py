@@ -137,7 +137,7 @@ class Incremental:
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             upsert_files=tuple(upserts), delete_file=deletes,
         )
-        MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).write(out / "job.json")
+        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
         merge_s = submit(MERGE_JOB, str(out / "job.json"), cwd=out)
         result = json.loads((out / "result.json").read_text())["tables"]["ods.incremental"]
         self.ledger.commit(plan, spec.committed(result["version"], result["location"]))

@@ -11,7 +11,7 @@ A value stands for "none" by ``None`` or an empty tuple, never by an empty strin
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
+from typing import Literal
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
@@ -125,6 +125,27 @@ class TableFailure(Model):
     error: str
 
 
+class ColumnChange(Model):
+    """A change of a table's columns met in the range (``core.schema.SchemaChange``), as the run reports it."""
+
+    table: str
+    at: str  # where the new columns were first seen
+    ddl: str | None  # the statement that changed the table, as logged, with its position
+    before: Columns
+    after: Columns
+    renames: tuple[tuple[str, str], ...] = ()  # (old, new) as the DDL statements name them
+    change: str  # in words
+
+
+class AddedColumn(Model):
+    """What a column added in the range holds in the rows that predate it (``core.schema.Fill``)."""
+
+    column: str
+    sources: tuple[str, ...] = ()  # the columns it was renamed from, newest first
+    value: str  # the constant, in the raw records' encoding (``core.records``), which keeps its type
+    needs_value: bool = True
+
+
 class TableExtraction(Model):
     """One table's part of the run's binlog pass: its range, raw files, counts and schema changes."""
 
@@ -134,8 +155,8 @@ class TableExtraction(Model):
     counts: dict[str, int]  # raw records per operation: I, U, D
     files: tuple[str, ...]
     columns: Columns  # the source's columns at ``end``
-    schema_changes: tuple[dict[str, Any], ...] = ()  # SchemaChange.to_dict()
-    fills: tuple[dict[str, Any], ...] = ()  # what added columns hold in earlier rows (stages.extract.fills_to_json)
+    schema_changes: tuple[ColumnChange, ...] = ()
+    fills: tuple[AddedColumn, ...] = ()  # what added columns hold in earlier rows
     reread: Reread | None = None  # rows read again into the range (their raw file is the first of ``files``)
     reread_rows: int = 0
     seconds: float = 0.0  # the run's binlog pass, which every table of the run shares
@@ -275,7 +296,7 @@ class Verification(Model):
 
 
 __all__ = [
-    "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
+    "AddedColumn", "ColumnChange", "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
     "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
     "TablePlan",

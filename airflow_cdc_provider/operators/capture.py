@@ -39,7 +39,7 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
-from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
+from airflow_cdc_provider.stages.extract import added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
     RereadResult,
@@ -265,8 +265,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             extracted.append(TableExtraction(
                 source=name, start=starts[name], end=end, counts=result.counts[name],
                 files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
-                columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
-                fills=tuple(fills_to_json(result.fills[name])), reread=_replaced(table.reread, reread),
+                columns=result.headers[name].columns, schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
+                fills=added_columns_of(result.fills[name]), reread=_replaced(table.reread, reread),
                 reread_rows=reread.rows if reread else 0, seconds=round(time.monotonic() - clock, 3)))
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
@@ -359,7 +359,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
         for part in extraction.changed:
             target = plan.table(part.source).run_dir.root
             store = work_store(target, self.work_conn_id)
-            fills = fills_from_json(part.fills)
+            fills = fills_of(part.fills)
             started = time.monotonic()
             try:
                 # On an object store: the raw files fetched, the outputs uploaded once the replay has succeeded.

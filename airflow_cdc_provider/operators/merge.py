@@ -3,7 +3,6 @@ and the per-table task that reports each table's outcome and releases its lock."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
@@ -21,7 +20,7 @@ from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
+from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -191,42 +190,40 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         store, run_dir = self._store, batch[0][0].run_dir
         result_file = run_dir.merge_result(number)
         store.delete(result_file)
-        job = MergeJob(self.warehouse_dir, self.metastore_uri, tuple(spec for _, _, spec in batch),
-                       store.uri(result_file))
+        job = MergeJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                       tables=tuple(spec for _, _, spec in batch), result_file=store.uri(result_file))
         job_file = run_dir.merge_job(number)
-        store.write_text(job_file, job.to_json())
+        store.write(job_file, job)
         self.log.info("Merging %d tables in one Spark application: %s", len(batch),
                       ", ".join(f"{s.database}.{s.table}" for _, _, s in batch))
         self._spark_submit(context, store.uri(job_file))
-        written = store.read_text(result_file)
+        written = store.read(result_file, MergeResult)
         if written is None:  # a retry of the task submits the job again
             raise RuntimeError(f"The merge application ended without writing its result {job.result_file}; see "
                                "its log above.")
-        results = json.loads(written)["tables"]
         outcomes = {}
         for table, merge_input, spec in batch:
-            result = results[f"{spec.database}.{spec.table}"]
-            status = result["status"]
+            result = written.tables[f"{spec.database}.{spec.table}"]
+            status = result.status
             warnings = [table.plan.warning] if table.plan.warning else []
-            if result.get("datetimes_in_gaps"):
-                warnings.append(f"{result['datetimes_in_gaps']} rows hold a DATETIME that does not exist in "
+            if result.datetimes_in_gaps:
+                warnings.append(f"{result.datetimes_in_gaps} rows hold a DATETIME that does not exist in "
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
                 self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
-                Ledger(table.table_dir, store).commit(table.plan, spec.committed(result["version"],
-                                                                                   result["location"]))
+                Ledger(table.table_dir, store).commit(table.plan, spec.committed(result.version, result.location))
                 # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
                 if table.mode == SNAPSHOT or (merge_input.reread is not None and merge_input.reread.which):
                     settle_repair(store, table.table_dir,
                                   None if table.mode == SNAPSHOT else merge_input.reread.which)
             outcomes[table.source] = _outcome(
-                table, status, reason=result.get("reason", ""), version=result.get("version"),
-                location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
+                table, status, reason=result.reason, version=result.version,
+                location=result.location, rows=result.rows, upserts=merge_input.upserts,
                 deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
-                added_columns=tuple(result.get("added_columns", ())), error=result.get("error"), warnings=tuple(warnings),
-                seconds={**merge_input.seconds, "merge": result.get("seconds", 0.0)}, changes=merge_input.changes,
+                added_columns=result.added_columns, error=result.error, warnings=tuple(warnings),
+                seconds={**merge_input.seconds, "merge": result.seconds}, changes=merge_input.changes,
                 start=merge_input.start, as_of=spec.as_of if status == "committed" else None)
         return outcomes
 

@@ -3,7 +3,6 @@ source keeps being written (``core.verify``, ``docs/verify.md``)."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 import time
@@ -28,13 +27,15 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     RepairRequest,
+    SourceSums,
     VerifyJob,
+    VerifyJobs,
+    VerifyResult,
     VerifyState,
     bucket_of,
     bucket_count,
-    jobs_to_json,
     row_differences,
-    sums_to_json,
+    sums_of,
 )
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -184,8 +185,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
             rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
             buckets = bucket_count(rows, self.verify.bucket_rows)
-            job = VerifyJob(self.warehouse_dir, self.metastore_uri, table.table.hive_table, header.columns,
-                            header.key, mariadb, buckets, store.uri(table.run_dir.verify_result),
+            job = VerifyJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                            table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
+                            buckets=buckets, result_file=store.uri(table.run_dir.verify_result),
                             location=committed.location, time_zone=self.time_zone,
                             source_file=store.uri(table.run_dir.verify_source_sums),
                             detail_limit=self.verify.detail_buckets)
@@ -197,7 +199,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         for check in checks:
             store.delete(check.job.result_file)
             store.delete(check.job.source_file)
-        store.write_text(job_file, jobs_to_json([check.job for check in checks]))
+        store.write(job_file, VerifyJobs(jobs=tuple(check.job for check in checks)))
         # The two halves at once: the Spark application sums the copies while the server sums the sources, one
         # table after the other; the application waits for each table's sums file to compare.
         submitted: list[BaseException] = []
@@ -220,9 +222,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                     failed = exc
                 check.seconds = time.monotonic() - started
             if check.sums is None:  # the application gives up on this table rather than wait
-                store.write_text(check.job.source_file, json.dumps({"error": "the server's sums failed"}))
+                store.write(check.job.source_file, SourceSums(error="the server's sums failed"))
                 continue
-            store.write_text(check.job.source_file, json.dumps({"sums": sums_to_json(check.sums)}))
+            store.write(check.job.source_file, SourceSums(sums=sums_of(check.sums)))
             self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", check.table.source,
                           check.job.buckets, sum(s.rows for s in check.sums.values()), check.seconds)
         spark.join()
@@ -231,27 +233,27 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         if submitted:
             raise submitted[0]
         for check in checks:
-            written = store.read_text(check.job.result_file)
+            written = store.read(check.job.result_file, VerifyResult)
             if written is None:  # a retry of the task submits the job again
                 raise RuntimeError(f"The verify application ended without writing {check.job.result_file}; see "
                                    "its log above.")
-            found[check.table.source] = self._compare(hook, check, json.loads(written))
+            found[check.table.source] = self._compare(hook, check, written)
         return [found[t.source] for t in tables]
 
-    def _compare(self, hook: MySqlSourceHook, check: _Check, result: dict[str, Any]) -> TableVerification:
+    def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
         table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
                 "watermark": committed.watermark, "buckets": job.buckets,
                 "rows": sum(s.rows for s in (check.sums or {}).values())}
-        seconds = {"source": round(check.seconds, 3), "spark": result.get("seconds", 0.0)}
-        differing = [int(b) for b in result["differing"]]
+        seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
+        differing = list(result.differing)
         if not differing:
             return TableVerification(**base, status="clean", seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
         served = hook.bucket_rows(header, job.buckets, listed)
         end = hook.current_watermark()
-        copied = {key: md5 for rows in result["rows"].values() for key, md5 in rows}
+        copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         start = hook.read_positions([committed.watermark])[0]
         if not isinstance(start, Watermark):
             return TableVerification(**base, status="not_verified", seconds=seconds, reason=(

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
 from airflow_cdc_provider.core.schema import Fill, layout_plans
+from airflow_cdc_provider.core.workdir import FILLS_FILE
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import room_for
@@ -50,9 +51,6 @@ class ReplayResult:
     peak_keys: int = 0
     columns: tuple[tuple[str, str], ...] = ()  # the upsert file's columns: every column the raw files held
     key: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {**self.__dict__, "columns": [list(c) for c in self.columns], "key": list(self.key)}
 
 
 def read_header(path: Path) -> tuple[RawHeader, int]:
@@ -337,7 +335,7 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike, delete_file: str 
             result.deletes += output.delete_count
             done.append((work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet"))
         if fills:
-            fills_path = Path(fills_file) if fills_file else upsert_path.with_name("fills.parquet")
+            fills_path = Path(fills_file) if fills_file else upsert_path.with_name(FILLS_FILE)
             write_fills(work / "fills.parquet", header, fills)
             os.replace(work / "fills.parquet", fills_path)
             result.fills_file = str(fills_path)

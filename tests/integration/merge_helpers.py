@@ -43,7 +43,7 @@ class Table:
         )
         job = MergeJob(self.warehouse, None, (spec,), str(self.tmp / f"result-{run.run_id}.json"))
         path = self.tmp / f"job-{run.run_id}.json"
-        job.write(path)
+        path.write_text(job.to_text())
         return path
 
     def prepare(self):
@@ -76,7 +76,7 @@ class Table:
             archive.job_done() if proc.returncode == 0 else archive.job_failed()
         assert proc.returncode == 0, output[-6000:]
         self.last_output = output
-        job = MergeJob.read(job_path)
+        job = MergeJob.from_text(job_path.read_text())
         (spec,) = job.tables
         result = json.loads(Path(job.result_file).read_text())["tables"][f"{self.database}.{self.table}"]
         if result["status"] == "committed":

@@ -40,7 +40,7 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
 
 def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path):
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
-    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, sums_to_json
+    from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
     from airflow_cdc_provider.testing.hive import run_spark_job
     from tests.integration.merge_helpers import Table
@@ -61,11 +61,11 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
         cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
                        f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
         served_rows = dict(cursor.fetchall())
-    (tmp_path / "sums.json").write_text(json.dumps({"sums": sums_to_json(served)}))
+    (tmp_path / "sums.json").write_text(SourceSums(sums=sums_of(served)).to_text())
     job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
                     str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)),
                     source_file=str(tmp_path / "sums.json"))
-    (tmp_path / "verify-job.json").write_text(job.to_json())
+    (tmp_path / "verify-job.json").write_text(VerifyJobs(jobs=(job,)).to_text())
     run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     result = json.loads((tmp_path / "verify-result.json").read_text())

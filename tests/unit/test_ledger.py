@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -100,22 +99,22 @@ def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
 
 def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_keeps_them():
     columns = (("id", "int(11)"), ("label", "varchar(20)"))
-    c = replace(committed(), columns=columns)
-    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    c = committed().model_copy(update={"columns": columns})
+    assert Committed.from_text(c.to_text()) == c
     plan = plan_run(RUN, c, None, T0 + dt.timedelta(hours=1))
     assert plan.start_columns == columns
     # The first attempt committed with other columns: the re-run still starts from the ones it planned with.
-    later = replace(c, version=4, columns=(*columns, ("note", "text")))
-    assert plan_run(RUN, later, RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))), None).start_columns == columns
+    later = c.model_copy(update={"version": 4, "columns": (*columns, ("note", "text"))})
+    assert plan_run(RUN, later, RunPlan.from_text(plan.to_text()), None).start_columns == columns
     assert plan_run(RUN, committed(), None, None).start_columns is None, "a ledger from before columns were kept"
 
 
 def test_plan_round_trips_through_json():
     plan = RunPlan(RUN, INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
                    output_version=3, as_of=T0)
-    assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert RunPlan.from_text(plan.to_text()) == plan
     c = committed()
-    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert Committed.from_text(c.to_text()) == c
 
 
 def test_naive_times_are_refused():
@@ -294,3 +293,35 @@ def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     ledger.acquire(RUN, lambda holder: False, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     assert ledger.holder() == RUN
+
+
+def test_ledger_files_the_previous_release_wrote_still_load(tmp_path):
+    # As its hand-written codecs wrote them: the lock's run at the top level, times with +00:00, lists.
+    ledger = ledger_in(tmp_path)
+    files = {
+        "lock.json": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat(),
+                      "renewed": T0.isoformat(), "lease_until": (T0 + dt.timedelta(minutes=4)).isoformat(),
+                      "owner": {"host": "worker-1", "pid": 4242, "task": "source.plan try 1"}},
+        "committed.json": {"version": 3, "location": "file:/w/ods.db/t/v000003", "as_of": T0.isoformat(),
+                           "watermark": {"file": "binlog.000001", "position": 400, "server_id": 1, "gtid": None,
+                                         "server_uuid": None},
+                           "run": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id}, "mode": "incremental",
+                           "columns": [["id", "int(11)"]]},
+        f"runs/{OTHER.key}.json": {"run": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id}, "mode": "incremental",
+                                   "reason": "why", "input_version": 2, "start": None, "end": None,
+                                   "stop_before": None, "output_version": 3, "as_of": T0.isoformat(),
+                                   "start_columns": None, "warning": None},
+    }
+    for name, data in files.items():
+        (tmp_path / "ods.t" / "ledger" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ods.t" / "ledger" / name).write_text(json.dumps(data, indent=1, sort_keys=True))
+    lock = ledger.lock()
+    assert (lock.run, lock.lease_until, lock.owner.pid) == (OTHER, T0 + dt.timedelta(minutes=4), 4242)
+    assert ledger.committed() == Committed(3, "file:/w/ods.db/t/v000003", wm(400), T0, OTHER, INCREMENTAL,
+                                           (("id", "int(11)"),))
+    assert ledger.run_plan(OTHER).output_version == 3
+    # Written back, each keeps the shape it was read in (the lock's run still at the top level).
+    ledger.renew(OTHER, T0 + dt.timedelta(minutes=1), dt.timedelta(minutes=4))
+    written = json.loads((tmp_path / "ods.t" / "ledger" / "lock.json").read_text())
+    assert (written["dag_id"], written["run_id"], written["owner"]["host"]) == (OTHER.dag_id, OTHER.run_id,
+                                                                              "worker-1")
