@@ -29,6 +29,7 @@ from airflow_cdc_provider.core.verify import (
     differing_buckets,
     sums_of,
 )
+from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
 
@@ -139,6 +140,7 @@ def main(argv: list[str]) -> int:
         print(f"cdc-verify: the verify job file {argv[1]} does not exist", file=sys.stderr)
         return 2
     jobs = VerifyJobs.from_text(text).jobs
+    failpoint("verify.driver")
     spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
     for job in jobs:
         result = run(spark, job, files)
