@@ -181,7 +181,6 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
     """The rows read again are the source's at the range's end: a row the binlog changed in the range takes the
     binlog's version; a scheduled run's range ends before the read, and a row changed after that end is left
     to the next run."""
-    import dataclasses
     import time
 
     from airflow_cdc_provider.core.contract import Reread
@@ -196,7 +195,7 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
     time.sleep(1.1)
     mariadb.execute(f"UPDATE {a} SET v = 'after the end' WHERE id = 2")
     (table,) = source_plan(checked, tmp_path, committed={a: start}).tables
-    ranged = table.model_copy(update={"plan": dataclasses.replace(table.plan, stop_before=interval_end),
+    ranged = table.model_copy(update={"plan": table.plan.model_copy(update={"stop_before": interval_end}),
                                       "reread": Reread(where="id >= 1", reason="test")})
     plan = SourcePlan(run=RUN, tables=(ranged,))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
@@ -217,7 +216,6 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
                                                                                    tmp_path):
     """Its row at the range's end is not known (here: deleted after the end, before the read): replacing the
     bucket would drop the row a run early. The other buckets are replaced; that one waits for the next repair."""
-    import dataclasses
     import time
     import zlib
 
@@ -236,7 +234,7 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
     which = tuple(sorted({zlib.crc32(str(i).encode()) % buckets for i in (1, 2, 3)}))
     assert len(which) == 3
     plan = SourcePlan(run=RUN, tables=(table.model_copy(update={
-        "plan": dataclasses.replace(table.plan, stop_before=interval_end),
+        "plan": table.plan.model_copy(update={"stop_before": interval_end}),
         "reread": Reread(buckets=buckets, which=which, reason="test")}),))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
         task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
