@@ -6,7 +6,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
