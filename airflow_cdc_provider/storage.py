@@ -31,20 +31,17 @@ from pathlib import Path
 from typing import Any
 
 from airflow_cdc_provider.core.errors import WorkDirFull
-from airflow_cdc_provider.core.work_dir import (  # noqa: F401  (the names storage has always offered)
+from airflow_cdc_provider.core.model import M, Model
+from airflow_cdc_provider.core.workdir import (  # noqa: F401  (the names storage has always offered)
     LOCAL_SCHEMES,
     OBJECT_SCHEMES,
     SCHEMES,
     StorageError,
     check_work_dir,
+    join,
     scheme_of,
 )
-from airflow_cdc_provider.core.work_dir import local_path as _local
-
-
-def join(location: str, *parts: str) -> str:
-    """``location`` with ``parts`` appended, as a path or a URI the same way."""
-    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts)])
+from airflow_cdc_provider.core.workdir import local_path as _local
 
 
 class WorkStore:
@@ -165,6 +162,17 @@ class WorkStore:
         if self.is_local:
             return Path(self._key(location)).exists()
         return bool(self.fs.exists(self._key(location)))
+
+    # Documents: the typed values of ``core`` (``core.model.Model``), one file each
+
+    def read(self, location: str, model: type[M]) -> M | None:
+        """The document at ``location`` as a ``model``, or None when there is none."""
+        text = self.read_text(location)
+        return model.from_text(text) if text else None
+
+    def write(self, location: str, value: Model) -> None:
+        """Replace the document at ``location`` whole."""
+        self.write_text(location, value.to_text())
 
     # Directories
 

@@ -37,6 +37,8 @@ import pymysql.cursors  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
+from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
+from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
 from airflow_cdc_provider.core.types import arrow_table, file_schema, hive_type  # noqa: E402
 from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
@@ -106,7 +108,7 @@ def submit(script: str, *args: str, cwd: Path) -> float:
 class Incremental:
     def __init__(self, server, source, header, work: Path):
         self.server, self.source, self.header, self.work = server, source, header, work
-        self.ledger = Ledger(work / "ledger")
+        self.ledger = Ledger(TableDir(work_dir=str(work), hive_table="ods.incremental"), WorkStore())
         self.runs = 0
 
     def run(self) -> tuple[float, int, dict]:
@@ -135,7 +137,7 @@ class Incremental:
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             upsert_files=tuple(upserts), delete_file=deletes,
         )
-        MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).write(out / "job.json")
+        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
         merge_s = submit(MERGE_JOB, str(out / "job.json"), cwd=out)
         result = json.loads((out / "result.json").read_text())["tables"]["ods.incremental"]
         self.ledger.commit(plan, spec.committed(result["version"], result["location"]))

@@ -29,7 +29,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.core.verify import VerifyJob, bucket_count, jobs_to_json, sums_to_json  # noqa: E402
+from airflow_cdc_provider.core.verify import (  # noqa: E402
+    SourceSums,
+    VerifyJob,
+    VerifyJobs,
+    bucket_count,
+    sums_of,
+)
 from airflow_cdc_provider.spark import VERIFY_JOB  # noqa: E402
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
@@ -58,14 +64,14 @@ def verify(hook, header, version: dict, work: Path, rows: int) -> tuple[float, f
     sums_file.unlink(missing_ok=True)
     job = VerifyJob(str(work / "warehouse"), None, "ods.incremental", header.columns, header.key, True, buckets,
                     str(work / "verify-result.json"), location=version["location"], source_file=str(sums_file))
-    (work / "verify-jobs.json").write_text(jobs_to_json([job]))
+    (work / "verify-jobs.json").write_text(VerifyJobs(jobs=(job,)).to_text())
     spark_s: list[float] = []
     spark = threading.Thread(target=lambda: spark_s.append(submit(VERIFY_JOB, str(work / "verify-jobs.json"),
                                                                   cwd=work)))
     spark.start()
     sums = hook.bucket_sums(header, buckets)
     server_s = time.perf_counter() - t0
-    sums_file.write_text(json.dumps({"sums": sums_to_json(sums)}))
+    sums_file.write_text(SourceSums(sums=sums_of(sums)).to_text())
     spark.join()
     result = json.loads((work / "verify-result.json").read_text())
     assert sum(s.rows for s in sums.values()) == rows, "the server's sums miss rows"

@@ -25,7 +25,7 @@ def event_extra(outcome: TableOutcome) -> dict[str, Any]:
     """What a commit's asset event carries: the version, where and when it reflects the source, the changes."""
     return {
         "source": outcome.source, "version": outcome.version, "mode": outcome.mode,
-        "watermark": outcome.watermark.to_dict() if outcome.watermark else None,
+        "watermark": outcome.watermark.to_xcom() if outcome.watermark else None,
         "as_of": outcome.as_of.isoformat() if outcome.as_of else None,
         "inserted": outcome.changes.get("I", 0), "updated": outcome.changes.get("U", 0),
         "deleted": outcome.changes.get("D", 0), "rows": outcome.rows,

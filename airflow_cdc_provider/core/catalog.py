@@ -6,15 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
 
 from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.model import Model
 
 
 class StoredCatalogError(CdcError, ValueError):
-    """A stored resolution that is not what ``catalog_to_json`` writes."""
+    """A stored catalog (``SourceDir.catalog``) that is not a ``StoredCatalog``."""
 
 
 @dataclass(frozen=True)
@@ -84,20 +84,33 @@ def _origin(entry: TableConfig | TablePattern) -> str:
     return "named" if isinstance(entry, TableConfig) else f"matched by {entry}"
 
 
-def catalog_to_json(resolution: Resolution) -> dict[str, Any]:
-    """What to keep of a resolution for the next one: each captured source and its Hive table."""
-    return {"tables": {str(source): hive_table for source, hive_table in sorted(resolution.hive_tables().items())}}
+class StoredCatalog(Model):
+    """What is kept of a resolution for the next one (``core.workdir.SourceDir.catalog``): each captured source
+    (schema.table) and its Hive table."""
 
+    tables: dict[str, str]
 
-def previous_from_json(data: Any) -> dict[TableName, str]:
-    """The ``previous`` of ``resolve``, read back from what ``catalog_to_json`` wrote."""
-    tables = data.get("tables") if isinstance(data, dict) else None
-    if not isinstance(tables, dict) or not all(isinstance(v, str) and v for v in tables.values()):
-        raise StoredCatalogError(f"The stored table catalog {data!r} is not a mapping "
-                                 "{'tables': {'schema.table': 'database.table'}}: delete the file; the next run "
-                                 "writes it anew (and reports no gone tables once).")
-    try:
-        return {TableName.parse(source): hive_table for source, hive_table in tables.items()}
-    except InvalidIdentifier as exc:
-        raise StoredCatalogError(f"The stored table catalog holds a source that is not a table name: {exc} "
-                                 "Delete the file; the next run writes it anew.") from None
+    @classmethod
+    def of(cls, resolution: Resolution) -> StoredCatalog:
+        return cls(tables={str(source): hive_table for source, hive_table in sorted(resolution.hive_tables().items())})
+
+    @classmethod
+    def parse(cls, text: str) -> StoredCatalog:
+        """The stored catalog ``text``, or a StoredCatalogError that says to delete the file."""
+        try:
+            catalog = cls.model_validate_json(text)
+        except ValueError:
+            catalog = None
+        if catalog is None or not all(catalog.tables.values()):
+            raise StoredCatalogError(f"The stored table catalog {text!r} is not a mapping "
+                                     "{'tables': {'schema.table': 'database.table'}}: delete the file; the next run "
+                                     "writes it anew (and reports no gone tables once).")
+        return catalog
+
+    def previous(self) -> dict[TableName, str]:
+        """The ``previous`` of ``resolve``."""
+        try:
+            return {TableName.parse(source): hive_table for source, hive_table in self.tables.items()}
+        except InvalidIdentifier as exc:
+            raise StoredCatalogError(f"The stored table catalog holds a source that is not a table name: {exc} "
+                                     "Delete the file; the next run writes it anew.") from None

@@ -30,7 +30,7 @@ from airflow_cdc_provider.core.identifiers import (
     validate_identifier,
 )
 from airflow_cdc_provider.core.schema import POLICIES
-from airflow_cdc_provider.core.work_dir import StorageError, check_work_dir
+from airflow_cdc_provider.core.workdir import StorageError, check_work_dir
 
 
 class ConfigError(CdcError, ValueError):

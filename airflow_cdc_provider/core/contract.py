@@ -11,26 +11,18 @@ A value stands for "none" by ``None`` or an empty tuple, never by an empty strin
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import RunDir, TableDir
 
 Columns = tuple[tuple[str, str], ...]  # (name, MySQL COLUMN_TYPE), in the table's order
 
 
-class _Value(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    def to_xcom(self) -> dict[str, Any]:
-        """Plain JSON, as XCom stores it and the UI shows it."""
-        return self.model_dump(mode="json")
-
-
-class CapturedTable(_Value):
+class CapturedTable(Model):
     """A table this run captures, as the check found it: its Hive target, policy, key and columns now."""
 
     source: str  # schema.table, as TableName prints it
@@ -45,21 +37,21 @@ class CapturedTable(_Value):
         return TableName.parse(self.source)
 
 
-class SkippedTable(_Value):
+class SkippedTable(Model):
     """A table a pattern matched that cannot be captured; the others go on without it."""
 
     source: str
     reason: str
 
 
-class GoneTable(_Value):
+class GoneTable(Model):
     """A table the previous run captured that is no longer at the source; its Hive table is kept as it is."""
 
     source: str
     hive_table: str
 
 
-class CheckResult(_Value):
+class CheckResult(Model):
     flavor: str
     watermark: Watermark  # the server's position at the check
     tables: tuple[CapturedTable, ...]
@@ -67,7 +59,7 @@ class CheckResult(_Value):
     gone: tuple[GoneTable, ...] = ()
 
 
-class Reread(_Value):
+class Reread(Model):
     """Rows of a table the run reads again from the source besides its binlog range (``stages.reread``): the
     buckets verify found different (replaced whole in the new version), or the rows a condition selects."""
 
@@ -77,13 +69,12 @@ class Reread(_Value):
     reason: str = ""
 
 
-class TablePlan(_Value):
+class TablePlan(Model):
     """What this run does to one table (``plan``, recorded in its ledger), and where its files go."""
 
     table: CapturedTable
     plan: RunPlan
-    ledger_dir: str
-    run_dir: str
+    table_dir: TableDir
     committed: Committed | None = None  # the ledger's committed version when planned
     reread: Reread | None = None
 
@@ -95,8 +86,13 @@ class TablePlan(_Value):
     def mode(self) -> str:
         return self.plan.mode
 
+    @property
+    def run_dir(self) -> RunDir:
+        """This run's files of the table."""
+        return self.table_dir.run(self.plan.run.key)
 
-class SourcePlan(_Value):
+
+class SourcePlan(Model):
     """The plan of one run over a source: every table with its mode, and the tables left out, with why."""
 
     run: RunRef
@@ -122,7 +118,7 @@ class SourcePlan(_Value):
         raise KeyError(f"{source} is not in this run's plan")
 
 
-class TableFailure(_Value):
+class TableFailure(Model):
     """A table whose stage failed; the run goes on with the others, then fails naming it."""
 
     source: str
@@ -130,7 +126,28 @@ class TableFailure(_Value):
     error: str
 
 
-class TableExtraction(_Value):
+class ColumnChange(Model):
+    """A change of a table's columns met in the range (``core.schema.SchemaChange``), as the run reports it."""
+
+    table: str
+    at: str  # where the new columns were first seen
+    ddl: str | None  # the statement that changed the table, as logged, with its position
+    before: Columns
+    after: Columns
+    renames: tuple[tuple[str, str], ...] = ()  # (old, new) as the DDL statements name them
+    change: str  # in words
+
+
+class AddedColumn(Model):
+    """What a column added in the range holds in the rows that predate it (``core.schema.Fill``)."""
+
+    column: str
+    sources: tuple[str, ...] = ()  # the columns it was renamed from, newest first
+    value: str  # the constant, in the raw records' encoding (``core.records``), which keeps its type
+    needs_value: bool = True
+
+
+class TableExtraction(Model):
     """One table's part of the run's binlog pass: its range, raw files, counts and schema changes."""
 
     source: str
@@ -139,8 +156,8 @@ class TableExtraction(_Value):
     counts: dict[str, int]  # raw records per operation: I, U, D
     files: tuple[str, ...]
     columns: Columns  # the source's columns at ``end``
-    schema_changes: tuple[dict[str, Any], ...] = ()  # SchemaChange.to_dict()
-    fills: tuple[dict[str, Any], ...] = ()  # what added columns hold in earlier rows (stages.extract.fills_to_json)
+    schema_changes: tuple[ColumnChange, ...] = ()
+    fills: tuple[AddedColumn, ...] = ()  # what added columns hold in earlier rows
     reread: Reread | None = None  # rows read again into the range (their raw file is the first of ``files``)
     reread_rows: int = 0
     seconds: float = 0.0  # the run's binlog pass, which every table of the run shares
@@ -152,7 +169,7 @@ class TableExtraction(_Value):
         return bool(sum(self.counts.values()) or self.schema_changes or self.reread is not None)
 
 
-class Extraction(_Value):
+class Extraction(Model):
     """The run's one binlog pass: the range read and each incremental table's part of it."""
 
     start: Watermark | None = None  # None when no table needed the binlog
@@ -171,7 +188,7 @@ class Extraction(_Value):
         return [t for t in self.tables if not t.changed]
 
 
-class MergeInput(_Value):
+class MergeInput(Model):
     """What the merge takes for one table, made by the snapshot or by the replay."""
 
     source: str
@@ -194,7 +211,7 @@ class MergeInput(_Value):
     seconds: dict[str, float] = {}  # per stage so far: snapshot, or extract and replay
 
 
-class Captured(_Value):
+class Captured(Model):
     """A capture stage's result: a merge input per table it finished, and the tables that failed."""
 
     inputs: tuple[MergeInput, ...] = ()
@@ -204,7 +221,7 @@ class Captured(_Value):
 Status = Literal["committed", "idle", "unchanged", "nothing", "failed"]
 
 
-class TableOutcome(_Value):
+class TableOutcome(Model):
     """What the run did to one table, as the UI shows it (one task per table) and the ledger records it.
 
     ``committed``: a new version; ``idle``: no change in the range, the watermark advanced on the same version;
@@ -232,7 +249,7 @@ class TableOutcome(_Value):
     as_of: dt.datetime | None = None  # the moment the version reflects
 
 
-class KeyDifference(_Value):
+class KeyDifference(Model):
     """A key whose row differs: ``missing`` from the copy, ``extra`` in the copy, or ``different`` in value."""
 
     key: str  # the key's text: its columns' values joined by #
@@ -242,7 +259,7 @@ class KeyDifference(_Value):
 VerifyStatus = Literal["clean", "different", "not_verified"]
 
 
-class TableVerification(_Value):
+class TableVerification(Model):
     """What verify found for one table: its committed version against the source.
 
     ``different``: rows differ that the binlog did not change since the version's watermark (``keys`` lists up to
@@ -269,7 +286,7 @@ class TableVerification(_Value):
 KEYS_LISTED = 100
 
 
-class Verification(_Value):
+class Verification(Model):
     """The verify task's result: one entry per table of the run it looked at."""
 
     tables: tuple[TableVerification, ...] = ()
@@ -280,7 +297,7 @@ class Verification(_Value):
 
 
 __all__ = [
-    "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
+    "AddedColumn", "ColumnChange", "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
     "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
     "TablePlan",

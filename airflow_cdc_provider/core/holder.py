@@ -1,6 +1,6 @@
 """Whether a table lock's holder process is known to be dead, from what the checking host's kernel shows of it.
 
-A lock records the task process that last took or renewed it (``core.ledger.Owner``). When that process is on the
+A lock records the task process that last took or renewed it (``Owner``). When that process is on the
 host that checks, the kernel can tell at once that it is gone, instead of waiting out the lease. "On the host
 that checks" means more than the host name: process ids are counted per kernel boot and per pid namespace (two
 containers may share a name, a rebooted host counts again from 1), so both are recorded and compared; and the
@@ -15,10 +15,30 @@ This module decides; ``airflow_cdc_provider.hooks.processes`` reads /proc.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from airflow_cdc_provider.core.ledger import Owner
+from airflow_cdc_provider.core.model import Model
+
+
+class Owner(Model):
+    """The task process that took or renewed a lock: where to look when it seems stuck.
+
+    On its own host, whether it still runs can be known at once (``core.holder``): for that the lock records the
+    kernel's boot id and the pid namespace its ``pid`` is counted in, its start (clock ticks after boot) and its
+    process group. ``started`` is None once its task has ended (``finished``): the run goes on in its next task,
+    so the end of this process says nothing of the run. Each is None where it could not be read, or in a lock
+    written before they were recorded: the lease alone decides then.
+    """
+
+    host: str
+    pid: int
+    task: str
+    boot_id: str | None = None
+    pid_ns: str | None = None
+    started: int | None = None
+    group: int | None = None
+
+    def finished(self) -> Owner:
+        return self.model_copy(update={"started": None})
 
 
 @dataclass(frozen=True)

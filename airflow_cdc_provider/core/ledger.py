@@ -17,15 +17,18 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import model_serializer, model_validator
+
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.holder import HolderSeen, holder_gone, same_pid_space
+from airflow_cdc_provider.core.holder import HolderSeen, Owner, holder_gone, same_pid_space
+from airflow_cdc_provider.core.model import Instant, M, Model
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
 SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
@@ -46,15 +49,14 @@ def _utc(value: dt.datetime | str | None) -> dt.datetime | None:
         value = dt.datetime.fromisoformat(value)
     if value.tzinfo is None:
         raise ValueError(f"The time {value!r} has no time zone; ledger times are UTC instants.")
-    return value.astimezone(dt.timezone.utc)
+    return value.astimezone(dt.UTC)
 
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-@dataclass(frozen=True)
-class RunRef:
+class RunRef(Model):
     """One Airflow DAG run, the unit that plans, holds the lock and commits."""
 
     dag_id: str
@@ -67,52 +69,27 @@ class RunRef:
         clean = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{self.dag_id}__{self.run_id}")[:120]
         return f"{clean}-{digest}"
 
-    def to_dict(self) -> dict[str, str]:
-        return {"dag_id": self.dag_id, "run_id": self.run_id}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunRef:
-        return cls(str(data["dag_id"]), str(data["run_id"]))
-
     def __str__(self) -> str:
         return f"run {self.run_id!r} of DAG {self.dag_id!r}"
 
 
-@dataclass(frozen=True)
-class Committed:
+Columns = tuple[tuple[str, str], ...]  # (name, MySQL COLUMN_TYPE), in the table's order
+
+
+class Committed(Model):
     """A version of the table as committed: where it is and the source position and time it reflects."""
 
     version: int
     location: str
     watermark: Watermark
-    as_of: dt.datetime
+    as_of: Instant
     run: RunRef
     mode: str
     # The source table's columns (name, MySQL type) at the watermark: the next extraction starts from them.
-    columns: tuple[tuple[str, str], ...] | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "location": self.location, "watermark": self.watermark.to_dict(),
-                "as_of": _iso(self.as_of), "run": self.run.to_dict(), "mode": self.mode,
-                "columns": _columns_out(self.columns)}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Committed:
-        return cls(int(data["version"]), str(data["location"]), Watermark.from_dict(data["watermark"]),
-                   _utc(data["as_of"]), RunRef.from_dict(data["run"]), str(data["mode"]),
-                   _columns_in(data.get("columns")))
+    columns: Columns | None = None
 
 
-def _columns_out(columns: tuple[tuple[str, str], ...] | None) -> list[list[str]] | None:
-    return [list(c) for c in columns] if columns is not None else None
-
-
-def _columns_in(data: Any) -> tuple[tuple[str, str], ...] | None:
-    return tuple((str(n), str(t)) for n, t in data) if data else None
-
-
-@dataclass(frozen=True)
-class RunPlan:
+class RunPlan(Model):
     """What one run does to the table, decided once and recorded, so that a re-run does the same.
 
     The extraction finds the range's end: the position at ``stop_before`` (a scheduled run's data interval end),
@@ -122,34 +99,16 @@ class RunPlan:
 
     run: RunRef
     mode: str
-    reason: str
+    reason: str = ""
     input_version: int | None = None
     start: Watermark | None = None
     end: Watermark | None = None
-    stop_before: dt.datetime | None = None
+    stop_before: Instant | None = None
     output_version: int | None = None
-    as_of: dt.datetime | None = None  # set at commit: the moment the output version reflects
+    as_of: Instant | None = None  # set at commit: the moment the output version reflects
     # The source's columns at ``start`` (the input version's); None when the ledger predates recording them.
-    start_columns: tuple[tuple[str, str], ...] | None = None
+    start_columns: Columns | None = None
     warning: str | None = None  # what a reader of the run's result should know (a snapshot instead of the binlog)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"run": self.run.to_dict(), "mode": self.mode, "reason": self.reason,
-                "input_version": self.input_version,
-                "start": self.start.to_dict() if self.start else None,
-                "end": self.end.to_dict() if self.end else None,
-                "stop_before": _iso(self.stop_before), "output_version": self.output_version,
-                "as_of": _iso(self.as_of), "start_columns": _columns_out(self.start_columns),
-                "warning": self.warning}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RunPlan:
-        return cls(RunRef.from_dict(data["run"]), str(data["mode"]), str(data.get("reason", "")),
-                   data.get("input_version"),
-                   Watermark.from_dict(data["start"]) if data.get("start") else None,
-                   Watermark.from_dict(data["end"]) if data.get("end") else None,
-                   _utc(data.get("stop_before")), data.get("output_version"), _utc(data.get("as_of")),
-                   _columns_in(data.get("start_columns")), data.get("warning"))
 
 
 # Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)
@@ -182,7 +141,7 @@ def plan_run(
             # what did not commit; the source's changes since go to the next run.
             return RunPlan(run, NOTHING, f"already committed by this run: version {recorded.output_version} "
                            f"reflects the source as of {_iso(recorded.as_of)}; the table is left as it is")
-        return replace(recorded, reason=f"a re-run: it repeats what it planned ({recorded.reason})")
+        return recorded.model_copy(update={"reason": f"a re-run: it repeats what it planned ({recorded.reason})"})
     if committed is None:
         return RunPlan(run, SNAPSHOT, "the table has no committed version yet: initial load")
     if fresh_snapshot:
@@ -197,15 +156,27 @@ def plan_run(
                    start_columns=committed.columns)
 
 
-@dataclass(frozen=True)
-class VersionInfo:
-    """The version the metastore points at, as its version file tells."""
+class VersionInfo(Model):
+    """A version's file (``VERSION_FILE`` in its directory): what the metastore points at, as the merge wrote it."""
 
     version: int
     watermark: Watermark
     run: RunRef
-    input_version: int | None
+    input_version: int | None = None
     datetime_zone: str = "UTC"  # the zone its DATETIME values were written for (``hive.time_zone``)
+    as_of: Instant | None = None
+    mode: str | None = None
+    source: str | None = None  # schema.table
+    rows: int | None = None
+    source_columns: Columns = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _zone(cls, data: Any) -> Any:
+        # Version files written before the zone was recorded hold null: their DATETIMEs were written for UTC.
+        if isinstance(data, dict) and data.get("datetime_zone") is None:
+            data = {**data, "datetime_zone": "UTC"}
+        return data
 
 
 @dataclass(frozen=True)
@@ -258,57 +229,37 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
     )
 
 
-@dataclass(frozen=True)
-class Owner:
-    """The task process that took or renewed a lock: where to look when it seems stuck.
+class Lock(Model):
+    """The run updating a table, since when, and its lease: until when it counts as alive without a renewal.
 
-    On its own host, whether it still runs can be known at once (``core.holder``): for that the lock records the
-    kernel's boot id and the pid namespace its ``pid`` is counted in, its start (clock ticks after boot) and its
-    process group. ``started`` is None once its task has ended (``finished``): the run goes on in its next task,
-    so the end of this process says nothing of the run. Each is None where it could not be read, or in a lock
-    written before they were recorded: the lease alone decides then.
-    """
-
-    host: str
-    pid: int
-    task: str
-    boot_id: str | None = None
-    pid_ns: str | None = None
-    started: int | None = None
-    group: int | None = None
-
-    def finished(self) -> Owner:
-        return replace(self, started=None)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "pid": self.pid, "task": self.task, "boot_id": self.boot_id,
-                "pid_ns": self.pid_ns, "started": self.started, "group": self.group}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Owner:
-        def number(key: str) -> int | None:
-            return int(data[key]) if data.get(key) is not None else None
-
-        return cls(str(data["host"]), int(data["pid"]), str(data["task"]), data.get("boot_id"), data.get("pid_ns"),
-                   number("started"), number("group"))
-
-
-@dataclass(frozen=True)
-class Lock:
-    """The run updating a table, since when, and its lease: until when it counts as alive without a renewal."""
+    Its file holds the run's fields at the top level (``dag_id``, ``run_id``), beside the others."""
 
     run: RunRef
     since: str | None
-    renewed: dt.datetime | None = None
-    lease_until: dt.datetime | None = None
+    renewed: Instant | None = None
+    lease_until: Instant | None = None
     owner: Owner | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _run_inside(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "run" not in data and "dag_id" in data:
+            data = {**data, "run": {"dag_id": data.get("dag_id"), "run_id": data.get("run_id")}}
+            data.pop("dag_id"), data.pop("run_id", None)
+        return data
+
+    @model_serializer(mode="wrap")
+    def _run_outside(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        return {**data.pop("run"), **data}
 
     @classmethod
     def taken(cls, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
         return cls(run, _iso(now), now, now + lease if lease else None, owner)
 
     def renewed_by(self, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
-        return replace(self, renewed=now, lease_until=now + lease if lease else None, owner=owner or self.owner)
+        return self.model_copy(update={"renewed": now, "lease_until": now + lease if lease else None,
+                                       "owner": owner or self.owner})
 
     def expired(self, now: dt.datetime) -> bool:
         """Whether the lease has ended unrenewed. A lock without a lease (written before leases) never expires."""
@@ -327,15 +278,6 @@ class Lock:
         return f", or wait until {_iso(self.lease_until)}, when it is taken over unless renewed" \
             if self.lease_until else ""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {**self.run.to_dict(), "since": self.since, "renewed": _iso(self.renewed),
-                "lease_until": _iso(self.lease_until), "owner": self.owner.to_dict() if self.owner else None}
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Lock:
-        owner = data.get("owner")
-        return cls(RunRef.from_dict(data), data.get("since"), _utc(data.get("renewed")), _utc(data.get("lease_until")),
-                   Owner.from_dict(owner) if owner else None)
 
 
 class FileStore(Protocol):
@@ -351,35 +293,24 @@ class FileStore(Protocol):
 
 @dataclass
 class Ledger:
-    """One table's ledger, in the directory ``root`` (a path, or a URI of ``store``)."""
+    """One table's ledger (``TableDir``'s ``ledger`` files), kept in ``store``."""
 
-    root: str
-    store: FileStore | None = None
+    table: TableDir
+    store: FileStore
     log: Callable[[str], None] = field(default=lambda message: None, repr=False)
 
-    def __post_init__(self) -> None:
-        self.root = str(self.root).rstrip("/")
-        if self.store is None:
-            from airflow_cdc_provider.storage import WorkStore  # the local disk
+    def _read(self, location: str, model: type[M]) -> M | None:
+        text = self.store.read_text(location)
+        return model.from_text(text) if text else None
 
-            self.store = WorkStore()
-
-    def _at(self, *parts: str) -> str:
-        return "/".join([self.root, *parts])
-
-    def _read(self, *parts: str) -> dict[str, Any] | None:
-        text = self.store.read_text(self._at(*parts))
-        return json.loads(text) if text else None
-
-    def _write(self, data: dict[str, Any], *parts: str) -> None:
-        self.store.write_text(self._at(*parts), json.dumps(data, indent=1, sort_keys=True))
+    def _write(self, value: Model, location: str) -> None:
+        self.store.write_text(location, value.to_text())
 
     def committed(self) -> Committed | None:
-        data = self._read("committed.json")
-        return Committed.from_dict(data) if data else None
+        return self._read(self.table.committed, Committed)
 
     def record_commit(self, committed: Committed) -> None:
-        self._write(committed.to_dict(), "committed.json")
+        self._write(committed, self.table.committed)
 
     def commit(self, plan: RunPlan, committed: Committed) -> None:
         """Record ``plan``'s commit: the table's version and watermark, then the run's plan filled in.
@@ -387,23 +318,21 @@ class Ledger:
         A crash between the two leaves a plan without its output: a re-run merges again, which is harmless.
         """
         self.record_commit(committed)
-        self.save_run_plan(replace(plan, end=committed.watermark, output_version=committed.version,
-                                   as_of=committed.as_of))
+        self.save_run_plan(plan.model_copy(update={"end": committed.watermark, "output_version": committed.version,
+                                                   "as_of": committed.as_of}))
 
     def run_plan(self, run: RunRef) -> RunPlan | None:
-        data = self._read("runs", f"{run.key}.json")
-        return RunPlan.from_dict(data) if data else None
+        return self._read(self.table.run_plan(run.key), RunPlan)
 
     def save_run_plan(self, plan: RunPlan) -> None:
-        self._write(plan.to_dict(), "runs", f"{plan.run.key}.json")
+        self._write(plan, self.table.run_plan(plan.run.key))
 
     def holder(self) -> RunRef | None:
         lock = self.lock()
         return lock.run if lock else None
 
     def lock(self) -> Lock | None:
-        data = self._read("lock.json")
-        return Lock.from_dict(data) if data else None
+        return self._read(self.table.lock, Lock)
 
     def acquire(self, run: RunRef, is_running: Callable[[RunRef], bool], now: dt.datetime,
                 lease: dt.timedelta | None = None, owner: Owner | None = None,
@@ -417,16 +346,16 @@ class Ledger:
         shows it gone (``core.holder``). Both steps are atomic on every store (see
         ``airflow_cdc_provider.storage``): of two runs at once, one wins.
         """
-        lock = self._at("lock.json")
+        lock = self.table.lock
         now = _utc(now)
-        body = json.dumps(Lock.taken(run, now, lease, owner).to_dict())
+        body = Lock.taken(run, now, lease, owner).to_text()
         for _ in range(3):
             if self.store.create_text(lock, body):
                 return
             text = self.store.read_text(lock)
             if text is None:
                 continue  # released between the two calls
-            held = Lock.from_dict(json.loads(text))
+            held = Lock.from_text(text)
             if held.run == run:
                 self.renew(run, now, lease, owner)  # a retry or a re-run of the run that holds it
                 return
@@ -450,21 +379,21 @@ class Ledger:
 
     def renew(self, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None = None) -> bool:
         """Extend ``run``'s lease from ``now``; False (and nothing changed) when another run holds the lock."""
-        lock = self._at("lock.json")
+        lock = self.table.lock
         for _ in range(3):
             text = self.store.read_text(lock)
             if text is None:
                 return False
-            held = Lock.from_dict(json.loads(text))
+            held = Lock.from_text(text)
             if held.run != run:
                 return False
             renewed = held.renewed_by(_utc(now), lease, owner)
-            if self.store.swap_text(lock, text, json.dumps(renewed.to_dict())):
+            if self.store.swap_text(lock, text, renewed.to_text()):
                 return True
         return False
 
     def release(self, run: RunRef) -> bool:
         if self.holder() == run:
-            self.store.delete(self._at("lock.json"))
+            self.store.delete(self.table.lock)
             return True
         return False

@@ -8,17 +8,16 @@ too (``file://`` on a shared disk), so that the driver can run on any node of th
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from typing import Literal
+
+from pydantic import model_validator
 
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
+from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.types import ColumnType, hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 
@@ -48,9 +47,8 @@ def versions_to_remove(versions: dict[int, bool], committed: int, keep: int) -> 
                   if v != committed and (v <= committed - keep or (v < committed and not complete)))
 
 
-@dataclass(frozen=True)
-class MergeSpec:
-    """Everything the merge job needs, in plain values."""
+class MergeSpec(Model):
+    """Everything the merge job needs for one table, in plain values."""
 
     database: str
     table: str
@@ -59,7 +57,7 @@ class MergeSpec:
     metastore_uri: str | None
     plan: RunPlan
     end: Watermark
-    as_of: dt.datetime
+    as_of: Instant
     columns: tuple[tuple[str, str], ...]  # (name, Hive type), in the source table's order
     key: tuple[str, ...]
     upsert_files: tuple[str, ...]
@@ -80,16 +78,16 @@ class MergeSpec:
     # Runtime SQL settings (``spark.sql.*``, the table's ``spark_conf:``) the job sets while it merges this table.
     spark_conf: tuple[tuple[str, str], ...] = ()
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> MergeSpec:
         validate_identifier(self.database, "Hive database name")
         validate_identifier(self.table, "Hive table name")
         for name, _ in self.columns:
             validate_identifier(name, "column name")
         if not self.key or set(self.key) - {name for name, _ in self.columns}:
             raise ValueError(f"The key {list(self.key)} must be a non-empty subset of the columns.")
-        if self.as_of.tzinfo is None:
-            raise ValueError("as_of must be a UTC instant.")
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
+        return self
 
     def committed(self, version: int, location: str) -> Committed:
         """What the ledger records once the job committed this spec as ``version`` at ``location``."""
@@ -109,44 +107,13 @@ class MergeSpec:
     def qualified_table(self) -> str:
         return f"{quote_identifier(self.database)}.{quote_identifier(self.table)}"
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"database": self.database, "table": self.table, "source": self.source,
-                "warehouse_dir": self.warehouse_dir, "metastore_uri": self.metastore_uri,
-                "plan": self.plan.to_dict(), "end": self.end.to_dict(), "as_of": self.as_of.isoformat(),
-                "columns": [list(c) for c in self.columns], "key": list(self.key),
-                "upsert_files": list(self.upsert_files), "delete_file": self.delete_file,
-                "keep_versions": self.keep_versions, "source_columns": [list(c) for c in self.source_columns],
-                "fills_file": self.fills_file, "datetime_zone": self.datetime_zone,
-                "fill_sources": [[column, list(sources)] for column, sources in self.fill_sources],
-                "datetime_columns": list(self.datetime_columns), "buckets": self.buckets,
-                "replaced": list(self.replaced), "spark_conf": [list(c) for c in self.spark_conf]}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MergeSpec:
-        return cls(
-            database=data["database"], table=data["table"], source=data["source"],
-            warehouse_dir=data["warehouse_dir"], metastore_uri=data.get("metastore_uri"),
-            plan=RunPlan.from_dict(data["plan"]), end=Watermark.from_dict(data["end"]),
-            as_of=dt.datetime.fromisoformat(data["as_of"]),
-            columns=tuple((str(n), str(t)) for n, t in data["columns"]), key=tuple(data["key"]),
-            upsert_files=tuple(data["upsert_files"]), delete_file=data.get("delete_file"),
-            keep_versions=int(data.get("keep_versions", 3)),
-            source_columns=tuple((str(n), str(t)) for n, t in data.get("source_columns") or ()),
-            fills_file=data.get("fills_file") or None, datetime_zone=data.get("datetime_zone") or "UTC",
-            fill_sources=tuple((str(c), tuple(s)) for c, s in data.get("fill_sources") or ()),
-            datetime_columns=tuple(data.get("datetime_columns") or ()),
-            buckets=int(data.get("buckets") or 0), replaced=tuple(int(b) for b in data.get("replaced") or ()),
-            spark_conf=tuple((str(k), str(v)) for k, v in data.get("spark_conf") or ()),
-        )
-
-
-
-@dataclass(frozen=True)
-class MergeJob:
+class MergeJob(Model):
     """One Spark application's work: the merge of each table in ``tables``, each committed on its own.
 
-    The application writes one result per table to ``result_file``; the merge task records the commits in the
-    ledgers from it. One table's failure is its result, not the application's: the others still commit.
+    The application writes one result per table to ``result_file`` (a ``MergeResult``); the merge task records
+    the commits in the ledgers from it. One table's failure is its result, not the application's: the others
+    still commit.
     """
 
     warehouse_dir: str
@@ -154,28 +121,31 @@ class MergeJob:
     tables: tuple[MergeSpec, ...]
     result_file: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"warehouse_dir": self.warehouse_dir, "metastore_uri": self.metastore_uri,
-                "tables": [t.to_dict() for t in self.tables], "result_file": self.result_file}
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> MergeJob:
-        return cls(data["warehouse_dir"], data.get("metastore_uri"),
-                   tuple(MergeSpec.from_dict(t) for t in data["tables"]), data["result_file"])
+class TableMerge(Model):
+    """What the merge job did to one table: ``committed`` a new version, found it ``unchanged`` (already past
+    the run), or ``failed`` (``error``)."""
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+    status: Literal["committed", "unchanged", "failed"]
+    reason: str = ""
+    version: int | None = None
+    location: str | None = None
+    rows: int | None = None
+    origin: int | None = None  # the version merged onto; None for a load
+    added_columns: tuple[str, ...] = ()
+    datetimes_in_gaps: int = 0
+    removed_versions: tuple[int, ...] = ()
+    phases: dict[str, float] = {}
+    error: str | None = None
+    seconds: float = 0.0
 
-    @classmethod
-    def from_json(cls, text: str) -> MergeJob:
-        return cls.from_dict(json.loads(text))
 
-    def write(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json())
+class MergeResult(Model):
+    """The merge job's result file: each table's ``TableMerge`` by Hive table (database.table)."""
 
-    @classmethod
-    def read(cls, path: str | Path) -> MergeJob:
-        return cls.from_json(Path(path).read_text())
+    tables: dict[str, TableMerge]
+    session_seconds: float = 0.0
+    seconds: float = 0.0
 
 
 def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, metastore_uri: str | None,

@@ -126,11 +126,6 @@ class SchemaChange:
         ddl = f" by {self.ddl}" if self.ddl else ""
         return f"The table {self.table} changed{ddl} (first seen at {self.at}): {self.describe()}."
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"table": self.table, "at": self.at, "ddl": self.ddl, "before": [list(c) for c in self.before],
-                "after": [list(c) for c in self.after], "renames": [list(r) for r in self.renames],
-                "change": self.describe()}
-
 
 def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None:
     """Why ``policy`` does not take ``change`` on, or None when it does."""
@@ -229,9 +224,6 @@ class Fill:
     sources: tuple[str, ...] = ()
     value: Any = None
     needs_value: bool = True  # False when every earlier layout holds one of the sources
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"column": self.column, "sources": list(self.sources), "needs_value": self.needs_value}
 
 
 def added_columns(start: Sequence[tuple[str, str]], changes: Sequence[SchemaChange]) -> list[Fill]:

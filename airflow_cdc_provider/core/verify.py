@@ -13,12 +13,13 @@ watermark and the end of the check (the copy has not had those changes yet: they
 
 from __future__ import annotations
 
-import json
 import math
 import zlib
 from collections.abc import Collection, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Any
+
+from airflow_cdc_provider.core.model import Model
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,18 @@ def row_differences(source: Mapping[str, str], copy: Mapping[str, str],
     return found
 
 
-@dataclass(frozen=True)
-class VerifyJob:
+Sums = dict[int, tuple[int, int]]  # (rows, digest) by bucket
+
+
+def sums_of(sums: Mapping[int, BucketSum]) -> Sums:
+    return {b: (s.rows, s.digest) for b, s in sums.items()}
+
+
+def bucket_sums(sums: Sums) -> dict[int, BucketSum]:
+    return {int(b): BucketSum(*s) for b, s in sums.items()}
+
+
+class VerifyJob(Model):
     """What the Spark half of verify (``spark/verify_job.py``) sums for one table, and where it writes the result.
 
     With ``source`` (the server's sums), the job compares and lists the rows of the buckets that differ, at most
@@ -88,41 +99,55 @@ class VerifyJob:
     mariadb: bool
     buckets: int
     result_file: str
-    detail: tuple[int, ...] = field(default=())  # buckets whose rows are listed
+    detail: tuple[int, ...] = ()  # buckets whose rows are listed
     location: str | None = None  # the version's files; None: the table as the metastore has it now
     time_zone: str = "UTC"  # hive.time_zone: the zone whose digits a DATETIME's instant holds
-    source: dict[str, tuple[int, int]] | None = None  # the server's sums, by bucket
-    source_file: str | None = None  # where the server's sums appear while the job runs (``wait_for_sums``)
+    source: Sums | None = None  # the server's sums
+    source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
     detail_limit: int = 1000
 
-    def to_json(self) -> str:
-        return json.dumps(asdict(self))
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VerifyJob:
-        return cls(**{**data, "columns": tuple(tuple(c) for c in data["columns"]), "key": tuple(data["key"]),
-                      "detail": tuple(data.get("detail", ()))})
-
-    @classmethod
-    def from_json(cls, text: str) -> VerifyJob:
-        return cls.from_dict(json.loads(text))
-
     def source_sums(self) -> dict[int, BucketSum]:
-        return {int(b): BucketSum(*s) for b, s in (self.source or {}).items()}
+        return bucket_sums(self.source or {})
 
 
-def jobs_to_json(jobs: Collection[VerifyJob]) -> str:
-    """One Spark application's verify jobs, as its job file holds them."""
-    return json.dumps([asdict(job) for job in jobs])
+class VerifyJobs(Model):
+    """One Spark application's verify jobs, as its job file (``RunDir.verify_jobs``) holds them."""
+
+    jobs: tuple[VerifyJob, ...]
 
 
-def jobs_from_json(text: str) -> list[VerifyJob]:
-    data = json.loads(text)
-    return [VerifyJob.from_dict(d) for d in (data if isinstance(data, list) else [data])]
+class SourceSums(Model):
+    """The server's sums of a table, written to a job's ``source_file`` while the application runs; or why
+    there are none (the application then gives up on the table rather than wait)."""
+
+    sums: Sums | None = None
+    error: str | None = None
 
 
-def sums_to_json(sums: Mapping[int, BucketSum]) -> dict[str, tuple[int, int]]:
-    return {str(b): (s.rows, s.digest) for b, s in sums.items()}
+class VerifyResult(Model):
+    """What the Spark half found for one table (its job's ``result_file``): each bucket's sums over the copy, the
+    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket."""
+
+    buckets: Sums
+    differing: tuple[int, ...] = ()
+    rows: dict[int, tuple[tuple[str, str], ...]] = {}
+    compared: bool = False
+    seconds: float = 0.0
+
+
+class VerifyState(Model):
+    """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify."""
+
+    runs_since: int = 0
+
+
+class RepairRequest(Model):
+    """The buckets a table's last verify found different (``TableDir.repair``), for a run to read again."""
+
+    buckets: int  # how many buckets the table was verified in
+    which: tuple[int, ...]
+    version: int | None  # the version verified
+    run: str  # the key of the run that verified it
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:

@@ -8,16 +8,15 @@ them.
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass
-from typing import Any
+
+from pydantic import ConfigDict, ValidationError, model_validator
 
 from airflow_cdc_provider.core.errors import InvalidWatermark
 from airflow_cdc_provider.core.gtid import MariaDbGtidPos, MySqlGtidSet
+from airflow_cdc_provider.core.model import Model
 
 _BINLOG_FILE = re.compile(r"^(?P<base>.+)\.(?P<seq>\d+)$")
-_FIELDS = {"file": str, "position": int, "gtid": (str, type(None)), "server_id": int, "server_uuid": (str, type(None))}
 
 
 def split_binlog_file(name: str) -> tuple[str, int]:
@@ -30,13 +29,14 @@ def split_binlog_file(name: str) -> tuple[str, int]:
     return match["base"], int(match["seq"])
 
 
-@dataclass(frozen=True)
-class Watermark:
+class Watermark(Model):
     """A position in one server's binlog, with the GTID state at that position when the server has one.
 
     ``server_id`` and ``server_uuid`` (MySQL only; MariaDB has none) identify the server the position
     belongs to: a file and position mean nothing on another server.
     """
+
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     file: str
     position: int
@@ -44,11 +44,13 @@ class Watermark:
     gtid: str | None = None
     server_uuid: str | None = None
 
-    def __post_init__(self) -> None:
+    @model_validator(mode="after")
+    def _valid(self) -> Watermark:
         split_binlog_file(self.file)
-        if isinstance(self.position, bool) or not isinstance(self.position, int) or self.position < 4:
+        if self.position < 4:
             # Every binlog file starts with a 4-byte magic number; no event starts before position 4.
             raise InvalidWatermark(f"The binlog position {self.position!r} in {self.file} is not an integer >= 4.")
+        return self
 
     @property
     def sequence(self) -> int:
@@ -96,35 +98,13 @@ class Watermark:
     def __ge__(self, other: Watermark) -> bool:
         return self._order(other) >= 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
-
     @classmethod
-    def from_dict(cls, data: Any) -> Watermark:
-        if not isinstance(data, dict):
-            raise InvalidWatermark(f"A watermark must be a JSON object, got {data!r}.")
-        unknown = set(data) - set(_FIELDS)
-        missing = {"file", "position", "server_id"} - set(data)
-        if unknown or missing:
-            raise InvalidWatermark(
-                f"The watermark {data!r} has unknown fields {sorted(unknown)} or lacks {sorted(missing)}; "
-                f"expected the fields {sorted(_FIELDS)}."
-            )
-        for name, value in data.items():
-            if not isinstance(value, _FIELDS[name]) or isinstance(value, bool):
-                raise InvalidWatermark(f"The watermark field {name!r} has the wrong type: {value!r}.")
-        return cls(**data)
-
-    @classmethod
-    def from_json(cls, text: str) -> Watermark:
+    def from_text(cls, text: str) -> Watermark:
+        """A stored watermark, or an InvalidWatermark that shows it."""
         try:
-            data = json.loads(text)
-        except (TypeError, ValueError) as exc:
-            raise InvalidWatermark(f"The watermark {text!r} is not valid JSON: {exc}.") from None
-        return cls.from_dict(data)
+            return cls.model_validate_json(text)
+        except ValidationError as exc:
+            raise InvalidWatermark(f"The stored watermark {text!r} is not a watermark: {exc}") from None
 
     def __str__(self) -> str:
         gtid = f" gtid={self.gtid}" if self.gtid else ""

@@ -12,8 +12,7 @@ import os
 from pathlib import Path
 from typing import TypedDict
 
-from airflow_cdc_provider.core.holder import HolderSeen, Proc
-from airflow_cdc_provider.core.ledger import Owner
+from airflow_cdc_provider.core.holder import HolderSeen, Owner, Proc
 
 PROC = Path("/proc")
 _GONE = ("Z", "X", "x")  # a zombie has ended: only its exit status waits for its parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import os
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,12 +33,13 @@ from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
+from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
-from airflow_cdc_provider.stages.extract import extract, fills_from_json, fills_to_json
+from airflow_cdc_provider.stages.extract import added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
     RereadResult,
@@ -48,7 +50,6 @@ from airflow_cdc_provider.stages.reread import (
     reread_condition,
 )
 from airflow_cdc_provider.stages.snapshot import snapshot
-from airflow_cdc_provider.storage import join
 
 
 class TablesFailed(Exception):
@@ -123,7 +124,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
             started = time.monotonic()
             try:
                 header = _header(table)
-                store, target = work_store(table.run_dir, self.work_conn_id), join(table.run_dir, "snapshot")
+                store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
                 with store.staging(target) as local:
                     result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header))
                 files = tuple(store.location_of(f, local, target) for f in result.files)
@@ -221,8 +222,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         # Every table of a run shares its target moment.
         stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
         as_of = min(stop_before, started) if stop_before else started
-        store = work_store(readable[0].run_dir, self.work_conn_id)
-        targets = {t.source: join(t.run_dir, "raw") for t in readable}
+        store = work_store(readable[0].run_dir.root, self.work_conn_id)
+        targets = {t.source: t.run_dir.raw for t in readable}
         with contextlib.ExitStack() as staged:  # on an object store, uploaded when the pass has ended
             local = {name: staged.enter_context(store.staging(target)) for name, target in targets.items()}
             # Read again before the range's high watermark is taken, after the tables' watermarks: inside the range.
@@ -264,8 +265,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             extracted.append(TableExtraction(
                 source=name, start=starts[name], end=end, counts=result.counts[name],
                 files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
-                columns=result.headers[name].columns, schema_changes=tuple(c.to_dict() for c in result.schema_changes[name]),
-                fills=tuple(fills_to_json(result.fills[name])), reread=_replaced(table.reread, reread),
+                columns=result.headers[name].columns, schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
+                fills=added_columns_of(result.fills[name]), reread=_replaced(table.reread, reread),
                 reread_rows=reread.rows if reread else 0, seconds=round(time.monotonic() - clock, 3)))
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
@@ -307,7 +308,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         plans = {t.source: t for t in tables}
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-            after = extract(hook.connection_settings(), headers, end, high, join(scratch, "raw"),
+            after = extract(hook.connection_settings(), headers, end, high, os.path.join(scratch, "raw"),
                             definitions=headers, schema_changes="evolve")
             for n, header in enumerate(headers):
                 newer_files = after.files.get(header.table, [])
@@ -317,7 +318,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                               "run", header.table, dropped)
                 ask = plans[header.table].reread
                 if ask is not None and ask.which:
-                    held = buckets_of(newer_files, header, ask.buckets, join(scratch, str(n))) & set(ask.which)
+                    held = buckets_of(newer_files, header, ask.buckets, os.path.join(scratch, str(n))) & set(ask.which)
                     rereads[header.table].held = held
                     if held:
                         self.log.info("%s: buckets %s changed after the range's end and are repaired by a later run",
@@ -356,14 +357,14 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
         results: list[MergeInput | TableFailure] = []
         transient: list[str] = []
         for part in extraction.changed:
-            target = plan.table(part.source).run_dir
+            target = plan.table(part.source).run_dir.root
             store = work_store(target, self.work_conn_id)
-            fills = fills_from_json(part.fills)
+            fills = fills_of(part.fills)
             started = time.monotonic()
             try:
                 # On an object store: the raw files fetched, the outputs uploaded once the replay has succeeded.
                 with store.fetched(part.files) as raw, store.staging(target) as out:
-                    result = replay(raw, out / "upsert.parquet", out / "delete.parquet",
+                    result = replay(raw, out / UPSERT_FILE, out / DELETE_FILE,
                                     memory_budget=self.memory_budget, fills=fills)
                     files = [store.location_of(f, out, target) if f else None
                              for f in (result.upsert_file, result.delete_file, result.fills_file)]

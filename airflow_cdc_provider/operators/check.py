@@ -2,26 +2,19 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.catalog import previous_from_json, resolve
+from airflow_cdc_provider.core.catalog import StoredCatalog, resolve
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.storage import join
-
-
-def catalog_path(work_dir: str, dag_id: str, task_id: str) -> str:
-    """Where the tables a source's last run captured are kept: one file per DAG and task group."""
-    group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
-    return join(work_dir, "_catalog", f"{dag_id}.{group or 'tables'}.json")
 
 
 class CaptureCheckOperator(BaseOperator):
@@ -61,8 +54,8 @@ class CaptureCheckOperator(BaseOperator):
     def _check(self) -> CheckResult:
         hook = MySqlSourceHook(self.mysql_conn_id)
         kept = work_store(self.work_dir, self.work_conn_id).read_text(
-            catalog_path(self.work_dir, self.dag_id, self.task_id))
-        previous = previous_from_json(json.loads(kept)) if kept else {}
+            SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog)
+        previous = StoredCatalog.parse(kept).previous() if kept else {}
         schemas: set[str] | None = {t.schema for t in previous}
         for entry in self.tables:
             literal = entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)

@@ -20,7 +20,8 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from airflow_cdc_provider.core.ledger import Ledger, Owner, RunRef
+from airflow_cdc_provider.core.holder import Owner
+from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.processes import identity
 
 DEFAULT_LEASE_SECONDS = 600
@@ -57,7 +58,7 @@ def leased(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, ow
         stop.set()
         if keeper is not None:
             keeper.join(timeout=10)
-        hand_over([ledger for ledger in ledgers if ledger.root not in lost], run, lease_seconds, owner, log)
+        hand_over([ledger for ledger in ledgers if ledger.table.ledger not in lost], run, lease_seconds, owner, log)
 
 
 def hand_over(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, owner: Owner, log: Any) -> None:
@@ -70,19 +71,19 @@ def _renew(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, ow
            lost: set[str] | None) -> None:
     """Renew ``run``'s lease on each ledger not in ``lost``; one another run holds now goes into ``lost``, said
     once (None: not said, as the task may have released it)."""
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     lease = dt.timedelta(seconds=lease_seconds) if lease_seconds else None
     for ledger in ledgers:
-        if lost is not None and ledger.root in lost:
+        if lost is not None and ledger.table.ledger in lost:
             continue
         try:
             if not ledger.renew(run, now, lease, owner) and lost is not None:
-                lost.add(ledger.root)
+                lost.add(ledger.table.ledger)
                 log.warning("%s: %s no longer holds this table's lock (%s): another run took it over (its lease "
                             "had run out, or the task that held it was killed), or it was released. This run "
-                            "will not commit the table.", ledger.root, run, ledger.holder())
+                            "will not commit the table.", ledger.table.ledger, run, ledger.holder())
         except Exception as exc:  # the lease has time left: the next renewal may pass
-            log.warning("Could not renew the lock lease in %s: %s", ledger.root, exc)
+            log.warning("Could not renew the lock lease in %s: %s", ledger.table.ledger, exc)
 
 
 class HoldsTableLeases:
@@ -97,6 +98,6 @@ class HoldsTableLeases:
     def _leased(self, context: Any, tables: Sequence[Any], run: RunRef) -> contextlib.AbstractContextManager[None]:
         from airflow_cdc_provider.hooks.work_store import work_store
 
-        store = work_store(tables[0].ledger_dir, self.work_conn_id) if tables else None  # one work_dir per run
-        ledgers = [Ledger(t.ledger_dir, store) for t in tables]
+        store = work_store(tables[0].table_dir.work_dir, self.work_conn_id) if tables else None  # one work_dir per run
+        ledgers = [Ledger(t.table_dir, store) for t in tables]
         return leased(ledgers, run, self.lock_lease_seconds, task_owner(context, self.task_id), self.log)

@@ -3,7 +3,6 @@ and the per-table task that reports each table's outcome and releases its lock."
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
@@ -21,7 +20,8 @@ from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec
+from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -29,7 +29,7 @@ from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTab
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.operators.verify import settle_repair
 from airflow_cdc_provider.spark import MERGE_JOB
-from airflow_cdc_provider.storage import WorkStore, join
+from airflow_cdc_provider.storage import WorkStore
 from airflow_cdc_provider.failpoints import failpoint
 
 
@@ -111,7 +111,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
         outcomes: dict[str, TableOutcome] = {}
-        store = work_store(plan.tables[0].ledger_dir, self.work_conn_id) if plan.tables else WorkStore()
+        store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
         self._store = store
         for table in plan.of_mode(NOTHING):
             outcomes[table.source] = _outcome(table, "nothing", reason=table.plan.reason)
@@ -124,7 +124,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
         for merge_input in inputs:
             table = plan.table(merge_input.source)
-            ledger = Ledger(table.ledger_dir, store)
+            ledger = Ledger(table.table_dir, store)
             recorded = ledger.run_plan(plan.run)
             if recorded is not None and recorded.output_version is not None:  # this task's earlier attempt
                 outcomes[table.source] = _outcome(
@@ -160,7 +160,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                           f" (version {outcome.version})" if outcome.version is not None else "")
             if outcome.status == IDLE:  # done here: an idle table gets no task of its own
-                finish_table(plan.table(outcome.source).ledger_dir, plan.run, self.keep_versions, store)
+                finish_table(plan.table(outcome.source).table_dir, plan.run, self.keep_versions, store)
         context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
         # One task per table the run wrote or failed; idle and untouched tables cost no task.
         return [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
@@ -174,7 +174,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         committed = table.committed
         if committed is None:
             return _outcome(table, "failed", error="an incremental plan without a committed version")
-        ledger = Ledger(table.ledger_dir, self._store)
+        ledger = Ledger(table.table_dir, self._store)
         advanced = Committed(committed.version, committed.location, end, extraction.as_of, table.plan.run,
                              table.plan.mode, columns)
         ledger.commit(table.plan, advanced)
@@ -188,44 +188,42 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                 number: int) -> dict[str, TableOutcome]:
         # The job file lives beside the first table's run files; its result, beside it, names each table.
         store, run_dir = self._store, batch[0][0].run_dir
-        result_file = join(run_dir, f"merge-result-{number}.json")
+        result_file = run_dir.merge_result(number)
         store.delete(result_file)
-        job = MergeJob(self.warehouse_dir, self.metastore_uri, tuple(spec for _, _, spec in batch),
-                       store.uri(result_file))
-        job_file = join(run_dir, f"merge-job-{number}.json")
-        store.write_text(job_file, job.to_json())
+        job = MergeJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                       tables=tuple(spec for _, _, spec in batch), result_file=store.uri(result_file))
+        job_file = run_dir.merge_job(number)
+        store.write(job_file, job)
         self.log.info("Merging %d tables in one Spark application: %s", len(batch),
                       ", ".join(f"{s.database}.{s.table}" for _, _, s in batch))
         self._spark_submit(context, store.uri(job_file))
-        written = store.read_text(result_file)
+        written = store.read(result_file, MergeResult)
         if written is None:  # a retry of the task submits the job again
             raise RuntimeError(f"The merge application ended without writing its result {job.result_file}; see "
                                "its log above.")
-        results = json.loads(written)["tables"]
         outcomes = {}
         for table, merge_input, spec in batch:
-            result = results[f"{spec.database}.{spec.table}"]
-            status = result["status"]
+            result = written.tables[f"{spec.database}.{spec.table}"]
+            status = result.status
             warnings = [table.plan.warning] if table.plan.warning else []
-            if result.get("datetimes_in_gaps"):
-                warnings.append(f"{result['datetimes_in_gaps']} rows hold a DATETIME that does not exist in "
+            if result.datetimes_in_gaps:
+                warnings.append(f"{result.datetimes_in_gaps} rows hold a DATETIME that does not exist in "
                                 f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
                 self.log.warning("%s: %s", table.source, warnings[-1])
             if status == "committed":
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
-                Ledger(table.ledger_dir, store).commit(table.plan, spec.committed(result["version"],
-                                                                                   result["location"]))
+                Ledger(table.table_dir, store).commit(table.plan, spec.committed(result.version, result.location))
                 # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
                 if table.mode == SNAPSHOT or (merge_input.reread is not None and merge_input.reread.which):
-                    settle_repair(store, table.ledger_dir,
+                    settle_repair(store, table.table_dir,
                                   None if table.mode == SNAPSHOT else merge_input.reread.which)
             outcomes[table.source] = _outcome(
-                table, status, reason=result.get("reason", ""), version=result.get("version"),
-                location=result.get("location"), rows=result.get("rows"), upserts=merge_input.upserts,
+                table, status, reason=result.reason, version=result.version,
+                location=result.location, rows=result.rows, upserts=merge_input.upserts,
                 deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
-                added_columns=tuple(result.get("added_columns", ())), error=result.get("error"), warnings=tuple(warnings),
-                seconds={**merge_input.seconds, "merge": result.get("seconds", 0.0)}, changes=merge_input.changes,
+                added_columns=result.added_columns, error=result.error, warnings=tuple(warnings),
+                seconds={**merge_input.seconds, "merge": result.seconds}, changes=merge_input.changes,
                 start=merge_input.start, as_of=spec.as_of if status == "committed" else None)
         return outcomes
 
@@ -248,15 +246,14 @@ OUTCOMES_KEY = "outcomes"
 IDLE = "idle"
 
 
-def finish_table(ledger_dir: str, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
+def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
     """Release the table's lock held by ``run`` and remove the files of its older runs (the newest
     ``keep_runs`` stay: a re-run needs its own). Returns whether the lock was released, and what was removed."""
-    released = Ledger(ledger_dir, store).release(run)
-    runs = join(ledger_dir.rstrip("/").rsplit("/", 1)[0], "runs")
+    released = Ledger(table, store).release(run)
     removed = []
-    for name, _ in store.subdirectories(runs)[keep_runs:]:  # newest first
+    for name, _ in store.subdirectories(table.runs)[keep_runs:]:  # newest first
         if name != run.key:
-            store.remove_tree(join(runs, name))
+            store.remove_tree(table.run(name).root)
             removed.append(name)
     return released, removed
 
@@ -294,7 +291,7 @@ class CdcTableOperator(BaseOperator):
             raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
         run = context["dag_run"]
         failpoint("table.finish")
-        released, removed = finish_table(join(self.work_dir, outcome.hive_table, "ledger"),
+        released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table),
                                          RunRef(run.dag_id, run.run_id), self.keep_runs,
                                          work_store(self.work_dir, self.work_conn_id))
         self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)

@@ -9,6 +9,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.config import ConfigError
+from airflow_cdc_provider.core.catalog import StoredCatalog
 from airflow_cdc_provider.core.contract import CheckResult, Reread, SourcePlan, TablePlan
 from airflow_cdc_provider.core.ledger import (
     INCREMENTAL,
@@ -21,22 +22,16 @@ from airflow_cdc_provider.core.ledger import (
     plan_run,
     run_target,
 )
+from airflow_cdc_provider.core.workdir import SourceDir, TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.processes import look
-from airflow_cdc_provider.operators.check import catalog_path
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
-from airflow_cdc_provider.storage import join
-
-
-def table_dir(work_dir: str, hive_table: str) -> str:
-    """The directory of one Hive table's ledger and run files."""
-    return join(work_dir, hive_table)
 
 
 class CdcPlanOperator(BaseOperator):
@@ -105,7 +100,7 @@ class CdcPlanOperator(BaseOperator):
         tables = sorted(check.tables, key=lambda t: t.hive_table)
         conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
         store = work_store(self.work_dir, self.work_conn_id)
-        ledgers = {t.hive_table: Ledger(join(table_dir(self.work_dir, t.hive_table), "ledger"), store,
+        ledgers = {t.hive_table: Ledger(TableDir(work_dir=self.work_dir, hive_table=t.hive_table), store,
                                         log=self.log.warning)
                    for t in tables}
         taken: list[Ledger] = []
@@ -140,13 +135,12 @@ class CdcPlanOperator(BaseOperator):
                     ledger.release(run)
                 else:
                     ledger.save_run_plan(plan)
-                reread = self._reread(table, plan, ledger.root, conditions.get(table.source), store)
-                planned.append(TablePlan(table=table, plan=plan, ledger_dir=ledger.root,
-                                         run_dir=join(table_dir(self.work_dir, table.hive_table), "runs", run.key),
+                reread = self._reread(table, plan, ledger.table, conditions.get(table.source), store)
+                planned.append(TablePlan(table=table, plan=plan, table_dir=ledger.table,
                                          committed=committed[table.hive_table], reread=reread))
             # Kept, so that the next run can tell which tables are gone.
-            store.write_text(catalog_path(self.work_dir, self.dag_id, self.task_id), json.dumps(
-                {"tables": {t.source: t.hive_table for t in check.tables}}, indent=1, sort_keys=True))
+            store.write(SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog,
+                        StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
             result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
             self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
                           len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
@@ -188,21 +182,22 @@ class CdcPlanOperator(BaseOperator):
             conditions[source] = where
         return conditions
 
-    def _reread(self, table: Any, plan: RunPlan, ledger_dir: str, where: str | None, store: Any) -> Reread | None:
+    def _reread(self, table: Any, plan: RunPlan, table_dir: TableDir, where: str | None,
+                store: Any) -> Reread | None:
         """What the run reads of the table again: the rows the reread parameter selects, the buckets its last
         verify found different (with the repair parameter or ``verify: repair:``), or nothing."""
-        repair = pending_repair(store, ledger_dir) if parse_flag(self.repair, "repair") else None
+        repair = pending_repair(store, table_dir) if parse_flag(self.repair, "repair") else None
         if plan.mode != INCREMENTAL or (repair is None and where is None):
             if plan.mode == SNAPSHOT and (repair is not None or where is not None):
                 self.log.info("%s is read whole by a snapshot in this run: no rows are read again apart", table.source)
             return None
         reasons = []
         if repair is not None:
-            reasons.append(f"a repair of the {len(repair['which'])} buckets that verify found different in version "
-                           f"{repair['version']}")
+            reasons.append(f"a repair of the {len(repair.which)} buckets that verify found different in version "
+                           f"{repair.version}")
         if where is not None:
             reasons.append(f"the reread parameter: {where or 'the whole table'}")
-        reread = Reread(buckets=repair["buckets"] if repair else 0, which=tuple(repair["which"]) if repair else (),
+        reread = Reread(buckets=repair.buckets if repair else 0, which=repair.which if repair else (),
                         where=where, reason="; ".join(reasons))
         self.log.info("%s: read again in this run: %s", table.source, reread.reason)
         return reread

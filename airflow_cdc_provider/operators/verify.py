@@ -3,7 +3,6 @@ source keeps being written (``core.verify``, ``docs/verify.md``)."""
 
 from __future__ import annotations
 
-import json
 import tempfile
 import threading
 import time
@@ -27,14 +26,19 @@ from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import (
     BucketSum,
+    RepairRequest,
+    SourceSums,
     VerifyJob,
+    VerifyJobs,
+    VerifyResult,
+    VerifyState,
     bucket_of,
     bucket_count,
-    jobs_to_json,
     row_differences,
-    sums_to_json,
+    sums_of,
 )
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -42,7 +46,7 @@ from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
 from airflow_cdc_provider.stages.verify import changed_keys
-from airflow_cdc_provider.storage import WorkStore, join
+from airflow_cdc_provider.storage import WorkStore
 
 VERIFICATION_KEY = "verification"
 
@@ -60,27 +64,16 @@ class _Check:
 _VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
 
 
-def verify_dir(ledger_dir: str) -> str:
-    """A table's verify state and reports: beside its ledger."""
-    return join(ledger_dir.rstrip("/").rsplit("/", 1)[0], "verify")
-
-
-def repair_file(ledger_dir: str) -> str:
-    """Where verify leaves the buckets it found different, for a repair to read again."""
-    return join(verify_dir(ledger_dir), "repair.json")
-
-
-def pending_repair(store: WorkStore, ledger_dir: str) -> dict[str, Any] | None:
+def pending_repair(store: WorkStore, table: TableDir) -> RepairRequest | None:
     """The buckets the table's last verify found different and no run has read again yet, or None."""
-    text = store.read_text(repair_file(ledger_dir))
-    return json.loads(text) if text else None
+    return store.read(table.repair, RepairRequest)
 
 
-def settle_repair(store: WorkStore, ledger_dir: str, replaced: tuple[int, ...] | None) -> None:
+def settle_repair(store: WorkStore, table: TableDir, replaced: tuple[int, ...] | None) -> None:
     """A commit read the table whole (a snapshot, ``replaced`` None) or the pending buckets again: none is left."""
-    pending = pending_repair(store, ledger_dir)
-    if pending is not None and (replaced is None or set(pending["which"]) <= set(replaced)):
-        store.delete(repair_file(ledger_dir))
+    pending = pending_repair(store, table)
+    if pending is not None and (replaced is None or set(pending.which) <= set(replaced)):
+        store.delete(table.repair)
 
 
 class CdcVerifyOperator(CdcSparkSubmitOperator):
@@ -119,21 +112,28 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
-        store = work_store(plan.tables[0].ledger_dir, self.work_conn_id) if plan.tables else WorkStore()
-        due = self._due(plan, outcomes, parse_flag(self.force, "verify"), store)
-        if not due:
+        store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
+        counted = self._count(plan, outcomes, parse_flag(self.force, "verify"), store)
+        due = [table for table, _, is_due in counted if is_due]
+        if due:
+            verification = Verification(tables=tuple(self._verify(context, due, outcomes, store)))
+        else:
             self.log.info("No table is due for verify in this run (every %s runs, or with the verify parameter).",
                           self.verify.every or "no")
-            return Verification().to_xcom()
-        verification = Verification(tables=tuple(self._verify(context, due, outcomes, store)))
+            verification = Verification()
         run_key = plan.run.key
         for table, found in zip(due, verification.tables):
-            store.write_text(join(verify_dir(table.ledger_dir), f"{run_key}.json"), found.model_dump_json(indent=1))
+            store.write(table.table_dir.verify_report(run_key), found)
             if found.status == "different" and found.repair_buckets:
-                store.write_text(repair_file(table.ledger_dir), json.dumps(
-                    {"buckets": found.buckets, "which": list(found.repair_buckets), "version": found.version,
-                     "run": run_key}))
+                store.write(table.table_dir.repair, RepairRequest(
+                    buckets=found.buckets, which=found.repair_buckets, version=found.version, run=run_key))
             self._log(found)
+        # Only now that each due table's check has completed is it counted as verified: a task that failed
+        # before (its Spark application, the server) leaves the counts, and its retry verifies the same tables.
+        for table, runs, is_due in counted:
+            store.write(table.table_dir.verify_state, VerifyState(runs_since=0 if is_due else runs))
+        if not due:
+            return verification.to_xcom()
         value = verification.to_xcom()
         context["ti"].xcom_push(key=VERIFICATION_KEY, value=value)
         different = verification.different
@@ -147,24 +147,21 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                 "parameter), a fresh snapshot reloads the table.")
         return value
 
-    def _due(self, plan: SourcePlan, outcomes: dict[str, TableOutcome], force: bool,
-             store: WorkStore) -> list[TablePlan]:
-        """The run's tables that verify now, counting the runs since each table's last verify."""
+    def _count(self, plan: SourcePlan, outcomes: dict[str, TableOutcome], force: bool,
+               store: WorkStore) -> list[tuple[TablePlan, int, bool]]:
+        """Each verifiable table of the run: the runs since its last verify, this one included, and whether it
+        verifies now."""
         if not force and not self.verify.every:
             return []
-        due = []
+        counted = []
         for table in plan.tables:
             outcome = outcomes.get(table.source)
             if outcome is None or outcome.status not in _VERIFIABLE:
                 continue
-            state_file = join(verify_dir(table.ledger_dir), "state.json")
-            state = json.loads(store.read_text(state_file) or "{}")
-            runs = int(state.get("runs_since", 0)) + 1
-            if force or (self.verify.every and runs >= self.verify.every):
-                due.append(table)
-                runs = 0
-            store.write_text(state_file, json.dumps({"runs_since": runs}))
-        return due
+            state = store.read(table.table_dir.verify_state, VerifyState) or VerifyState()
+            runs = state.runs_since + 1
+            counted.append((table, runs, force or bool(self.verify.every and runs >= self.verify.every)))
+        return counted
 
     def _verify(self, context: Any, tables: list[TablePlan], outcomes: dict[str, TableOutcome],
                 store: WorkStore) -> list[TableVerification]:
@@ -173,7 +170,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         found: dict[str, TableVerification] = {}
         checks: list[_Check] = []
         for table in tables:
-            committed = Ledger(table.ledger_dir, store).committed()
+            committed = Ledger(table.table_dir, store).committed()
             base = {"source": table.source, "hive_table": table.table.hive_table}
             if committed is None:
                 found[table.source] = TableVerification(**base, status="not_verified", reason="no committed version")
@@ -188,20 +185,21 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
             rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
             buckets = bucket_count(rows, self.verify.bucket_rows)
-            job = VerifyJob(self.warehouse_dir, self.metastore_uri, table.table.hive_table, header.columns,
-                            header.key, mariadb, buckets, store.uri(join(table.run_dir, "verify-result.json")),
+            job = VerifyJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                            table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
+                            buckets=buckets, result_file=store.uri(table.run_dir.verify_result),
                             location=committed.location, time_zone=self.time_zone,
-                            source_file=store.uri(join(table.run_dir, "verify-source-sums.json")),
+                            source_file=store.uri(table.run_dir.verify_source_sums),
                             detail_limit=self.verify.detail_buckets)
             checks.append(_Check(table, committed, header, job))
         if not checks:
             return [found[t.source] for t in tables]
         self._require_spark_connection()
-        job_file = join(checks[0].table.run_dir, "verify-jobs.json")
+        job_file = checks[0].table.run_dir.verify_jobs
         for check in checks:
             store.delete(check.job.result_file)
             store.delete(check.job.source_file)
-        store.write_text(job_file, jobs_to_json([check.job for check in checks]))
+        store.write(job_file, VerifyJobs(jobs=tuple(check.job for check in checks)))
         # The two halves at once: the Spark application sums the copies while the server sums the sources, one
         # table after the other; the application waits for each table's sums file to compare.
         submitted: list[BaseException] = []
@@ -224,9 +222,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                     failed = exc
                 check.seconds = time.monotonic() - started
             if check.sums is None:  # the application gives up on this table rather than wait
-                store.write_text(check.job.source_file, json.dumps({"error": "the server's sums failed"}))
+                store.write(check.job.source_file, SourceSums(error="the server's sums failed"))
                 continue
-            store.write_text(check.job.source_file, json.dumps({"sums": sums_to_json(check.sums)}))
+            store.write(check.job.source_file, SourceSums(sums=sums_of(check.sums)))
             self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", check.table.source,
                           check.job.buckets, sum(s.rows for s in check.sums.values()), check.seconds)
         spark.join()
@@ -235,27 +233,27 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         if submitted:
             raise submitted[0]
         for check in checks:
-            written = store.read_text(check.job.result_file)
+            written = store.read(check.job.result_file, VerifyResult)
             if written is None:  # a retry of the task submits the job again
                 raise RuntimeError(f"The verify application ended without writing {check.job.result_file}; see "
                                    "its log above.")
-            found[check.table.source] = self._compare(hook, check, json.loads(written))
+            found[check.table.source] = self._compare(hook, check, written)
         return [found[t.source] for t in tables]
 
-    def _compare(self, hook: MySqlSourceHook, check: _Check, result: dict[str, Any]) -> TableVerification:
+    def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
         table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
                 "watermark": committed.watermark, "buckets": job.buckets,
                 "rows": sum(s.rows for s in (check.sums or {}).values())}
-        seconds = {"source": round(check.seconds, 3), "spark": result.get("seconds", 0.0)}
-        differing = [int(b) for b in result["differing"]]
+        seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
+        differing = list(result.differing)
         if not differing:
             return TableVerification(**base, status="clean", seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
         served = hook.bucket_rows(header, job.buckets, listed)
         end = hook.current_watermark()
-        copied = {key: md5 for rows in result["rows"].values() for key, md5 in rows}
+        copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         start = hook.read_positions([committed.watermark])[0]
         if not isinstance(start, Watermark):
             return TableVerification(**base, status="not_verified", seconds=seconds, reason=(

@@ -24,6 +24,10 @@ class HadoopFiles:
     def _fs(self, path: str) -> Any:
         return self._path(path).getFileSystem(self.conf)
 
+    def parent(self, path: str) -> str:
+        """The directory ``path`` is in, as Hadoop names it."""
+        return str(self._path(path.rstrip("/")).getParent().toString())
+
     def version_path(self, version: int) -> str:
         return f"{self.root}/{version_dir_name(version)}"
 

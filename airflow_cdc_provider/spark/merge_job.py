@@ -27,23 +27,23 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import sys
 import time
 from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, RunRef, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
     MergeJob,
+    MergeResult,
     MergeSpec,
+    TableMerge,
     check_datetime_zone,
     next_columns,
     parse_version_dir,
     versions_to_remove,
 )
-from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
 from airflow_cdc_provider.failpoints import failpoint
@@ -65,9 +65,7 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
             f"The Hive table {spec.database}.{spec.table} exists but was not made by this pipeline (its location "
             f"{location} holds no {VERSION_FILE}). Give the table another `target:` name, or drop it."
         )
-    data = json.loads(text)
-    info = VersionInfo(int(data["version"]), Watermark.from_dict(data["watermark"]), RunRef.from_dict(data["run"]),
-                       data.get("input_version"), data.get("datetime_zone") or "UTC")
+    info = VersionInfo.from_text(text)
     columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema]
     return location, info, columns
 
@@ -176,7 +174,7 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
 
 
-def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
+def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     """Merge one table and commit it; returns its result."""
     clock = _Clock(f"{spec.database}.{spec.table}: ")
     location, current, table_columns = _current(spark, spec)
@@ -184,8 +182,8 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
     clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
     if origin.action == "skip":
-        return {"status": "unchanged", "reason": origin.reason, "version": current.version if current else None,
-                "location": location}
+        return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
+                          location=location)
     if origin.action == "merge":
         check_datetime_zone(current.datetime_zone, spec)
     fills = _fills(spark, spec)
@@ -201,7 +199,7 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
         database = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(spec.database)}")
         root = f"{database['Location'].rstrip('/')}/{spec.table}"
     else:
-        root = location.rstrip("/").rsplit("/", 1)[0]
+        root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
     if origin.action == "merge" and not existing.get(origin.version):
@@ -216,12 +214,10 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
     _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
     clock.lap("write")
     rows = spark.read.parquet(path).count()
-    files.write_text(f"{path}/{VERSION_FILE}", json.dumps({
-        "version": version, "watermark": spec.end.to_dict(), "as_of": spec.as_of.isoformat(),
-        "run": spec.plan.run.to_dict(), "input_version": spec.plan.input_version, "mode": spec.plan.mode,
-        "source": spec.source, "rows": rows, "source_columns": [list(c) for c in spec.source_columns],
-        "datetime_zone": spec.datetime_zone,
-    }, indent=1))
+    files.write_text(f"{path}/{VERSION_FILE}", VersionInfo(
+        version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
+        input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
+        source_columns=spec.source_columns, datetime_zone=spec.datetime_zone).to_text())
 
     # The commit: one metastore operation points the table at the new version.
     if location is None or redefine:
@@ -252,9 +248,9 @@ def merge(spark: Any, spec: MergeSpec) -> dict[str, Any]:
     for number in removed:
         files.delete(files.version_path(number))
     clock.lap("cleanup")
-    return {"status": "committed", "version": version, "location": path, "rows": rows, "origin": origin.version,
-            "added_columns": [name for name, _ in added], "datetimes_in_gaps": in_gaps,
-            "reason": origin.reason, "removed_versions": removed, "phases": clock.phases}
+    return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
+                      added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
+                      reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases)
 
 
 def _literal(text: str) -> str:
@@ -285,7 +281,7 @@ def _table_settings(spark: Any, spec: MergeSpec) -> Iterator[None]:
                 spark.conf.set(key, value)
 
 
-def run(job: MergeJob) -> dict[str, Any]:
+def run(job: MergeJob) -> MergeResult:
     """Merge every table of ``job`` in one session; each table's result, a failure included, by Hive table."""
     clock = _Clock()
     names = ", ".join(f"{t.database}.{t.table}" for t in job.tables)
@@ -300,10 +296,10 @@ def run(job: MergeJob) -> dict[str, Any]:
         except Exception as exc:  # this table's failure; the others still merge and commit
             message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
             print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)
-            result = {"status": "failed", "error": f"{type(exc).__name__}: {message}"}
-        result["seconds"] = round(time.perf_counter() - started, 3)
-        results[f"{spec.database}.{spec.table}"] = result
-    return {"tables": results, "session_seconds": clock.phases["session"]}
+            result = TableMerge(status="failed", error=f"{type(exc).__name__}: {message}")
+        results[f"{spec.database}.{spec.table}"] = result.model_copy(
+            update={"seconds": round(time.perf_counter() - started, 3)})
+    return MergeResult(tables=results, session_seconds=clock.phases["session"])
 
 
 def main(argv: list[str]) -> int:
@@ -320,11 +316,11 @@ def main(argv: list[str]) -> int:
     if text is None:
         print(f"cdc-merge: the merge job {argv[1]} does not exist", file=sys.stderr)
         return 2
-    job = MergeJob.from_json(text)
+    job = MergeJob.from_text(text)
     print(f"cdc-merge: read the job {argv[1]} ({len(job.tables)} tables)", flush=True)
-    result = run(job)
-    result["seconds"] = round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)
-    files.write_text(job.result_file, json.dumps(result), overwrite=True)
+    result = run(job).model_copy(
+        update={"seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)})
+    files.write_text(job.result_file, result.to_text(), overwrite=True)
     return 0
 
 

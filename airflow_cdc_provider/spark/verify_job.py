@@ -11,7 +11,6 @@ names: ``{"buckets": {bucket: [rows, digest]}, "differing": [bucket, ...], "rows
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
@@ -20,7 +19,17 @@ from typing import Any
 import pandas as pd
 
 from airflow_cdc_provider.core.checksum import hive_text, spark_text
-from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, differing_buckets, jobs_from_json
+from airflow_cdc_provider.core.verify import (
+    BucketSum,
+    SourceSums,
+    VerifyJob,
+    VerifyJobs,
+    VerifyResult,
+    bucket_sums,
+    differing_buckets,
+    sums_of,
+)
+from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
 
@@ -91,13 +100,11 @@ def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600)
         if time.monotonic() > deadline:
             raise TimeoutError(f"The server's sums of {job.table} did not appear at {job.source_file}.")
         time.sleep(0.5)
-    data = json.loads(text)
-    if "error" in data:
-        return None
-    return {int(b): BucketSum(*s) for b, s in data["sums"].items()}
+    written = SourceSums.from_text(text)
+    return bucket_sums(written.sums) if written.sums is not None else None
 
 
-def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> dict[str, Any]:
+def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
@@ -109,14 +116,13 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> dict[str, Any]:
     source = wait_for_sums(files, job)
     differing = differing_buckets(source, copy) if source is not None else []
     listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
-    result: dict[str, Any] = {"buckets": {str(b): [s.rows, s.digest] for b, s in copy.items()},
-                              "differing": differing, "rows": {}, "compared": source is not None}
+    listed_rows: dict[int, list[tuple[str, str]]] = {}
     if listed:
         for r in rows.where(F.col("bucket").isin(listed)).select("bucket", "key", "md5").collect():
-            result["rows"].setdefault(str(r["bucket"]), []).append([r["key"], r["md5"]])
-    pass
-    result["seconds"] = round(time.monotonic() - started, 3)
-    return result
+            listed_rows.setdefault(int(r["bucket"]), []).append((r["key"], r["md5"]))
+    return VerifyResult(buckets=sums_of(copy), differing=tuple(differing),
+                        rows={b: tuple(found) for b, found in listed_rows.items()}, compared=source is not None,
+                        seconds=round(time.monotonic() - started, 3))
 
 
 _UNSIGNED = (1 << 64) - 1
@@ -133,13 +139,14 @@ def main(argv: list[str]) -> int:
     if text is None:
         print(f"cdc-verify: the verify job file {argv[1]} does not exist", file=sys.stderr)
         return 2
-    jobs = jobs_from_json(text)
+    jobs = VerifyJobs.from_text(text).jobs
+    failpoint("verify.driver")
     spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
     for job in jobs:
         result = run(spark, job, files)
-        files.write_text(job.result_file, json.dumps(result), overwrite=True)
-        print(f"cdc-verify: {job.table}: {len(result['buckets'])} buckets summed, {len(result['differing'])} differ, "
-              f"in {result['seconds']} s", flush=True)
+        files.write_text(job.result_file, result.to_text(), overwrite=True)
+        print(f"cdc-verify: {job.table}: {len(result.buckets)} buckets summed, {len(result.differing)} differ, "
+              f"in {result.seconds} s", flush=True)
     return 0
 
 

@@ -21,6 +21,7 @@ from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
 from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.binlog_columns import column_type_of
@@ -73,22 +74,22 @@ class ExtractResult:
             raise error
         return self
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"start": self.start.to_dict(), "end": self.end.to_dict(), "files": self.files,
-                "counts": self.counts, "events": self.events,
-                "columns": {t: [list(c) for c in h.columns] for t, h in self.headers.items()},
-                "schema_changes": {t: [c.to_dict() for c in cs] for t, cs in self.schema_changes.items()},
-                "fills": {t: fills_to_json(fs) for t, fs in self.fills.items()}}
 
 
-def fills_to_json(fills: Sequence[Fill]) -> list[dict[str, Any]]:
-    """Fills as plain JSON (an XCom): each constant in the raw records' encoding, which keeps its type."""
-    return [{**f.to_dict(), "value": encode_values([f.value])} for f in fills]
+def reported(change: SchemaChange) -> ColumnChange:
+    """A schema change as the run reports it."""
+    return ColumnChange(table=change.table, at=change.at, ddl=change.ddl, before=change.before, after=change.after,
+                        renames=change.renames, change=change.describe())
 
 
-def fills_from_json(data: Sequence[dict[str, Any]]) -> list[Fill]:
-    return [Fill(d["column"], tuple(d["sources"]), decode_values(d["value"])[0], bool(d["needs_value"]))
-            for d in data]
+def added_columns_of(fills: Sequence[Fill]) -> tuple[AddedColumn, ...]:
+    """Fills as the extraction hands them to the replay: each constant in the raw records' encoding."""
+    return tuple(AddedColumn(column=f.column, sources=f.sources, value=encode_values([f.value]),
+                             needs_value=f.needs_value) for f in fills)
+
+
+def fills_of(added: Sequence[AddedColumn]) -> list[Fill]:
+    return [Fill(a.column, a.sources, decode_values(a.value)[0], a.needs_value) for a in added]
 
 
 class _TableSink:
@@ -252,7 +253,8 @@ def extract(
                 result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before,
                                            progress or (lambda events, at: None))
                 if end is not None:
-                    result.end = Watermark(end[0], end[1], server_id=high.server_id, server_uuid=high.server_uuid)
+                    result.end = Watermark(file=end[0], position=end[1], server_id=high.server_id,
+                                           server_uuid=high.server_uuid)
             for sink in sinks.values():
                 if sink.failed is None:
                     try:

@@ -26,6 +26,7 @@ import pyarrow.parquet as pq
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
 from airflow_cdc_provider.core.schema import Fill, layout_plans
+from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import room_for
@@ -50,9 +51,6 @@ class ReplayResult:
     peak_keys: int = 0
     columns: tuple[tuple[str, str], ...] = ()  # the upsert file's columns: every column the raw files held
     key: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict:
-        return {**self.__dict__, "columns": [list(c) for c in self.columns], "key": list(self.key)}
 
 
 def read_header(path: Path) -> tuple[RawHeader, int]:
@@ -337,18 +335,18 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike, delete_file: str 
             result.deletes += output.delete_count
             done.append((work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet"))
         if fills:
-            fills_path = Path(fills_file) if fills_file else upsert_path.with_name("fills.parquet")
-            write_fills(work / "fills.parquet", header, fills)
-            os.replace(work / "fills.parquet", fills_path)
+            fills_path = Path(fills_file) if fills_file else upsert_path.with_name(FILLS_FILE)
+            write_fills(work / FILLS_FILE, header, fills)
+            os.replace(work / FILLS_FILE, fills_path)
             result.fills_file = str(fills_path)
         if len(done) == 1:
             os.replace(done[0][0], upsert_path)
             os.replace(done[0][1], delete_path)
         else:
-            _concat([u for u, _ in done], work / "upsert.parquet")
-            _concat([d for _, d in done], work / "delete.parquet")
-            os.replace(work / "upsert.parquet", upsert_path)
-            os.replace(work / "delete.parquet", delete_path)
+            _concat([u for u, _ in done], work / UPSERT_FILE)
+            _concat([d for _, d in done], work / DELETE_FILE)
+            os.replace(work / UPSERT_FILE, upsert_path)
+            os.replace(work / DELETE_FILE, delete_path)
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -30,6 +30,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
+from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
 
 FETCH_ROWS = 10_000
@@ -149,7 +150,7 @@ def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str 
     if not raw_files:
         return set()
     Path(work).mkdir(parents=True, exist_ok=True)
-    replayed = replay(raw_files, Path(work) / "upsert.parquet", Path(work) / "delete.parquet")
+    replayed = replay(raw_files, Path(work) / UPSERT_FILE, Path(work) / DELETE_FILE)
     return {bucket_of(key, buckets) for key in key_texts((replayed.upsert_file, replayed.delete_file),
                                                                     header)}
 

@@ -27,11 +27,12 @@ from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
+from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
-from airflow_cdc_provider.storage import room_for
+from airflow_cdc_provider.storage import WorkStore, room_for
 
-PROGRESS_FILE = "snapshot-progress.json"
 FETCH_ROWS = 10_000
 
 
@@ -49,9 +50,20 @@ class SnapshotResult:
     resumed_after_chunk: int = 0
     taken_at: str | None = None  # when the watermark was taken (UTC, ISO 8601): the moment the snapshot reflects
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"watermark": self.watermark.to_dict(), "rows": self.rows, "chunks": self.chunks,
-                "files": self.files, "resumed_after_chunk": self.resumed_after_chunk, "taken_at": self.taken_at}
+
+class SnapshotProgress(Model):
+    """The progress file of a snapshot (``RunDir.snapshot_progress``): its watermark, the finished chunks and the
+    key of the last row read."""
+
+    table: str
+    columns: tuple[tuple[str, str], ...]
+    watermark: Watermark
+    taken_at: str  # when the watermark was taken (UTC, ISO 8601)
+    chunks: int = 0
+    rows: int = 0
+    files: tuple[str, ...] = ()
+    last_key: list[Any] | None = None  # in the raw records' encoding (``core.records.encode_value``)
+    done: bool = False
 
 
 def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
@@ -78,35 +90,28 @@ def keyset_args(last_key: Sequence[Any]) -> list[Any]:
 
 
 class _Progress:
-    """The progress file: the watermark, the finished chunks and the key of the last row read."""
+    """The progress file, in the snapshot's local directory."""
 
     def __init__(self, path: Path, header: RawHeader) -> None:
-        self.path, self.header = path, header
-        self.state: dict[str, Any] | None = None
-        if path.exists():
-            state = json.loads(path.read_text())
-            if state.get("table") == header.table and state.get("columns") == [list(c) for c in header.columns]:
-                self.state = state
+        self.path, self.header, self.store = str(path), header, WorkStore()
+        self.state: SnapshotProgress | None = None
+        state = self.store.read(self.path, SnapshotProgress)
+        if state is not None and state.table == header.table and state.columns == tuple(header.columns):
+            self.state = state
 
     def start(self, watermark: Watermark) -> None:
-        self.state = {"table": self.header.table, "columns": [list(c) for c in self.header.columns],
-                      "watermark": watermark.to_dict(), "taken_at": dt.datetime.now(dt.timezone.utc).isoformat(),
-                      "chunks": 0, "rows": 0, "files": [], "last_key": None,
-                      "done": False}
-        self._save()
+        self._save(SnapshotProgress(table=self.header.table, columns=self.header.columns, watermark=watermark,
+                                    taken_at=dt.datetime.now(dt.timezone.utc).isoformat()))
 
     def finish_chunk(self, file: str, rows: int, last_key: list[Any] | None, done: bool) -> None:
-        self.state["chunks"] += 1
-        self.state["rows"] += rows
-        self.state["files"].append(file)
-        self.state["last_key"] = [encode_value(v) for v in last_key] if last_key is not None else None
-        self.state["done"] = done
-        self._save()
+        state = self.state
+        self._save(state.model_copy(update={
+            "chunks": state.chunks + 1, "rows": state.rows + rows, "files": (*state.files, file),
+            "last_key": [encode_value(v) for v in last_key] if last_key is not None else None, "done": done}))
 
-    def _save(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.state))
-        os.replace(tmp, self.path)
+    def _save(self, state: SnapshotProgress) -> None:
+        self.store.write(self.path, state)
+        self.state = state
 
 
 ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the last key read
@@ -123,16 +128,16 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chun
 
 
 def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone) -> SnapshotResult:
-    progress_file = _Progress(out / PROGRESS_FILE, header)
+    progress_file = _Progress(out / SNAPSHOT_PROGRESS_FILE, header)
     if progress_file.state is None:
         # Before any row is read: see the module's docstring.
         progress_file.start(source.current_watermark())
     state = progress_file.state
-    result = SnapshotResult(Watermark.from_dict(state["watermark"]), state["rows"], state["chunks"],
-                            list(state["files"]), resumed_after_chunk=state["chunks"], taken_at=state.get("taken_at"))
-    if state["done"]:
+    result = SnapshotResult(state.watermark, state.rows, state.chunks, list(state.files),
+                            resumed_after_chunk=state.chunks, taken_at=state.taken_at)
+    if state.done:
         return result
-    last_key = decode_values(json.dumps(state["last_key"])) if state["last_key"] is not None else None
+    last_key = decode_values(json.dumps(state.last_key)) if state.last_key is not None else None
     schema = file_schema(header)
     key_indexes = header.key_indexes()
     conn = source.get_conn()

@@ -14,6 +14,7 @@ from airflow_cdc_provider.core.checksum import hive_text
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
 
@@ -42,5 +43,5 @@ def changed_keys(settings: dict[str, Any], header: RawHeader, start: Watermark, 
         raise result.failed[header.table]
     if result.schema_changes.get(header.table):
         raise CdcError(f"{header.table} changed its columns while it was verified; it is verified in a later run.")
-    replayed = replay(result.files[header.table], work / "upsert.parquet", work / "delete.parquet")
+    replayed = replay(result.files[header.table], work / UPSERT_FILE, work / DELETE_FILE)
     return key_texts((replayed.upsert_file, replayed.delete_file), header)

@@ -11,6 +11,8 @@ import time
 import pytest
 
 from airflow_cdc_provider.core.ledger import Ledger
+from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.storage import WorkStore
 from airflow_cdc_testing.hive import spark_env, spark_submit_command
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 
@@ -61,7 +63,8 @@ def test_two_sources_merge_at_the_same_moment_on_a_cluster_through_a_metastore_s
                 assert location.startswith("file:" + str(metastore_service.warehouse_dir)) or \
                     location.startswith(str(metastore_service.warehouse_dir)), location
                 database = pipeline.config["hive"]["database"]
-                committed = Ledger(pipeline.tmp / "work" / f"{database}.{table}" / "ledger").committed()
+                committed = Ledger(TableDir(work_dir=str(pipeline.tmp / "work"), hive_table=f"{database}.{table}"),
+                                   WorkStore()).committed()
                 assert committed.version == (1 if changes is None else 2) and committed.location == location
 
     # The job names every file by URI (the driver may run on any node that reaches them), and the job is handed

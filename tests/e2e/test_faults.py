@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -106,7 +105,7 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
 
             # A file and position alone mean nothing here: a watermark without a GTID is refused, naming both
             # servers and the way on.
-            kind, message = pipeline.hook.read_positions([replace(committed, gtid=None)])[0]
+            kind, message = pipeline.hook.read_positions([committed.model_copy(update={"gtid": None})])[0]
             assert kind == "server"
             for part in ("taken on server id 11", "this server is id 12", "no GTID position", "fresh_snapshot=true",
                          "on_server_change: snapshot"):

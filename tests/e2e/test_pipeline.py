@@ -20,7 +20,9 @@ import yaml
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.storage import WorkStore
 from airflow_cdc_testing.hive import read_hive_table
 from tests.conftest import ROOT
 from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
@@ -88,7 +90,7 @@ class Pipeline:
         return hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
 
     def ledger(self, table: str) -> Ledger:
-        return Ledger(self.tmp / "work" / f"ods.{table}" / "ledger")
+        return Ledger(TableDir(work_dir=str(self.tmp / "work"), hive_table=f"ods.{table}"), WorkStore())
 
     def assert_equal(self, table: str) -> tuple[dict, str]:
         hive, location = self.hive(table)

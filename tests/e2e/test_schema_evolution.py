@@ -26,7 +26,7 @@ def _merge_again(job_path) -> dict:
     from airflow_cdc_provider.storage import WorkStore
     from airflow_cdc_testing.hive import run_spark_job
 
-    job = MergeJob.read(job_path)
+    job = MergeJob.from_text(job_path.read_text())
     done = run_spark_job(MERGE_JOB, str(job_path), work_dir=str(job_path.parent))
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
     (result,) = json.loads(WorkStore().read_text(job.result_file))["tables"].values()

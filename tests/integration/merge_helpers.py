@@ -12,9 +12,11 @@ from pathlib import Path
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
 from airflow_cdc_provider.core.types import hive_type
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.stages.snapshot import snapshot
+from airflow_cdc_provider.storage import WorkStore
 from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import capture_after
 from tests.integration.hive_helpers import hive_rows
@@ -29,7 +31,7 @@ class Table:
         self.hook, self.header, self.tmp = hook, header, tmp_path
         self.database, self.table = target.split(".")
         self.warehouse = str(tmp_path / "warehouse")
-        self.ledger = Ledger(tmp_path / "ledger")
+        self.ledger = Ledger(TableDir(work_dir=str(tmp_path / "work"), hive_table=target), WorkStore())
         self.runs = 0
 
     def spec(self, run: RunRef, plan, end, upserts, delete_file) -> Path:
@@ -41,7 +43,7 @@ class Table:
         )
         job = MergeJob(self.warehouse, None, (spec,), str(self.tmp / f"result-{run.run_id}.json"))
         path = self.tmp / f"job-{run.run_id}.json"
-        job.write(path)
+        path.write_text(job.to_text())
         return path
 
     def prepare(self):
@@ -74,7 +76,7 @@ class Table:
             archive.job_done() if proc.returncode == 0 else archive.job_failed()
         assert proc.returncode == 0, output[-6000:]
         self.last_output = output
-        job = MergeJob.read(job_path)
+        job = MergeJob.from_text(job_path.read_text())
         (spec,) = job.tables
         result = json.loads(Path(job.result_file).read_text())["tables"][f"{self.database}.{self.table}"]
         if result["status"] == "committed":

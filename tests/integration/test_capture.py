@@ -18,7 +18,8 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.stages.snapshot import PROGRESS_FILE, snapshot
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
+from airflow_cdc_provider.stages.snapshot import snapshot
 from tests.conftest import ROOT
 from tests.integration.capture_helpers import apply_changes, capture_after, read_rows, source_rows
 
@@ -122,7 +123,7 @@ def test_killed_snapshot_resumes_after_its_last_finished_chunk(mariadb, items, c
     header = hook.raw_header(items)
     resumed = snapshot(hook, header, out, chunk_rows=50)
     assert resumed.resumed_after_chunk == killed_at["chunks"]
-    assert resumed.watermark.to_dict() == killed_at["watermark"]
+    assert resumed.watermark.to_xcom() == killed_at["watermark"]
     rows = read_rows(resumed.files)
     assert len(rows) == 20000 == resumed.rows
     assert {tuple(r[k] for k in header.key): r for r in rows} == source_rows(mariadb, header)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+from pathlib import Path
 
 import pymysql
 import pytest
@@ -20,7 +21,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
-from airflow_cdc_provider.storage import join
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_testing.cluster import free_port
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
@@ -58,8 +59,8 @@ def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
 
             plan = plan_run(RUN, Committed(1, "/x/v000001", committed[table.source], NOW, RUN, "snapshot",
                                            table.columns), None, None)
-        tables.append(TablePlan(table=table, plan=plan, ledger_dir=join(str(tmp_path), table.hive_table, "ledger"),
-                                run_dir=join(str(tmp_path), table.hive_table, "inc" if committed else "snap")))
+        tables.append(TablePlan(table=table, plan=plan,
+                                table_dir=TableDir(work_dir=str(tmp_path), hive_table=table.hive_table)))
     return SourcePlan(run=RUN, tables=tuple(tables))
 
 
@@ -154,7 +155,7 @@ def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema
                                                          extraction=extraction).execute({}))
     (failure,) = replayed.failed
     assert failure.stage == "replay" and f"{raw}, line 3" in failure.error and not replayed.inputs
-    assert not list((tmp_path / f"ods.{schema}_a" / "inc").glob("*.parquet"))
+    assert not list(Path(plan.tables[0].run_dir.root).glob("*.parquet"))
 
 
 def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_left_to_retries(
@@ -180,7 +181,6 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
     """The rows read again are the source's at the range's end: a row the binlog changed in the range takes the
     binlog's version; a scheduled run's range ends before the read, and a row changed after that end is left
     to the next run."""
-    import dataclasses
     import time
 
     from airflow_cdc_provider.core.contract import Reread
@@ -195,7 +195,7 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
     time.sleep(1.1)
     mariadb.execute(f"UPDATE {a} SET v = 'after the end' WHERE id = 2")
     (table,) = source_plan(checked, tmp_path, committed={a: start}).tables
-    ranged = table.model_copy(update={"plan": dataclasses.replace(table.plan, stop_before=interval_end),
+    ranged = table.model_copy(update={"plan": table.plan.model_copy(update={"stop_before": interval_end}),
                                       "reread": Reread(where="id >= 1", reason="test")})
     plan = SourcePlan(run=RUN, tables=(ranged,))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
@@ -216,7 +216,6 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
                                                                                    tmp_path):
     """Its row at the range's end is not known (here: deleted after the end, before the read): replacing the
     bucket would drop the row a run early. The other buckets are replaced; that one waits for the next repair."""
-    import dataclasses
     import time
     import zlib
 
@@ -235,7 +234,7 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
     which = tuple(sorted({zlib.crc32(str(i).encode()) % buckets for i in (1, 2, 3)}))
     assert len(which) == 3
     plan = SourcePlan(run=RUN, tables=(table.model_copy(update={
-        "plan": dataclasses.replace(table.plan, stop_before=interval_end),
+        "plan": table.plan.model_copy(update={"stop_before": interval_end}),
         "reread": Reread(buckets=buckets, which=which, reason="test")}),))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
         task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))

@@ -7,6 +7,7 @@ import json
 import os
 
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_cdc_provider.core.checksum import hive_text, source_text
 from airflow_cdc_provider.core.identifiers import TableName
@@ -38,9 +39,9 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
     assert wrong == []
 
 
-def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path):
+def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path, monkeypatch):
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
-    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, sums_to_json
+    from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
     from airflow_cdc_testing.hive import run_spark_job
     from tests.integration.merge_helpers import Table
@@ -49,7 +50,8 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     mariadb.execute(f"CREATE DATABASE {table.schema}", DDL.format(name=table.quoted))
     insert_cases(mariadb, table.quoted, 1)
     insert_cases(mariadb, table.quoted, 101)
-    hook = MySqlSourceHook(make_user())
+    user = make_user()
+    hook = MySqlSourceHook(user)
     header = hook.raw_header(table)
     target = Table(hook, header, tmp_path, target="ods.all_types")
     assert target.merge(target.prepare()[1])["status"] == "committed"
@@ -61,11 +63,11 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
         cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
                        f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
         served_rows = dict(cursor.fetchall())
-    (tmp_path / "sums.json").write_text(json.dumps({"sums": sums_to_json(served)}))
+    (tmp_path / "sums.json").write_text(SourceSums(sums=sums_of(served)).to_text())
     job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
                     str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)),
                     source_file=str(tmp_path / "sums.json"))
-    (tmp_path / "verify-job.json").write_text(job.to_json())
+    (tmp_path / "verify-job.json").write_text(VerifyJobs(jobs=(job,)).to_text())
     run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     result = json.loads((tmp_path / "verify-result.json").read_text())
@@ -75,6 +77,45 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)
     assert result["compared"] and result["differing"] == []
+
+    # The verify task over the same version, due every second run and counted once already. Its Spark half is
+    # killed: the task fails, and the table is not counted as verified; the task's retry verifies it.
+    _verify_killed_then_retried(target, table, header, user, monkeypatch)
+
+
+def _verify_killed_then_retried(target, table, header, user, monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from airflow_cdc_provider.core.config import VerifyConfig
+    from airflow_cdc_provider.core.contract import CapturedTable, SourcePlan, TableOutcome, TablePlan, Verification
+    from airflow_cdc_provider.core.ledger import NOTHING, RunPlan, RunRef
+    from airflow_cdc_provider.core.verify import VerifyState
+    from airflow_cdc_provider.operators.verify import CdcVerifyOperator
+    from airflow_cdc_provider.storage import WorkStore
+
+    store, table_dir, run = WorkStore(), target.ledger.table, RunRef("verify", "scheduled__1")
+    store.write(table_dir.verify_state, VerifyState(runs_since=1))
+    captured = CapturedTable(source=str(table), hive_table="ods.all_types", schema_changes="strict", key=header.key,
+                             columns=header.columns)
+    plan = SourcePlan(run=run, tables=(TablePlan(table=captured, plan=RunPlan(run, NOTHING), table_dir=table_dir),))
+    outcome = TableOutcome(source=str(table), hive_table="ods.all_types", mode=NOTHING, status="nothing",
+                           rows=2 * len(CASES))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_VERIFY", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+
+    def attempt() -> Verification:
+        task = CdcVerifyOperator(task_id="verify", conn_id="spark_verify", plan=plan.to_xcom(),
+                                 outcomes=[outcome.to_xcom()], verify=VerifyConfig(every=2, bucket_rows=50),
+                                 warehouse_dir=target.warehouse, metastore_uri=None, mysql_conn_id=user)
+        return Verification.model_validate(task.execute({"ti": SimpleNamespace(xcom_push=lambda key, value: None)}))
+
+    monkeypatch.setenv("CDC_FAILPOINT", "verify.driver")  # read by the Spark driver's process only
+    with pytest.raises(Exception, match="Error code is"):
+        attempt()
+    assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=1), "counted as verified"
+    assert not store.exists(table_dir.verify_report(run.key))
+    monkeypatch.delenv("CDC_FAILPOINT")
+    assert [(t.source, t.status) for t in attempt().tables] == [(str(table), "clean")]
+    assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=0)
 
 
 def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(mariadb, make_user):

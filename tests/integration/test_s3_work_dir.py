@@ -19,7 +19,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.merge import finish_table
-from airflow_cdc_provider.storage import join
+from airflow_cdc_provider.core.workdir import TableDir
 from tests.conftest import S3_CONN_ID
 from tests.integration.capture_helpers import apply_changes, source_rows
 from tests.integration.test_capture_operators import NOW, check, schema, source_plan  # noqa: F401 (a fixture)
@@ -37,29 +37,29 @@ def objects(s3_server, prefix: str) -> list[str]:
 
 
 def test_the_ledger_and_its_lock_on_s3(s3_server, work_dir):
-    root = join(work_dir, "ods.t", "ledger")
+    table = TableDir(work_dir=work_dir, hive_table="ods.t")
     store = work_store(work_dir, S3_CONN_ID)
 
     def ledger():  # a store of its own each, as a worker on another machine has
-        return Ledger(root, work_store(work_dir, S3_CONN_ID))
+        return Ledger(table, work_store(work_dir, S3_CONN_ID))
 
     # Racing runs: one takes a free lock; when its run is gone, one of the next racers takes it over.
     assert_one_winner_when_free_and_when_taking_over(ledger)
 
     holder, other = RunRef("d", "scheduled__1"), RunRef("d", "manual__2")
-    Ledger(root, store).acquire(holder, lambda run: True, T0)
+    Ledger(table, store).acquire(holder, lambda run: True, T0)
     with pytest.raises(TableBusy, match="being updated by run 'scheduled__1'.*this run changed nothing"):
-        Ledger(root, store).acquire(other, lambda run: True, T0)
+        Ledger(table, store).acquire(other, lambda run: True, T0)
     plan = plan_run(holder, None, None, None)
-    Ledger(root, store).save_run_plan(plan)
+    Ledger(table, store).save_run_plan(plan)
     end = Watermark("mysql-bin.000003", 1234, 1, "0-1-7")
-    Ledger(root, store).commit(plan, Committed(1, "file:/wh/ods.db/t/v000001", end, NOW, holder, "snapshot"))
+    Ledger(table, store).commit(plan, Committed(1, "file:/wh/ods.db/t/v000001", end, NOW, holder, "snapshot"))
     again = ledger()
     assert again.committed().watermark == end and again.run_plan(holder).output_version == 1
-    prefix = root.removeprefix(f"s3://{s3_server.bucket}/") + "/"
+    prefix = table.ledger.removeprefix(f"s3://{s3_server.bucket}/") + "/"
     assert objects(s3_server, prefix) == ["committed.json", "lock.json", f"runs/{holder.key}.json"]
-    assert json.loads(store.read_text(join(root, "lock.json")))["run_id"] == "scheduled__1"
-    released, _ = finish_table(root, holder, 3, store)
+    assert json.loads(store.read_text(table.lock))["run_id"] == "scheduled__1"
+    released, _ = finish_table(table, holder, 3, store)
     assert released and again.holder() is None and "lock.json" not in objects(s3_server, prefix)
 
 

@@ -21,7 +21,8 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.stages.snapshot import PROGRESS_FILE, snapshot
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
+from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows

@@ -8,8 +8,7 @@ import pytest
 from airflow_cdc_provider.core.catalog import (
     Resolution,
     StoredCatalogError,
-    catalog_to_json,
-    previous_from_json,
+    StoredCatalog,
     resolve,
 )
 from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig
@@ -114,19 +113,19 @@ def test_gone_lists_previous_tables_not_found_now_whatever_selected_them():
 
 def test_json_round_trip():
     r = run(["shop.*", {"source": "`my.db`.`x*`", "target": "x"}], ["shop.a", "`my.db`.`x*`"], hive={"database": "raw"})
-    data = catalog_to_json(r)
-    assert data == {"tables": {"`my.db`.`x*`": "raw.x", "shop.a": "raw.shop_a"}}
-    previous = previous_from_json(json.loads(json.dumps(data)))
+    stored = StoredCatalog.of(r)
+    assert json.loads(stored.to_text()) == {"tables": {"`my.db`.`x*`": "raw.x", "shop.a": "raw.shop_a"}}
+    previous = StoredCatalog.parse(stored.to_text()).previous()
     assert previous == {TableName("my.db", "x*"): "raw.x", TableName("shop", "a"): "raw.shop_a"}
     assert resolve(r.tables, [TableName("shop", "a")], previous, HiveConfig(database="raw")).gone == (
         (TableName("my.db", "x*"), "raw.x"),)
-    assert previous_from_json({"tables": {}}) == {}
+    assert StoredCatalog.parse('{"tables": {}}').previous() == {}
 
 
 @pytest.mark.parametrize("bad", [None, [], {}, {"tables": []}, {"tables": {"shop.a": 1}}, {"tables": {"orders": "ods.x"}}])
 def test_a_bad_stored_catalog_says_to_delete_it(bad):
     with pytest.raises(StoredCatalogError, match="Delete the file|delete the file"):
-        previous_from_json(bad)
+        StoredCatalog.parse(json.dumps(bad)).previous()
 
 
 def test_resolution_hive_tables():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 import struct
 from decimal import Decimal
 
@@ -116,14 +115,14 @@ def test_a_datetime_is_spelt_in_the_readers_zone_and_a_timestamp_in_utc():
 
 
 def test_verify_jobs_go_to_the_spark_application_and_back_as_they_were():
-    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, jobs_from_json, jobs_to_json, sums_to_json
+    from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, VerifyJobs, sums_of
 
     sums = {0: BucketSum(3, 7), 4: BucketSum(1, 2**64 - 1)}
     job = VerifyJob("/w", "thrift://m:9083", "ods.t", (("id", "int"), ("at", "datetime")), ("id",), True, 5,
-                    "file:///r.json", location="/w/ods.db/t/v3", time_zone="Europe/Paris", source=sums_to_json(sums),
+                    "file:///r.json", location="/w/ods.db/t/v3", time_zone="Europe/Paris", source=sums_of(sums),
                     detail_limit=7)
-    (back,) = jobs_from_json(jobs_to_json([job]))
+    (back,) = VerifyJobs.from_text(VerifyJobs(jobs=(job,)).to_text()).jobs
     assert back.source_sums() == sums
-    assert back == VerifyJob.from_dict({**json.loads(jobs_to_json([job]))[0]})
+    assert back == job
     assert (back.columns, back.key, back.location, back.time_zone, back.detail_limit) == (
         job.columns, job.key, job.location, job.time_zone, 7)

@@ -451,9 +451,9 @@ def test_every_bound_refuses_a_value_below_it_and_a_value_of_another_type(sectio
 
 def test_the_work_dir_rule_is_core_and_storage_shares_it():
     from airflow_cdc_provider import storage
-    from airflow_cdc_provider.core import work_dir
+    from airflow_cdc_provider.core import workdir
 
-    assert storage.check_work_dir is work_dir.check_work_dir and storage.StorageError is work_dir.StorageError
+    assert storage.check_work_dir is workdir.check_work_dir and storage.StorageError is workdir.StorageError
     with pytest.raises(ConfigError, match=r"`work: dir:` in cdc.yaml is 'relative/dir': give an absolute path"):
         CdcConfig.from_dict({"tables": ["shop.a"], "work": {"dir": "relative/dir"}}, "cdc.yaml")
 

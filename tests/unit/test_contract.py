@@ -22,6 +22,7 @@ from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Com
 from airflow_cdc_provider.core.ledger import LedgerConflict
 from airflow_cdc_provider.core.merge import check_datetime_zone, merge_spec
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.operators.merge import _batches
 
 UTC = dt.timezone.utc
@@ -43,8 +44,8 @@ def table_plan(mode=INCREMENTAL, source="shop.orders", as_of=None) -> TablePlan:
                    start=wm(100) if mode == INCREMENTAL else None, stop_before=T0, start_columns=COLUMNS[:2],
                    as_of=as_of)
     committed = Committed(2, "/wh/ods.db/orders/v000002", wm(100), T0, RUN, INCREMENTAL, COLUMNS[:2])
-    return TablePlan(table=captured(source), plan=plan, ledger_dir="/w/ods.orders/ledger",
-                     run_dir="/w/ods.orders/runs/x", committed=committed if mode == INCREMENTAL else None)
+    return TablePlan(table=captured(source), plan=plan, table_dir=TableDir(work_dir="/w", hive_table="ods.orders"),
+                     committed=committed if mode == INCREMENTAL else None)
 
 
 def merge_input(mode="incremental", source="shop.orders") -> MergeInput:

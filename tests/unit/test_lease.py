@@ -19,12 +19,21 @@ from pathlib import Path
 import pytest
 
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, TableBusy
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.processes import look
 from airflow_cdc_provider.operators.lease import task_owner
+from airflow_cdc_provider.storage import WorkStore
 
 HOLDER = RunRef("cdc", "manual__2026-03-01T10:00:00+00:00")
 NEXT = RunRef("cdc", "manual__2026-03-01T10:05:00+00:00")
 ROOT = Path(__file__).resolve().parents[2]
+
+
+
+def _ledger(work_dir, **kwargs) -> Ledger:
+    """The ledger of the Hive table ods.t in ``work_dir``, as the holder process below keeps it."""
+    return Ledger(TableDir(work_dir=str(work_dir), hive_table="ods.t"), WorkStore(), **kwargs)
+
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
 
@@ -33,11 +42,13 @@ pytestmark = pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="ne
 HOLD = textwrap.dedent("""
     import datetime as dt, logging, subprocess, sys, time
     from airflow_cdc_provider.core.ledger import Ledger, RunRef
+    from airflow_cdc_provider.core.workdir import TableDir
     from airflow_cdc_provider.hooks.processes import look
+    from airflow_cdc_provider.storage import WorkStore
     from airflow_cdc_provider.operators.lease import leased, task_owner
 
     child = subprocess.Popen(["sleep", "600"]).pid if sys.argv[2:] else 0
-    ledger, owner = Ledger(sys.argv[1]), task_owner(None, "holder")
+    ledger, owner = Ledger(TableDir(work_dir=sys.argv[1], hive_table="ods.t"), WorkStore()), task_owner(None, "holder")
     run = RunRef("cdc", "manual__2026-03-01T10:00:00+00:00")
     ledger.acquire(run, lambda holder: True, dt.datetime.now(dt.timezone.utc), dt.timedelta(seconds=600), owner, look)
     with leased([ledger], run, 600, owner, logging.getLogger("lease")):
@@ -63,7 +74,7 @@ def take(ledger: Ledger) -> None:
 
 def test_a_killed_holder_on_this_host_is_taken_over_at_once_and_a_live_one_is_refused(tmp_path):
     messages = []
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = _ledger(tmp_path, log=messages.append)
     holder, _ = hold(tmp_path)
     try:
         owner = ledger.lock().owner
@@ -87,7 +98,7 @@ def test_a_killed_holder_on_this_host_is_taken_over_at_once_and_a_live_one_is_re
 
 def test_a_killed_holder_whose_child_still_runs_is_refused_until_the_child_ends(tmp_path):
     messages = []
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = _ledger(tmp_path, log=messages.append)
     holder, child = hold(tmp_path, "with a child")
     try:
         holder.kill()
@@ -107,7 +118,7 @@ def test_a_task_that_ended_hands_its_lock_over_to_the_lease(tmp_path):
     """Between two tasks of a run no process works on its tables: the end of the last one says nothing."""
     from airflow_cdc_provider.operators.lease import leased
 
-    ledger = Ledger(tmp_path)
+    ledger = _ledger(tmp_path)
     holder, _ = hold(tmp_path)
     holder.kill()
     holder.wait()

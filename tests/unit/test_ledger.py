@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from dataclasses import replace
 
 import pytest
 
@@ -24,11 +23,18 @@ from airflow_cdc_provider.core.ledger import (
 )
 from airflow_cdc_provider.core.merge import next_columns, parse_version_dir, version_dir_name, versions_to_remove
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.storage import WorkStore
 
 UTC = dt.timezone.utc
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 RUN = RunRef("mysql_binlog_to_hive", "scheduled__2026-03-01T11:00:00+00:00")
 OTHER = RunRef("mysql_binlog_to_hive", "manual__2026-03-01T10:30:00+00:00")
+
+
+def ledger_in(work_dir, **kwargs) -> Ledger:
+    """The ledger of the Hive table ods.t in the work directory ``work_dir``, on the local disk."""
+    return Ledger(TableDir(work_dir=str(work_dir), hive_table="ods.t"), WorkStore(), **kwargs)
 
 
 def wm(position: int, seq: int = 1) -> Watermark:
@@ -81,7 +87,7 @@ def test_rerun_of_a_run_that_committed_leaves_the_table():
 
 
 def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     plan = incremental()
     ledger.save_run_plan(plan)
     ledger.commit(plan, Committed(4, "/wh/v000004", wm(900), T0, RUN, INCREMENTAL, (("id", "int(11)"),)))
@@ -93,22 +99,22 @@ def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
 
 def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_keeps_them():
     columns = (("id", "int(11)"), ("label", "varchar(20)"))
-    c = replace(committed(), columns=columns)
-    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    c = committed().model_copy(update={"columns": columns})
+    assert Committed.from_text(c.to_text()) == c
     plan = plan_run(RUN, c, None, T0 + dt.timedelta(hours=1))
     assert plan.start_columns == columns
     # The first attempt committed with other columns: the re-run still starts from the ones it planned with.
-    later = replace(c, version=4, columns=(*columns, ("note", "text")))
-    assert plan_run(RUN, later, RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))), None).start_columns == columns
+    later = c.model_copy(update={"version": 4, "columns": (*columns, ("note", "text"))})
+    assert plan_run(RUN, later, RunPlan.from_text(plan.to_text()), None).start_columns == columns
     assert plan_run(RUN, committed(), None, None).start_columns is None, "a ledger from before columns were kept"
 
 
 def test_plan_round_trips_through_json():
     plan = RunPlan(RUN, INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
                    output_version=3, as_of=T0)
-    assert RunPlan.from_dict(json.loads(json.dumps(plan.to_dict()))) == plan
+    assert RunPlan.from_text(plan.to_text()) == plan
     c = committed()
-    assert Committed.from_dict(json.loads(json.dumps(c.to_dict()))) == c
+    assert Committed.from_text(c.to_text()) == c
 
 
 def test_naive_times_are_refused():
@@ -176,7 +182,7 @@ def test_after_a_failover_the_ranges_order_by_gtid():
 
 
 def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     ledger.acquire(OTHER, lambda holder: True, T0)
     before = sorted(p.name for p in tmp_path.iterdir())
     with pytest.raises(TableBusy, match="manual__2026-03-01T10:30:00.*this run changed nothing"):
@@ -187,7 +193,7 @@ def test_lock_refuses_a_second_running_run_and_changes_nothing(tmp_path):
 
 def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(tmp_path):
     messages = []
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = ledger_in(tmp_path, log=messages.append)
     ledger.acquire(OTHER, lambda holder: True, T0)
     ledger.acquire(OTHER, lambda holder: True, T0)  # its retry
     ledger.acquire(RUN, lambda holder: False, T0)  # OTHER failed and ended
@@ -198,7 +204,7 @@ def test_lock_is_reentrant_for_the_same_run_and_taken_over_from_a_finished_one(t
 def test_lock_admits_exactly_one_of_many_racing_runs(tmp_path):
     from tests.lock_races import race
 
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     won = race(lambda: ledger, [RunRef("d", f"r{i}") for i in range(16)], lambda holder: True)
     assert len(won) == 1 and ledger.holder() == won[0]
 
@@ -246,13 +252,13 @@ def test_next_columns_appends_added_ones_keeps_dropped_ones_and_refuses_the_rest
 def test_one_of_many_racing_runs_takes_over_a_dead_runs_lock(tmp_path):
     from tests.lock_races import assert_one_winner_when_free_and_when_taking_over
 
-    assert_one_winner_when_free_and_when_taking_over(lambda: Ledger(tmp_path))
+    assert_one_winner_when_free_and_when_taking_over(lambda: ledger_in(tmp_path))
 
 
 def test_a_live_holder_is_refused_naming_it_its_task_and_its_lease(tmp_path):
-    from airflow_cdc_provider.core.ledger import Owner
+    from airflow_cdc_provider.core.holder import Owner
 
-    ledger, lease = Ledger(tmp_path), dt.timedelta(minutes=10)
+    ledger, lease = ledger_in(tmp_path), dt.timedelta(minutes=10)
     ledger.acquire(OTHER, lambda holder: True, T0, lease, Owner("worker-3", 4242, "cdc.plan"))
     later = T0 + dt.timedelta(minutes=4)
     assert ledger.renew(OTHER, later, lease, Owner("worker-3", 4343, "cdc.merge"))
@@ -262,14 +268,14 @@ def test_a_live_holder_is_refused_naming_it_its_task_and_its_lease(tmp_path):
     for part in ("manual__2026-03-01T10:30:00", "since 2026-03-01T10:00:00+00:00", "looks alive",
                  "task cdc.merge (process 4343 on worker-3) renewed the lock at 2026-03-01T10:04:00+00:00",
                  "lasts until 2026-03-01T10:14:00+00:00", "mark it failed in the UI",
-                 "or wait until 2026-03-01T10:14:00+00:00", f"delete {tmp_path}/lock.json", "this run changed nothing"):
+                 "or wait until 2026-03-01T10:14:00+00:00", f"delete {tmp_path}/ods.t/ledger/lock.json", "this run changed nothing"):
         assert part in message, (part, message)
     assert ledger.holder() == OTHER
 
 
 def test_a_holder_whose_run_still_looks_running_is_taken_over_once_its_lease_ends(tmp_path):
     messages, lease = [], dt.timedelta(minutes=10)
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = ledger_in(tmp_path, log=messages.append)
     ledger.acquire(OTHER, lambda holder: True, T0, lease)
     # Killed: its run stays "running" in Airflow, but nothing renews the lock any more.
     ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=10), lease)
@@ -279,9 +285,10 @@ def test_a_holder_whose_run_still_looks_running_is_taken_over_once_its_lease_end
 
 
 def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
-    ledger = Ledger(tmp_path)
-    (tmp_path / "lock.json").write_text(json.dumps({"dag_id": OTHER.dag_id, "run_id": OTHER.run_id,
-                                                    "since": T0.isoformat()}))
+    ledger = ledger_in(tmp_path)
+    (tmp_path / "ods.t" / "ledger").mkdir(parents=True)
+    (tmp_path / "ods.t" / "ledger" / "lock.json").write_text(json.dumps(
+        {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat()}))
     with pytest.raises(TableBusy, match="its run is running \\(the lock has no lease\\)"):
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
     ledger.acquire(RUN, lambda holder: False, T0 + dt.timedelta(days=30), dt.timedelta(minutes=10))
@@ -293,7 +300,7 @@ BOOT, NS = "e727a271-310e-44af-bc53-3fffe32b3b70", "pid:[4026531836]"
 
 
 def holder_owner(pid=20438, started=5000, host="vm", boot=BOOT, ns=NS, group=20438, task="source.merge try 1"):
-    from airflow_cdc_provider.core.ledger import Owner
+    from airflow_cdc_provider.core.holder import Owner
 
     return Owner(host, pid, task, boot, ns, started, group)
 
@@ -364,10 +371,10 @@ def test_a_holder_this_host_cannot_see_is_left_to_the_lease():
 
 
 def test_acquire_takes_over_from_a_gone_holder_at_once_and_refuses_a_live_one(tmp_path):
-    from airflow_cdc_provider.core.ledger import Owner
+    from airflow_cdc_provider.core.holder import Owner
 
     messages, lease, looked = [], dt.timedelta(minutes=10), []
-    ledger = Ledger(tmp_path, log=messages.append)
+    ledger = ledger_in(tmp_path, log=messages.append)
     ledger.acquire(OTHER, lambda holder: True, T0, lease, holder_owner())
 
     def alive(owner: Owner):
@@ -377,7 +384,7 @@ def test_acquire_takes_over_from_a_gone_holder_at_once_and_refuses_a_live_one(tm
     with pytest.raises(TableBusy, match="looks alive: task source.merge try 1 \\(process 20438 on vm\\)"):
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, HERE, alive)
     assert looked == [holder_owner()]
-    elsewhere = replace(HERE, host="worker-3")
+    elsewhere = HERE.model_copy(update={"host": "worker-3"})
     with pytest.raises(TableBusy):  # another host does not look, and waits for the lease
         ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, elsewhere, lambda o: seen(None))
     ledger.acquire(RUN, lambda holder: True, T0 + dt.timedelta(minutes=1), lease, HERE, lambda owner: seen(None))
@@ -390,12 +397,44 @@ def test_acquire_takes_over_from_a_gone_holder_at_once_and_refuses_a_live_one(tm
 def test_an_owner_round_trips_and_a_lock_of_the_previous_format_reads_without_its_process(tmp_path):
     from airflow_cdc_provider.core.ledger import Lock
 
-    ledger = Ledger(tmp_path)
+    ledger = ledger_in(tmp_path)
     ledger.acquire(OTHER, lambda holder: True, T0, dt.timedelta(minutes=10), holder_owner())
     assert ledger.lock().owner == holder_owner()
     assert holder_owner().finished() == holder_owner(started=None)
     old = {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat(), "renewed": T0.isoformat(),
            "lease_until": (T0 + dt.timedelta(minutes=10)).isoformat(),
            "owner": {"host": "vm", "pid": 20438, "task": "source.merge try 1"}}
-    owner = Lock.from_dict(old).owner
+    owner = Lock.model_validate(old).owner
     assert (owner.pid, owner.boot_id, owner.started, owner.group) == (20438, None, None, None)
+
+
+def test_ledger_files_the_previous_release_wrote_still_load(tmp_path):
+    # As its hand-written codecs wrote them: the lock's run at the top level, times with +00:00, lists.
+    ledger = ledger_in(tmp_path)
+    files = {
+        "lock.json": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id, "since": T0.isoformat(),
+                      "renewed": T0.isoformat(), "lease_until": (T0 + dt.timedelta(minutes=4)).isoformat(),
+                      "owner": {"host": "worker-1", "pid": 4242, "task": "source.plan try 1"}},
+        "committed.json": {"version": 3, "location": "file:/w/ods.db/t/v000003", "as_of": T0.isoformat(),
+                           "watermark": {"file": "binlog.000001", "position": 400, "server_id": 1, "gtid": None,
+                                         "server_uuid": None},
+                           "run": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id}, "mode": "incremental",
+                           "columns": [["id", "int(11)"]]},
+        f"runs/{OTHER.key}.json": {"run": {"dag_id": OTHER.dag_id, "run_id": OTHER.run_id}, "mode": "incremental",
+                                   "reason": "why", "input_version": 2, "start": None, "end": None,
+                                   "stop_before": None, "output_version": 3, "as_of": T0.isoformat(),
+                                   "start_columns": None, "warning": None},
+    }
+    for name, data in files.items():
+        (tmp_path / "ods.t" / "ledger" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "ods.t" / "ledger" / name).write_text(json.dumps(data, indent=1, sort_keys=True))
+    lock = ledger.lock()
+    assert (lock.run, lock.lease_until, lock.owner.pid) == (OTHER, T0 + dt.timedelta(minutes=4), 4242)
+    assert ledger.committed() == Committed(3, "file:/w/ods.db/t/v000003", wm(400), T0, OTHER, INCREMENTAL,
+                                           (("id", "int(11)"),))
+    assert ledger.run_plan(OTHER).output_version == 3
+    # Written back, each keeps the shape it was read in (the lock's run still at the top level).
+    ledger.renew(OTHER, T0 + dt.timedelta(minutes=1), dt.timedelta(minutes=4))
+    written = json.loads((tmp_path / "ods.t" / "ledger" / "lock.json").read_text())
+    assert (written["dag_id"], written["run_id"], written["owner"]["host"]) == (OTHER.dag_id, OTHER.run_id,
+                                                                              "worker-1")

@@ -39,4 +39,4 @@ def test_a_tables_spark_conf_travels_from_the_check_to_the_merge_job_file():
     settings = (("spark.sql.shuffle.partitions", "64"),)
     plan = plan.model_copy(update={"table": plan.table.model_copy(update={"spark_conf": settings})})
     spec = merge_spec(type(plan).model_validate(plan.to_xcom()), merge_input(), "/wh", None, 3)
-    assert spec.spark_conf == settings and MergeSpec.from_dict(json.loads(json.dumps(spec.to_dict()))) == spec
+    assert spec.spark_conf == settings and MergeSpec.from_text(spec.to_text()) == spec

@@ -1,0 +1,194 @@
+"""Where a table's work state lives under ``work_dir``: the one place that names its files and directories.
+
+    <work_dir>/<database>.<table>/                 TableDir
+        ledger/lock.json                           the run updating the table now (``core.ledger.Lock``)
+        ledger/committed.json                      the version last committed (``core.ledger.Committed``)
+        ledger/runs/<run>.json                     what each run planned (``core.ledger.RunPlan``)
+        verify/state.json                          runs since the last verify (``VerifyState``)
+        verify/repair.json                         the buckets the last verify found different (``RepairRequest``)
+        verify/<run>.json                          a verify's report (``core.contract.TableVerification``)
+        runs/<run>/                                RunDir: one run's files
+            raw/                                   the extraction's raw files
+            snapshot/                              snapshot chunks and ``snapshot-progress.json``
+            upsert.parquet, delete.parquet, fills.parquet   the replay's output
+            merge-job-<n>.json, merge-result-<n>.json       a merge application's job and result
+            verify-jobs.json, verify-result.json, verify-source-sums.json   verify's Spark half
+    <work_dir>/_catalog/<dag_id>.<group>.json      SourceDir: the tables a source's last run captured
+
+Pure string joins, no I/O: the Spark jobs use it too. ``work_dir`` is a path or a URI; every location here is
+the same kind (see ``airflow_cdc_provider.storage``).
+"""
+
+from __future__ import annotations
+
+import posixpath
+from urllib.parse import urlsplit
+
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.model import Model
+
+# Which locations can be a work directory: the rule alone, without touching it (``airflow_cdc_provider.storage``
+# reads and writes there).
+LOCAL_SCHEMES = ("", "file")
+OBJECT_SCHEMES = ("s3", "s3a")
+SCHEMES = LOCAL_SCHEMES + OBJECT_SCHEMES
+
+
+class StorageError(CdcError):
+    """The work directory cannot be used as given."""
+
+
+def scheme_of(location: str) -> str:
+    """The URI scheme of ``location`` ("" for a plain path)."""
+    if "://" not in location:
+        return ""
+    return urlsplit(location).scheme.lower()
+
+
+def local_path(location: str) -> str:
+    """The path of a local location: a plain path, or a file:// URI's path."""
+    return urlsplit(location).path if location.startswith("file:") else location
+
+
+def check_work_dir(location: str, where: str = "`work_dir:`") -> str:
+    """``location`` if the work directory can hold a lock there, else a StorageError that says why."""
+    if not isinstance(location, str) or not location.strip():
+        raise StorageError(f"{where} must be a path or a URI (file://, s3://), got {location!r}.")
+    scheme = scheme_of(location)
+    if scheme not in SCHEMES:
+        raise StorageError(
+            f"{where} is {location!r}: the scheme {scheme!r} is not supported. The table locks in the work directory "
+            "need an atomic create-if-absent and compare-and-swap, which this provider uses on a local or shared "
+            "disk (a path or file://) and on S3 (s3://, conditional PutObject). Use one of those.")
+    if scheme in OBJECT_SCHEMES and not urlsplit(location).netloc:
+        raise StorageError(f"{where} is {location!r}: an s3:// work directory needs a bucket, as s3://bucket/prefix.")
+    if scheme in LOCAL_SCHEMES and not posixpath.isabs(local_path(location)):
+        raise StorageError(f"{where} is {location!r}: give an absolute path, so that every worker finds the same "
+                           "directory.")
+    return location
+
+
+# Names of the files a stage writes into a directory it is given (locally, or in a scratch directory uploaded
+# under the run's directory afterwards).
+UPSERT_FILE = "upsert.parquet"
+DELETE_FILE = "delete.parquet"
+FILLS_FILE = "fills.parquet"
+SNAPSHOT_PROGRESS_FILE = "snapshot-progress.json"
+
+
+def join(location: str, *parts: str) -> str:
+    """``location`` with ``parts`` appended, as a path or a URI the same way."""
+    return "/".join([location.rstrip("/"), *(p.strip("/") for p in parts)])
+
+
+class TableDir(Model):
+    """One Hive table's state in the work directory: its ledger, its verify state and its runs' files."""
+
+    work_dir: str
+    hive_table: str  # database.table
+
+    @property
+    def root(self) -> str:
+        return join(self.work_dir, self.hive_table)
+
+    # The ledger
+
+    @property
+    def ledger(self) -> str:
+        return join(self.root, "ledger")
+
+    @property
+    def lock(self) -> str:
+        return join(self.ledger, "lock.json")
+
+    @property
+    def committed(self) -> str:
+        return join(self.ledger, "committed.json")
+
+    def run_plan(self, run_key: str) -> str:
+        return join(self.ledger, "runs", f"{run_key}.json")
+
+    # Verify
+
+    @property
+    def verify(self) -> str:
+        return join(self.root, "verify")
+
+    @property
+    def verify_state(self) -> str:
+        return join(self.verify, "state.json")
+
+    @property
+    def repair(self) -> str:
+        return join(self.verify, "repair.json")
+
+    def verify_report(self, run_key: str) -> str:
+        return join(self.verify, f"{run_key}.json")
+
+    # The runs' files
+
+    @property
+    def runs(self) -> str:
+        """The directory of every run's directory (``run``), named by the run's key."""
+        return join(self.root, "runs")
+
+    def run(self, run_key: str) -> RunDir:
+        return RunDir(table=self, key=run_key)
+
+
+class RunDir(Model):
+    """One run's files of one table."""
+
+    table: TableDir
+    key: str  # the run's key (``core.ledger.RunRef.key``)
+
+    @property
+    def root(self) -> str:
+        return join(self.table.runs, self.key)
+
+    @property
+    def raw(self) -> str:
+        return join(self.root, "raw")
+
+    @property
+    def snapshot(self) -> str:
+        return join(self.root, "snapshot")
+
+    @property
+    def snapshot_progress(self) -> str:
+        return join(self.snapshot, SNAPSHOT_PROGRESS_FILE)
+
+    def merge_job(self, number: int) -> str:
+        return join(self.root, f"merge-job-{number}.json")
+
+    def merge_result(self, number: int) -> str:
+        return join(self.root, f"merge-result-{number}.json")
+
+    @property
+    def verify_jobs(self) -> str:
+        return join(self.root, "verify-jobs.json")
+
+    @property
+    def verify_result(self) -> str:
+        return join(self.root, "verify-result.json")
+
+    @property
+    def verify_source_sums(self) -> str:
+        return join(self.root, "verify-source-sums.json")
+
+
+class SourceDir(Model):
+    """What the work directory keeps of one source (one DAG's task group): the tables its last run captured."""
+
+    work_dir: str
+    dag_id: str
+    group: str  # the task group of the source's tasks; "tables" outside any group
+
+    @classmethod
+    def of_task(cls, work_dir: str, dag_id: str, task_id: str) -> SourceDir:
+        group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
+        return cls(work_dir=work_dir, dag_id=dag_id, group=group or "tables")
+
+    @property
+    def catalog(self) -> str:
+        return join(self.work_dir, "_catalog", f"{self.dag_id}.{self.group}.json")
