@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -16,7 +15,6 @@ from airflow_cdc_provider.core.errors import (
     CaptureNotPossible,
     CdcError,
     TableNotFound,
-    WatermarkNotReadable,
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
@@ -32,11 +30,12 @@ from airflow_cdc_provider.core.gtid import (
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
 from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
-from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
+from airflow_cdc_provider.core.watermark import Watermark
 
 
 def _table_not_found(table: TableName) -> TableNotFound:
@@ -49,16 +48,6 @@ def _table_not_found(table: TableName) -> TableNotFound:
 # Errors of a login the server refuses for good: access denied (1045, 1044, 1698), password expired (1862),
 # account locked (MySQL 3118, MariaDB 4151).
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
-
-
-_PURGED_WAY_ON = ("Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: snapshot` to take "
-                  "one in such a run), and keep binlogs longer than the time between two runs.")
-
-
-@dataclass(frozen=True)
-class BinlogFile:
-    name: str
-    size: int
 
 
 class MySqlSourceHook(BaseHook):
@@ -268,84 +257,21 @@ class MySqlSourceHook(BaseHook):
         """The binlog files the server still has, oldest first."""
         return [BinlogFile(row[0], int(row[1])) for row in self._query("SHOW BINARY LOGS")]
 
-    def unreadable_reason(self, watermark: Watermark) -> str | None:
-        """Why ``watermark`` cannot be read from on this server, or None when it can."""
-        return self.unreadable_reasons([watermark])[0]
-
-    def unreadable_reasons(self, watermarks: Sequence[Watermark]) -> list[str | None]:
-        """``unreadable_reason`` of each watermark, with the server asked once."""
-        return [found[1] if found else None for found in self.unreadable(watermarks)]
-
-    def unreadable(self, watermarks: Sequence[Watermark]) -> list[tuple[str, str] | None]:
-        """For each watermark, None if the binlog can be read from it, else why not (see ``read_positions``)."""
-        return [None if isinstance(found, Watermark) else found for found in self.read_positions(watermarks)]
-
-    def read_positions(self, watermarks: Sequence[Watermark]) -> list[Watermark | tuple[str, str]]:
-        """For each watermark, where this server's binlog is read from to go on from it, or why it cannot be.
-
-        The place is the watermark itself; or, for one taken on another server (before a failover), the same GTID
-        position found in this server's binlog. Why not is ``(kind, message)`` with kind ``server`` (taken on
-        another server, and one of them has no GTIDs), ``diverged`` (this server lacks transactions the
-        watermark holds), ``purged`` (its file, or its transactions, are gone) or ``past_end``.
-        """
+    def binlog_facts(self, watermarks: Sequence[Watermark] = ()) -> BinlogFacts:
+        """What the server's binlog is now, for ``core.resume`` to decide where each of ``watermarks`` is read from:
+        the server's position, its binlog files and retention settings, and for each watermark of another server
+        with a GTID position, where that position lies in this server's binlog (or why it cannot be found)."""
         current = self.current_watermark()
-        files = self.binlogs()
-        sizes = {f.name: f.size for f in files}
-        retention: dict[str, Any] | None = None
-        found: dict[Watermark, Watermark | tuple[str, str]] = {}  # tables of a source often share a watermark
-        for watermark in watermarks:
-            if watermark in found:
-                continue
-            where: Watermark | tuple[str, str] = watermark
-            if not watermark.same_server(current):
-                where = self._on_this_server(watermark, current, files)
-            if isinstance(where, Watermark) and where.file not in sizes:
-                if retention is None:
-                    retention = self.global_variables(self.flavor.retention_variables)
-                kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
-                settings = ", ".join(f"{k}={v}" for k, v in retention.items())
-                older = where.sequence < split_binlog_file(files[0].name)[1] if files else True
-                where = "purged", (
-                    f"The binlog file {where.file} of the watermark {where} is no longer on the server "
-                    f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                    f"{settings}. {_PURGED_WAY_ON}"
-                )
-            elif isinstance(where, Watermark) and where.position > sizes[where.file]:
-                where = "past_end", (
-                    f"The watermark {where} is past the end of {where.file}, which has "
-                    f"{sizes[where.file]} bytes: it does not belong to this server's binlog."
-                )
-            found[watermark] = where
-        return [found[w] for w in watermarks]
-
-    def _on_this_server(self, watermark: Watermark, current: Watermark,
-                        files: Sequence[BinlogFile]) -> Watermark | tuple[str, str]:
-        moved = (f"The watermark {watermark} was taken on server id {watermark.server_id} (uuid "
-                 f"{watermark.server_uuid}), but this server is id {current.server_id} (uuid {current.server_uuid}) "
-                 f"with binlog {current.file}")
-        if watermark.gtid is None or current.gtid is None or (watermark.server_uuid is None) != (
-                current.server_uuid is None):
-            without = "the watermark has" if watermark.gtid is None else "this server has"
-            return "server", (
-                f"{moved}. A file and position mean nothing on another server, and {without} no GTID position to "
-                "find the place by (MySQL: gtid_mode=ON). Trigger a run with fresh_snapshot=true, or set "
-                "`on_server_change: snapshot` to take one in such a run.")
-        try:
-            return self.find_gtid_position(watermark, current, files)
-        except GtidPositionLost as lost:
-            if lost.kind == "purged":
-                return "purged", f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} {_PURGED_WAY_ON}"
-            return "diverged", (
-                f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} Trigger a run with "
-                "fresh_snapshot=true (or set `on_server_change: snapshot` to take one in such a run).")
-
-    def is_readable(self, watermark: Watermark) -> bool:
-        return self.unreadable_reason(watermark) is None
-
-    def require_readable(self, watermark: Watermark) -> None:
-        reason = self.unreadable_reason(watermark)
-        if reason:
-            raise WatermarkNotReadable(reason)
+        files = tuple(self.binlogs())
+        retention = tuple(self.global_variables(self.flavor.retention_variables).items())
+        found: dict[Watermark, Watermark | GtidPositionLost] = {}
+        for watermark in dict.fromkeys(watermarks):  # tables of a source often share a watermark
+            if needs_gtid_search(watermark, current):
+                try:
+                    found[watermark] = self.find_gtid_position(watermark, current, files)
+                except GtidPositionLost as lost:
+                    found[watermark] = lost
+        return BinlogFacts(current, files, retention, found)
 
     # --- tables -----------------------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -202,10 +203,11 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         hook = MySqlSourceHook(self.mysql_conn_id)
         failed: list[TableFailure] = []
         readable, starts = [], {}
-        for table, where in zip(tables, hook.read_positions([t.plan.start for t in tables])):
-            if not isinstance(where, Watermark):
-                self.log.error("%s cannot be read from its watermark: %s", table.source, where[1])
-                failed.append(TableFailure(source=table.source, stage="extract", error=where[1]))
+        watermarks = [t.plan.start for t in tables]
+        for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
+            if isinstance(where, Unreadable):
+                self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
+                failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
                 continue
             if where != table.plan.start:
                 self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
