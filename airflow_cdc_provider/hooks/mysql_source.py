@@ -8,7 +8,9 @@ from functools import cached_property
 from typing import Any
 
 import pymysql
+import pymysql.cursors
 from airflow.sdk import BaseHook
+from pymysqlreplication import BinLogStreamReader
 
 from airflow_cdc_provider.core.errors import (
     AccessDenied,
@@ -50,6 +52,24 @@ def _table_not_found(table: TableName) -> TableNotFound:
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
 
 
+class StreamingReads:
+    """Reads on one connection of the source hook, one statement after another: each through a server-side
+    cursor, whose rows come as they are fetched (a table is read without holding it in memory)."""
+
+    def __init__(self, conn: pymysql.connections.Connection) -> None:
+        self._conn = conn
+
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[pymysql.cursors.SSCursor]:
+        """A server-side cursor; its result is read to the end before the connection's next statement."""
+        with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+            yield cursor
+
+    def rollback(self) -> None:
+        """End the transaction the reads began (``START TRANSACTION READ ONLY``)."""
+        self._conn.rollback()
+
+
 class MySqlSourceHook(BaseHook):
     """Talks to the source server: its flavor, binlog settings, watermark, binlogs and table keys.
 
@@ -70,10 +90,6 @@ class MySqlSourceHook(BaseHook):
 
     # --- connection -------------------------------------------------------------------------------------
 
-    def connection_settings(self) -> dict[str, Any]:
-        """Host, port, user and password of the capture user. Holds the password: never log or return it."""
-        return dict(self._settings)
-
     @property
     def address(self) -> tuple[str, int]:
         """The server's host and port, as the connection names them (no secret: fit for logs and lineage)."""
@@ -81,7 +97,9 @@ class MySqlSourceHook(BaseHook):
 
     @cached_property
     def _settings(self) -> dict[str, Any]:
-        # Looked up once per hook: the snapshot's threads share the hook, and one lookup serves them all.
+        # Host, port, user and password of the capture user: they never leave the hook (the stages get cursors
+        # and the binlog stream from it). Looked up once per hook: the snapshot's threads share the hook, and one
+        # lookup serves them all.
         conn = self.get_connection(self.mysql_conn_id)
         return {
             "host": conn.host or "localhost",
@@ -92,7 +110,7 @@ class MySqlSourceHook(BaseHook):
 
     def get_conn(self) -> pymysql.connections.Connection:
         """A new connection whose session reads times in UTC, so values do not depend on the server's zone."""
-        settings = self.connection_settings()
+        settings = self._settings
         try:
             return pymysql.connect(
                 **settings,
@@ -121,6 +139,38 @@ class MySqlSourceHook(BaseHook):
                 yield cursor
         finally:
             conn.close()
+
+    @contextlib.contextmanager
+    def streaming_reads(self) -> Iterator[StreamingReads]:
+        """One connection for reads streamed one after another (a snapshot's chunks, a re-read), closed on
+        leaving."""
+        conn = self.get_conn()
+        try:
+            yield StreamingReads(conn)
+        finally:
+            conn.close()
+
+    def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
+                      only_schemas: Sequence[str], only_tables: Sequence[str]) -> BinLogStreamReader:
+        """A reader of the binlog from ``start`` on, as replica ``server_id``, on one replication connection of
+        its own (opened when the first event is asked for). It does not block at the end of the log: the caller
+        stops it by coordinates (``stages.extract``)."""
+        settings = self._settings
+        return BinLogStreamReader(
+            connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
+                                 "password": settings["password"]},
+            server_id=server_id,
+            resume_stream=True,
+            log_file=start.file,
+            log_pos=start.position,
+            blocking=False,
+            # File and position are read as MySQL does on MariaDB too: the MariaDB mode re-reads the log forever.
+            is_mariadb=False,
+            only_events=list(only_events),
+            only_schemas=list(only_schemas),
+            only_tables=list(only_tables),
+            enable_logging=False,
+        )
 
     def _query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
         with self.cursor() as cursor:

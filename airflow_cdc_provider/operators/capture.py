@@ -116,8 +116,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
             return Captured().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
         # The connection and the server's flavor looked up once, here, rather than by each thread.
-        hook.connection_settings()
-        _ = hook.flavor
+        _ = hook.address, hook.flavor
         transient: list[str] = []
 
         def load(table: TablePlan) -> MergeInput | TableFailure:
@@ -235,7 +234,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
             progress = Progress(f"binlog pass for {len(readable)} tables", self.log.info, every=self.progress_seconds,
                                 unit="row events")
-            result = extract(hook.connection_settings(), headers, start, high, local, stop_before=stop_before,
+            result = extract(hook, headers, start, high, local, stop_before=stop_before,
                              definitions=[_header(t) for t in readable],
                              schema_changes={t.source: t.table.schema_changes for t in readable},
                              defaults=hook.added_column_defaults, starts=starts,
@@ -288,15 +287,13 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 continue
             header = _header(table)
             condition = reread_condition(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
-            conn = hook.get_conn()
-            try:
-                done[table.source] = reread(conn, header, condition, local[table.source])
-            except CdcError as exc:
-                self.log.error("%s: %s", table.source, exc)
-                failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
-                continue
-            finally:
-                conn.close()
+            with hook.streaming_reads() as reads:
+                try:
+                    done[table.source] = reread(reads, header, condition, local[table.source])
+                except CdcError as exc:
+                    self.log.error("%s: %s", table.source, exc)
+                    failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
+                    continue
             self.log.info("%s: %d rows read again from the source (%s)", table.source, done[table.source].rows,
                           ask.reason)
         return done
@@ -309,7 +306,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         plans = {t.source: t for t in tables}
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-            after = extract(hook.connection_settings(), headers, end, high, join(scratch, "raw"),
+            after = extract(hook, headers, end, high, join(scratch, "raw"),
                             definitions=headers, schema_changes="evolve")
             for n, header in enumerate(headers):
                 newer_files = after.files.get(header.table, [])

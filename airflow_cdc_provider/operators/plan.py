@@ -181,11 +181,8 @@ class CdcPlanOperator(BaseOperator):
         for source, where in asked.items():
             where = (where or "").strip()
             if where:
-                conn = hook.get_conn()
-                try:
-                    validate_where(conn, known[source].name, where)
-                finally:
-                    conn.close()
+                with hook.streaming_reads() as reads:
+                    validate_where(reads, known[source].name, where)
             conditions[source] = where
         return conditions
 

@@ -263,7 +263,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                 f"tell writes in flight from differences: {start.message}"))
         try:
             with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
-                changed = changed_keys(hook.connection_settings(), header, start, end, work)
+                changed = changed_keys(hook, header, start, end, work)
         except CdcError as exc:
             return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
         real = row_differences(served, copied, changed)

@@ -268,7 +268,7 @@ def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, 
     conn.close()
     high = hook.current_watermark()
     seen: list = []
-    result = extract(hook.connection_settings(), [header], start, high, tmp_path / "raw",
+    result = extract(hook, [header], start, high, tmp_path / "raw",
                      progress=lambda events, at: seen.append((events, at)))
     assert result.events == PROGRESS_EVENTS and seen, "the pass reported no progress"
     assert [e for e, _ in seen] == sorted(e for e, _ in seen) and all(start.coordinate <= at <= high.coordinate
