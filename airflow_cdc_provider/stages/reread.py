@@ -90,6 +90,7 @@ def validate_where(reads: Reads, table: TableName, where: str) -> None:
         try:
             cursor.execute("START TRANSACTION READ ONLY")
             cursor.execute(f"SELECT 1 FROM {table.quoted} WHERE ({where}) LIMIT 0")
+            cursor.fetchall()  # no rows; read to the end all the same, as a streamed result must be
         except pymysql.err.MySQLError as exc:
             raise BadRereadCondition(
                 f"The reread condition {where!r} on {table} is refused by the server: {exc.args[-1]}. Give a "

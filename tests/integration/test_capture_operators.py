@@ -210,6 +210,28 @@ def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_le
     assert not isinstance(unreachable.value, AirflowFailException) and unreachable.value.args[0] == 2003
 
 
+def test_a_reread_condition_is_planned_by_the_server_on_the_hooks_reads(schema, capture_conn):
+    from airflow_cdc_provider.stages.reread import BadRereadCondition, validate_where
+
+    table = TableName(schema, "a")
+    with MySqlSourceHook(capture_conn).streaming_reads() as reads:
+        validate_where(reads, table, "id BETWEEN 1 AND 2")
+        with pytest.raises(BadRereadCondition, match="refused by the server: Unknown column 'nothere'"):
+            validate_where(reads, table, "nothere = 1")
+        validate_where(reads, table, "v = 'b'")  # the same connection serves the next condition
+
+
+def test_verify_reads_the_keys_a_range_changed_from_the_hooks_binlog_stream(mariadb, schema, capture_conn,
+                                                                           tmp_path):
+    from airflow_cdc_provider.stages.verify import changed_keys
+
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(TableName(schema, "a"))
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {schema}.a SET v = 'z' WHERE id = 2", f"DELETE FROM {schema}.a WHERE id = 3")
+    assert changed_keys(hook, header, start, hook.current_watermark(), tmp_path) == {"2", "3"}
+
+
 def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_ends_before_the_read(
         mariadb, schema, capture_conn, tmp_path):
     """The rows read again are the source's at the range's end: a row the binlog changed in the range takes the
