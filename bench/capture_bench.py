@@ -10,6 +10,8 @@ Snapshot: rows/s of `snapshot` (keyset chunks to Parquet) against a bare streami
 
 from __future__ import annotations
 
+import json
+import os
 import sys
 import tempfile
 import time
@@ -25,6 +27,7 @@ from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, Write
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
 from airflow_cdc_provider.core.watermark import Watermark  # noqa: E402
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 
@@ -40,10 +43,13 @@ WIDE_FILL = "seq, " + ", ".join(
 
 
 class Source:
-    """The snapshot's source: a connection and the watermark, without Airflow connections."""
+    """The server for the bare baselines (the login's own connections, the watermark), and the provider's hook on
+    it (an Airflow connection given by environment variable) for the stages."""
 
     def __init__(self, server: ThrowawayServer, login):
         self.server, self.login = server, login
+        os.environ["AIRFLOW_CONN_CDC_BENCH"] = json.dumps(server.connection_uri(login))
+        self.hook = MySqlSourceHook("cdc_bench")
 
     def settings(self) -> dict:
         return {"host": "127.0.0.1", "port": self.server.port, "user": self.login.user, "password": self.login.password}
@@ -52,8 +58,7 @@ class Source:
         return pymysql.connect(**self.settings(), autocommit=True, init_command="SET time_zone = '+00:00'")
 
     def current_watermark(self) -> Watermark:
-        file, pos = self.server.execute("SHOW MASTER STATUS")[0][:2]
-        return Watermark(file, int(pos), server_id=1)
+        return self.hook.current_watermark()
 
 
 def header_of(server, table: TableName) -> RawHeader:
@@ -86,7 +91,7 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
     high = source.current_watermark()
     bare_rows, bare_s = bare_decode(source, start, table)
     t0 = time.perf_counter()
-    result = extract(source.settings(), [header_of(server, table)], start, high, work / f"raw-{name}")
+    result = extract(source.hook, [header_of(server, table)], start, high, work / f"raw-{name}")
     ours_s = time.perf_counter() - t0
     ours_rows = sum(result.counts[str(table)].values())
     assert ours_rows == bare_rows == rows, (ours_rows, bare_rows, rows)
@@ -108,7 +113,7 @@ def bench_snapshot(server, source, work, rows):
     bare_s = time.perf_counter() - t0
     conn.close()
     t0 = time.perf_counter()
-    result = snapshot(source, header_of(server, table), work / "snap", chunk_rows=50_000)
+    result = snapshot(source.hook, header_of(server, table), work / "snap", chunk_rows=50_000)
     ours_s = time.perf_counter() - t0
     assert result.rows == n == rows
     print(f"snapshot narrow {rows:>9,} rows: bare SSCursor {rows / bare_s:>9,.0f} rows/s, "

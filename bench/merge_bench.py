@@ -121,11 +121,11 @@ class Incremental:
         out = self.work / run.run_id
         parts = {}
         if plan.mode == "snapshot":
-            snap = snapshot(self.source, self.header, out / "snapshot")
+            snap = snapshot(self.source.hook, self.header, out / "snapshot")
             upserts, deletes, end, read = snap.files, None, snap.watermark, snap.rows
         else:
             high = self.source.current_watermark()
-            extracted = extract(self.source.settings(), [self.header], plan.start, high, out / "raw")
+            extracted = extract(self.source.hook, [self.header], plan.start, high, out / "raw")
             parts["extract"] = time.perf_counter() - t0
             replayed = replay(extracted.files[self.header.table], out / "upsert.parquet", out / "delete.parquet")
             parts["replay"] = time.perf_counter() - t0 - parts["extract"]

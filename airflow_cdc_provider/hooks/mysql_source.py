@@ -4,19 +4,19 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
 import pymysql
+import pymysql.cursors
 from airflow.sdk import BaseHook
+from pymysqlreplication import BinLogStreamReader
 
 from airflow_cdc_provider.core.errors import (
     AccessDenied,
     CaptureNotPossible,
     CdcError,
     TableNotFound,
-    WatermarkNotReadable,
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
@@ -32,11 +32,12 @@ from airflow_cdc_provider.core.gtid import (
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
 from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
-from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
+from airflow_cdc_provider.core.watermark import Watermark
 
 
 def _table_not_found(table: TableName) -> TableNotFound:
@@ -51,14 +52,22 @@ def _table_not_found(table: TableName) -> TableNotFound:
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
 
 
-_PURGED_WAY_ON = ("Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: snapshot` to take "
-                  "one in such a run), and keep binlogs longer than the time between two runs.")
+class StreamingReads:
+    """Reads on one connection of the source hook, one statement after another: each through a server-side
+    cursor, whose rows come as they are fetched (a table is read without holding it in memory)."""
 
+    def __init__(self, conn: pymysql.connections.Connection) -> None:
+        self._conn = conn
 
-@dataclass(frozen=True)
-class BinlogFile:
-    name: str
-    size: int
+    @contextlib.contextmanager
+    def cursor(self) -> Iterator[pymysql.cursors.SSCursor]:
+        """A server-side cursor; its result is read to the end before the connection's next statement."""
+        with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+            yield cursor
+
+    def rollback(self) -> None:
+        """End the transaction the reads began (``START TRANSACTION READ ONLY``)."""
+        self._conn.rollback()
 
 
 class MySqlSourceHook(BaseHook):
@@ -81,10 +90,6 @@ class MySqlSourceHook(BaseHook):
 
     # --- connection -------------------------------------------------------------------------------------
 
-    def connection_settings(self) -> dict[str, Any]:
-        """Host, port, user and password of the capture user. Holds the password: never log or return it."""
-        return dict(self._settings)
-
     @property
     def address(self) -> tuple[str, int]:
         """The server's host and port, as the connection names them (no secret: fit for logs and lineage)."""
@@ -92,7 +97,9 @@ class MySqlSourceHook(BaseHook):
 
     @cached_property
     def _settings(self) -> dict[str, Any]:
-        # Looked up once per hook: the snapshot's threads share the hook, and one lookup serves them all.
+        # Host, port, user and password of the capture user: they never leave the hook (the stages get cursors
+        # and the binlog stream from it). Looked up once per hook: the snapshot's threads share the hook, and one
+        # lookup serves them all.
         conn = self.get_connection(self.mysql_conn_id)
         return {
             "host": conn.host or "localhost",
@@ -103,7 +110,7 @@ class MySqlSourceHook(BaseHook):
 
     def get_conn(self) -> pymysql.connections.Connection:
         """A new connection whose session reads times in UTC, so values do not depend on the server's zone."""
-        settings = self.connection_settings()
+        settings = self._settings
         try:
             return pymysql.connect(
                 **settings,
@@ -132,6 +139,38 @@ class MySqlSourceHook(BaseHook):
                 yield cursor
         finally:
             conn.close()
+
+    @contextlib.contextmanager
+    def streaming_reads(self) -> Iterator[StreamingReads]:
+        """One connection for reads streamed one after another (a snapshot's chunks, a re-read), closed on
+        leaving."""
+        conn = self.get_conn()
+        try:
+            yield StreamingReads(conn)
+        finally:
+            conn.close()
+
+    def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
+                      only_schemas: Sequence[str], only_tables: Sequence[str]) -> BinLogStreamReader:
+        """A reader of the binlog from ``start`` on, as replica ``server_id``, on one replication connection of
+        its own (opened when the first event is asked for). It does not block at the end of the log: the caller
+        stops it by coordinates (``stages.extract``)."""
+        settings = self._settings
+        return BinLogStreamReader(
+            connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
+                                 "password": settings["password"]},
+            server_id=server_id,
+            resume_stream=True,
+            log_file=start.file,
+            log_pos=start.position,
+            blocking=False,
+            # File and position are read as MySQL does on MariaDB too: the MariaDB mode re-reads the log forever.
+            is_mariadb=False,
+            only_events=list(only_events),
+            only_schemas=list(only_schemas),
+            only_tables=list(only_tables),
+            enable_logging=False,
+        )
 
     def _query(self, sql: str, args: Any = None) -> list[tuple[Any, ...]]:
         with self.cursor() as cursor:
@@ -268,84 +307,21 @@ class MySqlSourceHook(BaseHook):
         """The binlog files the server still has, oldest first."""
         return [BinlogFile(row[0], int(row[1])) for row in self._query("SHOW BINARY LOGS")]
 
-    def unreadable_reason(self, watermark: Watermark) -> str | None:
-        """Why ``watermark`` cannot be read from on this server, or None when it can."""
-        return self.unreadable_reasons([watermark])[0]
-
-    def unreadable_reasons(self, watermarks: Sequence[Watermark]) -> list[str | None]:
-        """``unreadable_reason`` of each watermark, with the server asked once."""
-        return [found[1] if found else None for found in self.unreadable(watermarks)]
-
-    def unreadable(self, watermarks: Sequence[Watermark]) -> list[tuple[str, str] | None]:
-        """For each watermark, None if the binlog can be read from it, else why not (see ``read_positions``)."""
-        return [None if isinstance(found, Watermark) else found for found in self.read_positions(watermarks)]
-
-    def read_positions(self, watermarks: Sequence[Watermark]) -> list[Watermark | tuple[str, str]]:
-        """For each watermark, where this server's binlog is read from to go on from it, or why it cannot be.
-
-        The place is the watermark itself; or, for one taken on another server (before a failover), the same GTID
-        position found in this server's binlog. Why not is ``(kind, message)`` with kind ``server`` (taken on
-        another server, and one of them has no GTIDs), ``diverged`` (this server lacks transactions the
-        watermark holds), ``purged`` (its file, or its transactions, are gone) or ``past_end``.
-        """
+    def binlog_facts(self, watermarks: Sequence[Watermark] = ()) -> BinlogFacts:
+        """What the server's binlog is now, for ``core.resume`` to decide where each of ``watermarks`` is read from:
+        the server's position, its binlog files and retention settings, and for each watermark of another server
+        with a GTID position, where that position lies in this server's binlog (or why it cannot be found)."""
         current = self.current_watermark()
-        files = self.binlogs()
-        sizes = {f.name: f.size for f in files}
-        retention: dict[str, Any] | None = None
-        found: dict[Watermark, Watermark | tuple[str, str]] = {}  # tables of a source often share a watermark
-        for watermark in watermarks:
-            if watermark in found:
-                continue
-            where: Watermark | tuple[str, str] = watermark
-            if not watermark.same_server(current):
-                where = self._on_this_server(watermark, current, files)
-            if isinstance(where, Watermark) and where.file not in sizes:
-                if retention is None:
-                    retention = self.global_variables(self.flavor.retention_variables)
-                kept = f"{files[0].name} … {files[-1].name}" if files else "no binlog files"
-                settings = ", ".join(f"{k}={v}" for k, v in retention.items())
-                older = where.sequence < split_binlog_file(files[0].name)[1] if files else True
-                where = "purged", (
-                    f"The binlog file {where.file} of the watermark {where} is no longer on the server "
-                    f"(it keeps {kept}){': it was purged' if older else ''}. The server's retention setting is "
-                    f"{settings}. {_PURGED_WAY_ON}"
-                )
-            elif isinstance(where, Watermark) and where.position > sizes[where.file]:
-                where = "past_end", (
-                    f"The watermark {where} is past the end of {where.file}, which has "
-                    f"{sizes[where.file]} bytes: it does not belong to this server's binlog."
-                )
-            found[watermark] = where
-        return [found[w] for w in watermarks]
-
-    def _on_this_server(self, watermark: Watermark, current: Watermark,
-                        files: Sequence[BinlogFile]) -> Watermark | tuple[str, str]:
-        moved = (f"The watermark {watermark} was taken on server id {watermark.server_id} (uuid "
-                 f"{watermark.server_uuid}), but this server is id {current.server_id} (uuid {current.server_uuid}) "
-                 f"with binlog {current.file}")
-        if watermark.gtid is None or current.gtid is None or (watermark.server_uuid is None) != (
-                current.server_uuid is None):
-            without = "the watermark has" if watermark.gtid is None else "this server has"
-            return "server", (
-                f"{moved}. A file and position mean nothing on another server, and {without} no GTID position to "
-                "find the place by (MySQL: gtid_mode=ON). Trigger a run with fresh_snapshot=true, or set "
-                "`on_server_change: snapshot` to take one in such a run.")
-        try:
-            return self.find_gtid_position(watermark, current, files)
-        except GtidPositionLost as lost:
-            if lost.kind == "purged":
-                return "purged", f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} {_PURGED_WAY_ON}"
-            return "diverged", (
-                f"{moved}, and its GTID {watermark.gtid} was looked for there. {lost} Trigger a run with "
-                "fresh_snapshot=true (or set `on_server_change: snapshot` to take one in such a run).")
-
-    def is_readable(self, watermark: Watermark) -> bool:
-        return self.unreadable_reason(watermark) is None
-
-    def require_readable(self, watermark: Watermark) -> None:
-        reason = self.unreadable_reason(watermark)
-        if reason:
-            raise WatermarkNotReadable(reason)
+        files = tuple(self.binlogs())
+        retention = tuple(self.global_variables(self.flavor.retention_variables).items())
+        found: dict[Watermark, Watermark | GtidPositionLost] = {}
+        for watermark in dict.fromkeys(watermarks):  # tables of a source often share a watermark
+            if needs_gtid_search(watermark, current):
+                try:
+                    found[watermark] = self.find_gtid_position(watermark, current, files)
+                except GtidPositionLost as lost:
+                    found[watermark] = lost
+        return BinlogFacts(current, files, retention, found)
 
     # --- tables -----------------------------------------------------------------------------------------
 

@@ -32,6 +32,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -116,8 +117,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
             return Captured().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
         # The connection and the server's flavor looked up once, here, rather than by each thread.
-        hook.connection_settings()
-        _ = hook.flavor
+        _ = hook.address, hook.flavor
         transient: list[str] = []
 
         def load(table: TablePlan) -> MergeInput | TableFailure:
@@ -203,10 +203,11 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         hook = MySqlSourceHook(self.mysql_conn_id)
         failed: list[TableFailure] = []
         readable, starts = [], {}
-        for table, where in zip(tables, hook.read_positions([t.plan.start for t in tables])):
-            if not isinstance(where, Watermark):
-                self.log.error("%s cannot be read from its watermark: %s", table.source, where[1])
-                failed.append(TableFailure(source=table.source, stage="extract", error=where[1]))
+        watermarks = [t.plan.start for t in tables]
+        for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
+            if isinstance(where, Unreadable):
+                self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
+                failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
                 continue
             if where != table.plan.start:
                 self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
@@ -234,7 +235,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
             progress = Progress(f"binlog pass for {len(readable)} tables", self.log.info, every=self.progress_seconds,
                                 unit="row events")
-            result = extract(hook.connection_settings(), headers, start, high, local, stop_before=stop_before,
+            result = extract(hook, headers, start, high, local, stop_before=stop_before,
                              definitions=[_header(t) for t in readable],
                              schema_changes={t.source: t.table.schema_changes for t in readable},
                              defaults=hook.added_column_defaults, starts=starts,
@@ -287,15 +288,13 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 continue
             header = _header(table)
             condition = reread_condition(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
-            conn = hook.get_conn()
-            try:
-                done[table.source] = reread(conn, header, condition, local[table.source])
-            except CdcError as exc:
-                self.log.error("%s: %s", table.source, exc)
-                failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
-                continue
-            finally:
-                conn.close()
+            with hook.streaming_reads() as reads:
+                try:
+                    done[table.source] = reread(reads, header, condition, local[table.source])
+                except CdcError as exc:
+                    self.log.error("%s: %s", table.source, exc)
+                    failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
+                    continue
             self.log.info("%s: %d rows read again from the source (%s)", table.source, done[table.source].rows,
                           ask.reason)
         return done
@@ -308,7 +307,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         plans = {t.source: t for t in tables}
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-            after = extract(hook.connection_settings(), headers, end, high, os.path.join(scratch, "raw"),
+            after = extract(hook, headers, end, high, os.path.join(scratch, "raw"),
                             definitions=headers, schema_changes="evolve")
             for n, header in enumerate(headers):
                 newer_files = after.files.get(header.table, [])

@@ -22,6 +22,7 @@ from airflow_cdc_provider.core.ledger import (
     plan_run,
     run_target,
 )
+from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_positions
 from airflow_cdc_provider.core.workdir import SourceDir, TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -174,11 +175,8 @@ class CdcPlanOperator(BaseOperator):
         for source, where in asked.items():
             where = (where or "").strip()
             if where:
-                conn = hook.get_conn()
-                try:
-                    validate_where(conn, known[source].name, where)
-                finally:
-                    conn.close()
+                with hook.streaming_reads() as reads:
+                    validate_where(reads, known[source].name, where)
             conditions[source] = where
         return conditions
 
@@ -208,16 +206,18 @@ class CdcPlanOperator(BaseOperator):
         incremental = [t for t in tables if plans[t.hive_table].mode == INCREMENTAL]
         if not incremental:
             return {}
-        chosen = {"purged": ("on_purged_binlog", self.on_purged_binlog, "the binlog from the watermark was purged"),
-                  "server": ("on_server_change", self.on_server_change, "the source is another server"),
-                  "diverged": ("on_server_change", self.on_server_change, "the source is another server, which "
-                               "lacks transactions of the watermark")}
-        found = MySqlSourceHook(self.mysql_conn_id).unreadable([plans[t.hive_table].start for t in incremental])
+        chosen = {UnreadableKind.PURGED: ("on_purged_binlog", self.on_purged_binlog,
+                                          "the binlog from the watermark was purged"),
+                  UnreadableKind.SERVER: ("on_server_change", self.on_server_change, "the source is another server"),
+                  UnreadableKind.DIVERGED: ("on_server_change", self.on_server_change, "the source is another "
+                                            "server, which lacks transactions of the watermark")}
+        watermarks = [plans[t.hive_table].start for t in incremental]
+        found = read_positions(watermarks, MySqlSourceHook(self.mysql_conn_id).binlog_facts(watermarks))
         replanned = {}
         for table, why in zip(incremental, found):
-            if why is None or why[0] not in chosen or chosen[why[0]][1] != "snapshot":
+            if not isinstance(why, Unreadable) or why.kind not in chosen or chosen[why.kind][1] != "snapshot":
                 continue
-            option, _, reason = chosen[why[0]]
-            warning = (f"this run takes a fresh snapshot ({option}: snapshot): {why[1].split(' Trigger a run')[0]}")
+            option, _, reason = chosen[why.kind]
+            warning = f"this run takes a fresh snapshot ({option}: snapshot): {why.reason}"
             replanned[table.hive_table] = RunPlan(run, SNAPSHOT, f"a fresh snapshot: {reason}", warning=warning)
         return replanned

@@ -24,6 +24,7 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.resume import Unreadable, read_position
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     RepairRequest,
@@ -37,7 +38,6 @@ from airflow_cdc_provider.core.verify import (
     row_differences,
     sums_of,
 )
-from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -254,14 +254,14 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         served = hook.bucket_rows(header, job.buckets, listed)
         end = hook.current_watermark()
         copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
-        start = hook.read_positions([committed.watermark])[0]
-        if not isinstance(start, Watermark):
+        start = read_position(committed.watermark, hook.binlog_facts([committed.watermark]))
+        if isinstance(start, Unreadable):
             return TableVerification(**base, status="not_verified", seconds=seconds, reason=(
                 f"{len(differing)} buckets differ, and the binlog from the version's watermark cannot be read to "
-                f"tell writes in flight from differences: {start[1]}"))
+                f"tell writes in flight from differences: {start.message}"))
         try:
             with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
-                changed = changed_keys(hook.connection_settings(), header, start, end, work)
+                changed = changed_keys(hook, header, start, end, work)
         except CdcError as exc:
             return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
         real = row_differences(served, copied, changed)

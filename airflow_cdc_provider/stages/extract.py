@@ -13,10 +13,9 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pymysql
-from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -191,8 +190,18 @@ class _TableSink:
         return [Fill(f.column, f.sources, values[f.column], True) if f.needs_value else f for f in fills]
 
 
+class BinlogSource(Protocol):
+    """Where the binlog comes from (``MySqlSourceHook``): it opens the stream, and names the server for messages."""
+
+    @property
+    def address(self) -> tuple[str, int]: ...
+
+    def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
+                      only_schemas: Sequence[str], only_tables: Sequence[str]) -> Any: ...
+
+
 def extract(
-    connection_settings: dict[str, Any],
+    source: BinlogSource,
     headers: Sequence[RawHeader],
     start: Watermark,
     high: Watermark,
@@ -228,7 +237,7 @@ def extract(
 
     ``progress(row events, (file sequence, position))`` is called as the pass goes, every few thousand events.
 
-    ``connection_settings`` holds host, port, user and password of the capture user (never logged).
+    ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
@@ -250,7 +259,7 @@ def extract(
         result = ExtractResult(start, high)
         try:
             if start.coordinate < high.coordinate:
-                result.events, end = _read(connection_settings, sinks, start, high, replica_server_id, stop_before,
+                result.events, end = _read(source, sinks, start, high, replica_server_id, stop_before,
                                            progress or (lambda events, at: None))
                 if end is not None:
                     result.end = Watermark(file=end[0], position=end[1], server_id=high.server_id,
@@ -281,27 +290,18 @@ def extract(
 PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callback
 
 
-def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
+def _read(source: BinlogSource, sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
           stop_before: dt.datetime | None,
           progress: Callable[[int, tuple[int, int]], None]) -> tuple[int, tuple[str, int] | None]:
     """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
+    # A replica id of its own: the server drops an older dump connection with the same id.
     server_id = server_id or random.randint(1 << 20, (1 << 32) - 1)
-    stream = BinLogStreamReader(
-        connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
-                             "password": settings["password"]},
-        # A replica id of its own: the server drops an older dump connection with the same id.
-        server_id=server_id,
-        resume_stream=True,
-        log_file=start.file,
-        log_pos=start.position,
-        blocking=False,
-        # File and position are read as MySQL does on MariaDB too: the MariaDB mode re-reads the log forever.
-        is_mariadb=False,
+    stream = source.binlog_stream(
+        start, server_id,
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, RotateEvent, XidEvent, QueryEvent,
                      *((GtidEvent, MariadbGtidEvent) if stop_before else ())],
         only_schemas=sorted({schema for schema, _ in sinks}),
         only_tables=sorted({table for _, table in sinks}),
-        enable_logging=False,
     )
     high_at = high.coordinate
     seq = split_binlog_file(start.file)[1]
@@ -310,7 +310,8 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     between_transactions = True
     events = seen = 0
     try:
-        for event in _events(stream, settings, server_id, lambda: _file_name(start.file, last[0]) + f":{last[1]}"):
+        for event in _events(stream, source.address, server_id,
+                             lambda: _file_name(start.file, last[0]) + f":{last[1]}"):
             seen += 1
             if seen % PROGRESS_EVENTS == 0:
                 progress(events, last)
@@ -362,7 +363,7 @@ def _read(settings: dict[str, Any], sinks: dict, start: Watermark, high: Waterma
     )
 
 
-def _events(stream: BinLogStreamReader, settings: dict[str, Any], server_id: int, where: Callable[[], str]) -> Any:
+def _events(stream: Any, address: tuple[str, int], server_id: int, where: Callable[[], str]) -> Any:
     """The reader's events; a broken connection it cannot resume as an error that says so. (The reader itself
     resumes from where it was after a dropped connection, when the server takes it back.)"""
     try:
@@ -370,7 +371,7 @@ def _events(stream: BinLogStreamReader, settings: dict[str, Any], server_id: int
     except pymysql.err.OperationalError as exc:
         code = exc.args[0] if exc.args else None
         raise SourceConnectionLost(
-            f"The binlog connection to {settings['host']}:{settings['port']} failed after {where()} (MySQL error "
+            f"The binlog connection to {address[0]}:{address[1]} failed after {where()} (MySQL error "
             f"{code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code, server_id)}. Nothing of "
             "this range was handed on; the task's retry reads it again.") from None
 

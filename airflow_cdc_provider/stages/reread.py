@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pymysql
-import pymysql.cursors
 
 from airflow_cdc_provider.core.checksum import source_key_text
 from airflow_cdc_provider.core.errors import CdcError
@@ -76,24 +76,32 @@ def check_where(where: str) -> str:
     return where
 
 
-def validate_where(conn: Any, table: TableName, where: str) -> None:
+class Reads(Protocol):
+    """Reads on one connection of the source (``MySqlSourceHook.streaming_reads``)."""
+
+    def cursor(self) -> AbstractContextManager[Any]: ...
+    def rollback(self) -> None: ...
+
+
+def validate_where(reads: Reads, table: TableName, where: str) -> None:
     """Ask the server to plan ``SELECT … WHERE where`` in a read-only transaction: a condition it refuses (a
     column that does not exist, a syntax error) raises ``BadRereadCondition`` with the server's words."""
     check_where(where)
-    with conn.cursor() as cursor:
+    with reads.cursor() as cursor:
         try:
             cursor.execute("START TRANSACTION READ ONLY")
             cursor.execute(f"SELECT 1 FROM {table.quoted} WHERE ({where}) LIMIT 0")
+            cursor.fetchall()  # no rows; read to the end all the same, as a streamed result must be
         except pymysql.err.MySQLError as exc:
             raise BadRereadCondition(
                 f"The reread condition {where!r} on {table} is refused by the server: {exc.args[-1]}. Give a "
                 "condition on the table's columns, as after WHERE (for example `id BETWEEN 100 AND 200`), and "
                 "trigger the run again; nothing was read or changed.") from None
         finally:
-            conn.rollback()
+            reads.rollback()
 
 
-def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathLike[str]) -> RereadResult:
+def reread(reads: Reads, header: RawHeader, condition: str, out_dir: str | os.PathLike[str]) -> RereadResult:
     """Read the rows of ``header``'s table that ``condition`` selects, in one read-only transaction, into raw
     insert records (``reread-NNNNN.raw`` in ``out_dir``), streamed."""
     table = TableName.parse(header.table)
@@ -103,7 +111,7 @@ def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathL
     writer = RawFileWriter(out_dir, REREAD_PREFIX, header)
     result = RereadResult()
     try:
-        with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        with reads.cursor() as cursor:
             cursor.execute("START TRANSACTION READ ONLY")
             cursor.execute(f"SELECT {columns} FROM {table.quoted} WHERE {condition}")
             while batch := cursor.fetchmany(FETCH_ROWS):
@@ -113,7 +121,7 @@ def reread(conn: Any, header: RawHeader, condition: str, out_dir: str | os.PathL
                 for row in rows:
                     writer.write("I", key_uid([row[i] for i in key_indexes]), (0, 0, result.rows), row)
                     result.rows += 1
-        conn.rollback()
+        reads.rollback()
         result.files = writer.close()
     except BaseException:
         writer.abort()

@@ -14,13 +14,14 @@ import datetime as dt
 import json
 import os
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pymysql.cursors
+import pymysql
 
 from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
@@ -37,7 +38,9 @@ FETCH_ROWS = 10_000
 
 
 class Source(Protocol):
-    def get_conn(self) -> Any: ...
+    """Where the table is read from (``MySqlSourceHook``): its watermark, and reads streamed on one connection."""
+
+    def streaming_reads(self) -> AbstractContextManager[Any]: ...
     def current_watermark(self) -> Watermark: ...
 
 
@@ -140,13 +143,12 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
     last_key = decode_values(json.dumps(state.last_key)) if state.last_key is not None else None
     schema = file_schema(header)
     key_indexes = header.key_indexes()
-    conn = source.get_conn()
-    try:
+    with source.streaming_reads() as reads:
         while True:
             chunk = result.chunks + 1
             path = out / f"snapshot-{chunk:05d}.parquet"
             try:
-                rows, last_row = _read_chunk(conn, header, schema, chunk_rows, last_key, path)
+                rows, last_row = _read_chunk(reads, header, schema, chunk_rows, last_key, path)
             except pymysql.err.OperationalError as exc:
                 code = exc.args[0] if exc.args else None
                 raise SourceConnectionLost(
@@ -165,17 +167,15 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
             progress(result.rows, last_key)
             if done:
                 return result
-    finally:
-        conn.close()
 
 
-def _read_chunk(conn: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,
+def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,
                 path: Path) -> tuple[int, list[Any] | None]:
     """One keyset chunk, streamed (server-side cursor) into a Parquet file written beside and renamed."""
     tmp = path.with_suffix(".parquet.tmp")
     rows, last_row = 0, None
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
-    with pq.ParquetWriter(tmp, schema) as writer, conn.cursor(pymysql.cursors.SSCursor) as cursor:
+    with pq.ParquetWriter(tmp, schema) as writer, reads.cursor() as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
                        keyset_args(last_key) if last_key is not None else None)
         while batch := cursor.fetchmany(FETCH_ROWS):

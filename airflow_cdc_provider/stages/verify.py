@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -15,7 +14,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import BinlogSource, extract
 from airflow_cdc_provider.stages.replay import replay
 
 
@@ -32,13 +31,13 @@ def key_texts(files: Iterable[str | os.PathLike[str] | None], header: RawHeader)
     return found
 
 
-def changed_keys(settings: dict[str, Any], header: RawHeader, start: Watermark, end: Watermark,
+def changed_keys(source: BinlogSource, header: RawHeader, start: Watermark, end: Watermark,
                  work: str | os.PathLike[str]) -> set[str]:
     """The key texts of ``header``'s rows that the binlog changed in (start, end]: read and replayed as a run
     would, into ``work`` (a scratch directory). Raises ``CdcError`` when the range cannot tell (a schema change
     in it)."""
     work = Path(work)
-    result = extract(settings, [header], start, end, work / "raw", definitions=[header])
+    result = extract(source, [header], start, end, work / "raw", definitions=[header])
     if header.table in result.failed:
         raise result.failed[header.table]
     if result.schema_changes.get(header.table):

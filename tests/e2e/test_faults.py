@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.resume import UnreadableKind, read_position
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import conn_env
@@ -105,8 +106,10 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
 
             # A file and position alone mean nothing here: a watermark without a GTID is refused, naming both
             # servers and the way on.
-            kind, message = pipeline.hook.read_positions([committed.model_copy(update={"gtid": None})])[0]
-            assert kind == "server"
+            without_gtid = committed.model_copy(update={"gtid": None})
+            found = read_position(without_gtid, pipeline.hook.binlog_facts([without_gtid]))
+            assert found.kind is UnreadableKind.SERVER
+            message = found.message
             for part in ("taken on server id 11", "this server is id 12", "no GTID position", "fresh_snapshot=true",
                          "on_server_change: snapshot"):
                 assert part in message, (part, message)

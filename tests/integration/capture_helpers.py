@@ -15,7 +15,7 @@ from airflow_cdc_provider.stages.replay import replay
 def capture_after(hook, header, start, tmp_path, name="x"):
     """Extract from ``start`` to the server's position now, and replay: (extract result, replay result)."""
     high = hook.current_watermark()
-    result = extract(hook.connection_settings(), [header], start, high, tmp_path / f"raw-{name}").check()
+    result = extract(hook, [header], start, high, tmp_path / f"raw-{name}").check()
     files = result.files[header.table]
     replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet")
     return result, replayed

@@ -19,10 +19,12 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.operators import capture as capture_module
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_testing.cluster import free_port
+from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
 
@@ -79,9 +81,35 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
         check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
 
 
+def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
+    """The arguments the capture operators hand each stage, recorded as the stages run."""
+    calls: list[tuple[str, tuple, dict]] = []
+    def recorder(name, stage):
+        def recorded(*args, **kwargs):
+            calls.append((name, args, kwargs))
+            return stage(*args, **kwargs)
+
+        return recorded
+
+    for name in names:
+        monkeypatch.setattr(capture_module, name, recorder(name, getattr(capture_module, name)))
+    return calls
+
+
+def plain_values(value, keys: list) -> list[str]:
+    """The text of every value in ``value``, through dicts, lists, tuples and sets (whose keys go to ``keys``)."""
+    if isinstance(value, dict):
+        keys.extend(value)
+        return [t for v in value.values() for t in plain_values(v, keys)]
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [t for v in value for t in plain_values(v, keys)]
+    return [str(value), repr(value)]
+
+
 def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermark(mariadb, schema, capture_conn,
-                                                                                  tmp_path):
+                                                                                  tmp_path, monkeypatch):
     hook = MySqlSourceHook(capture_conn)
+    stage_calls = received_by_stages(monkeypatch)
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
     a, b = (f"{schema}.a", f"{schema}.b")
     # a's snapshot is taken, then b changes, then b's snapshot: b's change lies between the two watermarks.
@@ -115,6 +143,13 @@ def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermar
     merged = apply_changes(header, read_rows(input_a.upsert_files), read_rows(merge_input.upsert_files),
                            read_rows([merge_input.delete_file]))
     assert merged == source_rows(mariadb, hook.raw_header(TableName(schema, "a")))
+
+    # The stages got the hook (which opens their connections), never the capture user's password.
+    password = json.loads(os.environ[conn_env(capture_conn)])["password"]
+    assert password and sorted({name for name, _, _ in stage_calls}) == ["extract", "snapshot"]
+    keys: list = []
+    texts = plain_values([(args, kwargs) for _, args, kwargs in stage_calls], keys)
+    assert not [t for t in texts if password in t] and not {"password", "passwd"} & {str(k) for k in keys}
 
 
 def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,
@@ -174,6 +209,28 @@ def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_le
     with pytest.raises(pymysql.err.OperationalError) as unreachable:
         check([TableConfig(TableName("shop", "customers"), "customers")], "mysql_nowhere", tmp_path)
     assert not isinstance(unreachable.value, AirflowFailException) and unreachable.value.args[0] == 2003
+
+
+def test_a_reread_condition_is_planned_by_the_server_on_the_hooks_reads(schema, capture_conn):
+    from airflow_cdc_provider.stages.reread import BadRereadCondition, validate_where
+
+    table = TableName(schema, "a")
+    with MySqlSourceHook(capture_conn).streaming_reads() as reads:
+        validate_where(reads, table, "id BETWEEN 1 AND 2")
+        with pytest.raises(BadRereadCondition, match="refused by the server: Unknown column 'nothere'"):
+            validate_where(reads, table, "nothere = 1")
+        validate_where(reads, table, "v = 'b'")  # the same connection serves the next condition
+
+
+def test_verify_reads_the_keys_a_range_changed_from_the_hooks_binlog_stream(mariadb, schema, capture_conn,
+                                                                           tmp_path):
+    from airflow_cdc_provider.stages.verify import changed_keys
+
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(TableName(schema, "a"))
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {schema}.a SET v = 'z' WHERE id = 2", f"DELETE FROM {schema}.a WHERE id = 3")
+    assert changed_keys(hook, header, start, hook.current_watermark(), tmp_path) == {"2", "3"}
 
 
 def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_ends_before_the_read(
@@ -267,7 +324,7 @@ def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, 
     conn.close()
     high = hook.current_watermark()
     seen: list = []
-    result = extract(hook.connection_settings(), [header], start, high, tmp_path / "raw",
+    result = extract(hook, [header], start, high, tmp_path / "raw",
                      progress=lambda events, at: seen.append((events, at)))
     assert result.events == PROGRESS_EVENTS and seen, "the pass reported no progress"
     assert [e for e, _ in seen] == sorted(e for e, _ in seen) and all(start.coordinate <= at <= high.coordinate

@@ -31,7 +31,7 @@ def orders(mariadb):
 
 def _extract_after(hook, header, start, tmp_path, **kwargs):
     out = tmp_path / "raw"
-    return out, lambda: extract(hook.connection_settings(), [header], start, hook.current_watermark(), out,
+    return out, lambda: extract(hook, [header], start, hook.current_watermark(), out,
                                 **kwargs).check()
 
 

@@ -54,7 +54,7 @@ class Table:
         self.header = self.hook.raw_header(self.name)
 
     def extract(self, start, out: Path, **kwargs):
-        return extract(self.hook.connection_settings(), [self.header], start, self.hook.current_watermark(), out,
+        return extract(self.hook, [self.header], start, self.hook.current_watermark(), out,
                        **kwargs).check()
 
     def equals_source(self, snapshot_files, raw_files, out: Path) -> None:

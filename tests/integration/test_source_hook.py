@@ -17,6 +17,7 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import Flavor
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_position
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 
@@ -116,24 +117,32 @@ def test_gtid_is_the_state_at_the_watermark(mariadb, capture_conn):
 
 def test_lists_binlogs_and_tells_readable_watermarks(mariadb, capture_conn):
     hook = MySqlSourceHook(capture_conn)
+
+    def where(watermark):
+        return read_position(watermark, hook.binlog_facts([watermark]))
+
     old = hook.current_watermark()
     assert old.file in [f.name for f in hook.binlogs()]
-    assert hook.is_readable(old)
+    assert where(old) == old
     mariadb.execute("FLUSH BINARY LOGS")
     current = hook.current_watermark()
     purge_binlogs_to(mariadb, current.file)
     assert [f.name for f in hook.binlogs()] == [current.file]
-    assert not hook.is_readable(old)
+    facts = hook.binlog_facts()
+    assert facts.current.file == current.file and [f.name for f in facts.files] == [current.file]
+    assert {name for name, _ in facts.retention} == {"binlog_expire_logs_seconds", "expire_logs_days"}
+    purged = where(old)
+    assert isinstance(purged, Unreadable) and purged.kind is UnreadableKind.PURGED
     with pytest.raises(WatermarkNotReadable) as err:
-        hook.require_readable(old)
+        raise purged.error()
     message = str(err.value)
     assert old.file in message and "purged" in message
     assert "binlog_expire_logs_seconds=" in message and "expire_logs_days=" in message
-    assert hook.is_readable(current)
+    assert where(current) == current
     past_end = Watermark(current.file, current.position + 10_000_000, current.server_id)
-    assert "past the end" in hook.unreadable_reason(past_end)
+    assert where(past_end).kind is UnreadableKind.PAST_END and "past the end" in where(past_end).message
     other_server = Watermark(current.file, current.position, server_id=99)
-    assert "server id 99" in hook.unreadable_reason(other_server)
+    assert where(other_server).kind is UnreadableKind.SERVER and "server id 99" in where(other_server).message
 
 
 def purge_binlogs_to(server, file):
