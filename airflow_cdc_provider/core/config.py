@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import (
@@ -44,7 +44,7 @@ class _Invalid(ValueError):
 DOC = "docs/configuration.md"
 
 Policy = Literal["strict", "evolve"]
-POLICY_CHOICES = {"strict": "take on added columns only; a dropped or renamed column fails the table",
+POLICY_CHOICES: dict[str, JsonValue] = {"strict": "take on added columns only; a dropped or renamed column fails the table",
                   "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
 FailOrSnapshot = Literal["fail", "snapshot"]
 assert tuple(POLICY_CHOICES) == POLICIES, "the policies core.schema knows"
@@ -266,7 +266,7 @@ class TableEntry(_Section):
                                               "applies while it handles this table, over `spark: merge_conf`")
 
 
-SECTIONS = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig, "spark": SparkConfig, "run": RunConfig,
+SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig, "spark": SparkConfig, "run": RunConfig,
             "verify": VerifyConfig}
 
 # The flat keys of earlier versions, each read into its section: their files keep working.
@@ -480,9 +480,9 @@ def _config_error(exc: ValidationError, origin: str, labels: dict[tuple[str, str
         if model is None:  # `tables`, whose entries are read before: cannot happen, but say it plainly
             messages.append(f"`{section}:` in {origin}: {error['msg']}.")
             continue
-        keys = ", ".join(model.model_fields)
         if len(loc) == 1:
-            messages.append(f"`{section}:` in {origin} must be a mapping of {keys}, got {error['input']!r} "
+            messages.append(f"`{section}:` in {origin} must be a mapping of {', '.join(model.model_fields)}, "
+                            f"got {error['input']!r} "
                             f"(see {DOC}).")
             continue
         key = str(loc[1])
@@ -500,9 +500,10 @@ def _config_error(exc: ValidationError, origin: str, labels: dict[tuple[str, str
         messages.append(f"{label} in {origin} must be {expectation(field)}, got {error['input']!r} "
                         f"({field.description}).")
     for section, keys in unknown.items():
-        known = list(SECTIONS[section].model_fields)
-        messages.append(f"`{section}:` in {origin} has unknown keys {sorted(keys)}{_did_you_mean(keys, known)}; "
-                        f"the keys of `{section}:` are {', '.join(sorted(known))} (see {DOC}).")
+        known_keys = list(SECTIONS[section].model_fields)
+        messages.append(f"`{section}:` in {origin} has unknown keys {sorted(keys)}"
+                        f"{_did_you_mean(keys, known_keys)}; the keys of `{section}:` are "
+                        f"{', '.join(sorted(known_keys))} (see {DOC}).")
     return ConfigError("\n".join(messages))
 
 
@@ -546,7 +547,7 @@ def time_zone(value: Any, where: str) -> str:
     problem = _time_zone_problem(value)
     if problem:
         raise ConfigError(f"{where} {problem}")
-    return value
+    return str(value)
 
 
 _ENTRY_KEYS = set(TableEntry.model_fields)
@@ -680,4 +681,4 @@ def _policy(value: Any, where: str) -> str | None:
     if value not in POLICIES:
         raise ConfigError(f"`schema_changes:` of {where} must be one of {', '.join(POLICIES)}, got {value!r}. "
                           "strict takes on added columns only; evolve keeps dropped and renamed columns too.")
-    return value
+    return str(value)

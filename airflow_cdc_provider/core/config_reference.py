@@ -46,6 +46,8 @@ def _limits(field: FieldInfo) -> str:
     least = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
     choices = extra.get("choices") or {}
+    if not isinstance(choices, dict):
+        raise TypeError(f"choices of {field} must be a mapping of each choice to its meaning")
     parts = [f">= {least}"] if least is not None else []
     parts += [f"`{c}`: {meaning}" for c, meaning in choices.items()]
     return "; ".join(parts)

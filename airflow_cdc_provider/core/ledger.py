@@ -45,8 +45,10 @@ class LedgerConflict(CdcError):
 def _utc(value: dt.datetime | str | None) -> dt.datetime | None:
     if value is None:
         return None
-    if isinstance(value, str):
-        value = dt.datetime.fromisoformat(value)
+    return _instant(dt.datetime.fromisoformat(value) if isinstance(value, str) else value)
+
+
+def _instant(value: dt.datetime) -> dt.datetime:
     if value.tzinfo is None:
         raise ValueError(f"The time {value!r} has no time zone; ledger times are UTC instants.")
     return value.astimezone(dt.UTC)
@@ -139,19 +141,20 @@ def plan_run(
         if recorded.output_version is not None:
             # Its first attempt committed: the table is already what this run makes of it. A re-run redoes only
             # what did not commit; the source's changes since go to the next run.
-            return RunPlan(run, NOTHING, f"already committed by this run: version {recorded.output_version} "
+            return RunPlan(run=run, mode=NOTHING, reason=f"already committed by this run: version {recorded.output_version} "
                            f"reflects the source as of {_iso(recorded.as_of)}; the table is left as it is")
         return recorded.model_copy(update={"reason": f"a re-run: it repeats what it planned ({recorded.reason})"})
     if committed is None:
-        return RunPlan(run, SNAPSHOT, "the table has no committed version yet: initial load")
+        return RunPlan(run=run, mode=SNAPSHOT, reason="the table has no committed version yet: initial load")
     if fresh_snapshot:
-        return RunPlan(run, SNAPSHOT, "a fresh snapshot was asked for (the fresh_snapshot parameter)")
+        return RunPlan(run=run, mode=SNAPSHOT, reason="a fresh snapshot was asked for (the fresh_snapshot parameter)")
     target_time = _utc(target_time)
     if target_time is not None and committed.as_of >= target_time:
-        return RunPlan(run, NOTHING, f"already committed: version {committed.version} reflects the source as of "
+        return RunPlan(run=run, mode=NOTHING, reason=f"already committed: version {committed.version} reflects the source as of "
                        f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
                        "the table is left as it is")
-    return RunPlan(run, INCREMENTAL, f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
+    return RunPlan(run=run, mode=INCREMENTAL,
+                   reason=f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
                    input_version=committed.version, start=committed.watermark, stop_before=target_time,
                    start_columns=committed.columns)
 
@@ -255,7 +258,7 @@ class Lock(Model):
 
     @classmethod
     def taken(cls, run: RunRef, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
-        return cls(run, _iso(now), now, now + lease if lease else None, owner)
+        return cls(run=run, since=_iso(now), renewed=now, lease_until=now + lease if lease else None, owner=owner)
 
     def renewed_by(self, now: dt.datetime, lease: dt.timedelta | None, owner: Owner | None) -> Lock:
         return self.model_copy(update={"renewed": now, "lease_until": now + lease if lease else None,
@@ -347,7 +350,7 @@ class Ledger:
         ``airflow_cdc_provider.storage``): of two runs at once, one wins.
         """
         lock = self.table.lock
-        now = _utc(now)
+        now = _instant(now)
         body = Lock.taken(run, now, lease, owner).to_text()
         for _ in range(3):
             if self.store.create_text(lock, body):
@@ -361,7 +364,7 @@ class Ledger:
                 return
             running = is_running(held.run)
             alive, gone = running and not held.expired(now), None
-            if alive and look is not None and same_pid_space(held.owner, owner):
+            if alive and look is not None and held.owner is not None and same_pid_space(held.owner, owner):
                 gone = holder_gone(held.owner, owner, look(held.owner))
             if alive and gone is None:
                 raise TableBusy(
@@ -387,7 +390,7 @@ class Ledger:
             held = Lock.from_text(text)
             if held.run != run:
                 return False
-            renewed = held.renewed_by(_utc(now), lease, owner)
+            renewed = held.renewed_by(_instant(now), lease, owner)
             if self.store.swap_text(lock, text, renewed.to_text()):
                 return True
         return False

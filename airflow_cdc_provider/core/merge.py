@@ -91,8 +91,8 @@ class MergeSpec(Model):
 
     def committed(self, version: int, location: str) -> Committed:
         """What the ledger records once the job committed this spec as ``version`` at ``location``."""
-        return Committed(version, location, self.end, self.as_of, self.plan.run, self.plan.mode,
-                         self.source_columns or None)
+        return Committed(version=version, location=location, watermark=self.end, as_of=self.as_of,
+                         run=self.plan.run, mode=self.plan.mode, columns=self.source_columns or None)
 
     @property
     def hive_columns(self) -> list[tuple[str, str]]:

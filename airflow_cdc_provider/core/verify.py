@@ -150,7 +150,8 @@ class RepairRequest(Model):
     run: str  # the key of the run that verified it
 
 
-def key_range(key: tuple[str, ...] | list[str], after: tuple | None, until: tuple | None) -> tuple[str, list[Any]]:
+def key_range(key: tuple[str, ...] | list[str], after: tuple[Any, ...] | None,
+              until: tuple[Any, ...] | None) -> tuple[str, list[Any]]:
     """The SQL condition (and its arguments) of a range of keys, ``after`` < key <= ``until`` (either end open
     when None), spelt out for composite keys as an index range: ``(a, b) > (x, y)`` is ``a > x OR (a = x AND
     b > y)``."""

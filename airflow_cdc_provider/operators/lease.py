@@ -31,7 +31,7 @@ def task_owner(context: Any, task_id: str) -> Owner:
     """This task process, as a lock records it."""
     ti = context.get("ti") if context else None
     name = f"{ti.task_id} try {ti.try_number}" if ti is not None and getattr(ti, "try_number", None) else task_id
-    return Owner(socket.gethostname(), os.getpid(), name, **identity())
+    return Owner(host=socket.gethostname(), pid=os.getpid(), task=name, **identity())
 
 
 @contextlib.contextmanager

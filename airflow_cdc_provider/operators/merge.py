@@ -175,8 +175,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         if committed is None:
             return _outcome(table, "failed", error="an incremental plan without a committed version")
         ledger = Ledger(table.table_dir, self._store)
-        advanced = Committed(committed.version, committed.location, end, extraction.as_of, table.plan.run,
-                             table.plan.mode, columns)
+        advanced = Committed(version=committed.version, location=committed.location, watermark=end,
+                             as_of=extraction.as_of, run=table.plan.run, mode=table.plan.mode, columns=columns)
         ledger.commit(table.plan, advanced)
         return _outcome(table, "idle", reason=f"no change in the range: version {committed.version} now reflects "
                         f"the source as of {extraction.as_of.isoformat()}", version=committed.version,
@@ -292,7 +292,7 @@ class CdcTableOperator(BaseOperator):
         run = context["dag_run"]
         failpoint("table.finish")
         released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table),
-                                         RunRef(run.dag_id, run.run_id), self.keep_runs,
+                                         RunRef(dag_id=run.dag_id, run_id=run.run_id), self.keep_runs,
                                          work_store(self.work_dir, self.work_conn_id))
         self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
         self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))

@@ -85,7 +85,7 @@ class CdcPlanOperator(BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         check = CheckResult.model_validate(self.check)
         dag_run, ti = context["dag_run"], context["ti"]
-        run = RunRef(dag_run.dag_id, dag_run.run_id)
+        run = RunRef(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
         now = dt.datetime.now(dt.timezone.utc)
         lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
         owner = task_owner(context, self.task_id)
@@ -219,5 +219,6 @@ class CdcPlanOperator(BaseOperator):
                 continue
             option, _, reason = chosen[why.kind]
             warning = f"this run takes a fresh snapshot ({option}: snapshot): {why.reason}"
-            replanned[table.hive_table] = RunPlan(run, SNAPSHOT, f"a fresh snapshot: {reason}", warning=warning)
+            replanned[table.hive_table] = RunPlan(run=run, mode=SNAPSHOT, reason=f"a fresh snapshot: {reason}",
+                                                  warning=warning)
         return replanned
