@@ -63,7 +63,7 @@ class WorkStore:
         """The name the filesystem knows ``location`` by."""
         if self.is_local:
             return _local(location)
-        return self.fs._strip_protocol(location)
+        return str(self.fs._strip_protocol(location))
 
     def uri(self, location: str) -> str:
         """What Spark reads ``location`` by: a local path as a ``file://`` URI, so that a cluster whose default
@@ -81,7 +81,7 @@ class WorkStore:
             except FileNotFoundError:
                 return None
         try:
-            return self.fs.cat_file(self._key(location)).decode()
+            return bytes(self.fs.cat_file(self._key(location))).decode()
         except FileNotFoundError:
             return None
 
@@ -276,11 +276,12 @@ def _get_object(fs: Any, bucket: str, key: str) -> tuple[str, str]:
         async with found["Body"] as stream:
             return (await stream.read()).decode(), found["ETag"]
 
-    return sync(fs.loop, get)
+    text, etag = sync(fs.loop, get)
+    return str(text), str(etag)
 
 
 @contextlib.contextmanager
-def room_for(directory: str | os.PathLike, what: str) -> Iterator[None]:
+def room_for(directory: str | os.PathLike[str], what: str) -> Iterator[None]:
     """Turn a full filesystem met while writing ``what`` in ``directory`` into a WorkDirFull that says so."""
     try:
         yield

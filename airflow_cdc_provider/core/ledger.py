@@ -112,6 +112,14 @@ class RunPlan(Model):
     start_columns: Columns | None = None
     warning: str | None = None  # what a reader of the run's result should know (a snapshot instead of the binlog)
 
+    @property
+    def resume_from(self) -> Watermark:
+        """Where an incremental run reads the binlog from: the watermark of its input version."""
+        if self.start is None:
+            raise LedgerConflict(f"The {self.mode} plan of {self.run} has no watermark to read the binlog from. "
+                                 "Trigger a run with fresh_snapshot=true.")
+        return self.start
+
 
 # Run types whose data interval says what the table should reflect; any other (manual, asset-triggered)
 # reflects the moment its extraction starts.

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from airflow_cdc_provider.storage import LOCAL_SCHEMES, WorkStore, check_work_dir, scheme_of
+from airflow_cdc_provider.core.workdir import LOCAL_SCHEMES, check_work_dir, scheme_of
+from airflow_cdc_provider.storage import WorkStore
 
 
 def work_store(location: str, conn_id: str | None = None) -> WorkStore:

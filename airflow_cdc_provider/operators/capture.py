@@ -13,6 +13,7 @@ import datetime as dt
 import os
 import tempfile
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -50,7 +51,7 @@ from airflow_cdc_provider.stages.reread import (
     reread,
     reread_condition,
 )
-from airflow_cdc_provider.stages.snapshot import snapshot
+from airflow_cdc_provider.stages.snapshot import SnapshotResult, snapshot
 
 
 class TablesFailed(Exception):
@@ -111,7 +112,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
         with self._leased(context, plan.snapshots, plan.run):
             return self._snapshot(plan.snapshots)
 
-    def _snapshot(self, tables: tuple[TablePlan, ...]) -> dict[str, Any]:
+    def _snapshot(self, tables: Sequence[TablePlan]) -> dict[str, Any]:
         if not tables:
             self.log.info("No table needs a snapshot in this run.")
             return Captured().to_xcom()
@@ -139,7 +140,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
                           table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
             return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
                               columns=header.columns, key=header.key, end=result.watermark,
-                              as_of=dt.datetime.fromisoformat(result.taken_at), source_columns=header.columns,
+                              as_of=_taken_at(result), source_columns=header.columns,
                               upserts=result.rows, changes={"I": result.rows},
                               seconds={"snapshot": round(time.monotonic() - started, 3)})
 
@@ -196,29 +197,30 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         with self._leased(context, plan.incrementals, plan.run):
             return self._extract(plan.incrementals)
 
-    def _extract(self, tables: tuple[TablePlan, ...]) -> dict[str, Any]:
+    def _extract(self, tables: Sequence[TablePlan]) -> dict[str, Any]:
         if not tables:
             self.log.info("No table reads the binlog in this run.")
             return Extraction().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
         failed: list[TableFailure] = []
         readable, starts = [], {}
-        watermarks = [t.plan.start for t in tables]
+        watermarks = [t.plan.resume_from for t in tables]
         for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
             if isinstance(where, Unreadable):
                 self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
                 failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
                 continue
-            if where != table.plan.start:
+            if where != table.plan.resume_from:
                 self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
                                  "position is at %s on this one (server id %s), and the binlog is read from there",
-                                 table.source, table.plan.start, table.plan.start.server_id, where, where.server_id)
+                                 table.source, table.plan.resume_from, table.plan.resume_from.server_id, where,
+                                 where.server_id)
             readable.append(table)
             starts[table.source] = where
         if not readable:
             return Extraction(failed=tuple(failed)).to_xcom()
         start = min(starts.values())
-        started = dt.datetime.now(dt.timezone.utc)
+        started = dt.datetime.now(dt.UTC)
         clock = time.monotonic()
         # Every table of a run shares its target moment.
         stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
@@ -279,8 +281,10 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 failed: list[TableFailure]) -> dict[str, RereadResult]:
         """Read the rows each table's plan asks for again (``stages.reread``) into its raw directory."""
         done: dict[str, RereadResult] = {}
-        for table in (t for t in tables if t.reread is not None):
+        for table in tables:
             ask = table.reread
+            if ask is None:
+                continue
             if (table.plan.start_columns or table.table.columns) != table.table.columns:
                 self.log.warning("%s: its columns changed since its version, so the rows asked for (%s) are read "
                                  "again by the next run, once this one has merged the change", table.source,
@@ -386,3 +390,11 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 start=part.start, seconds={"extract": part.seconds,
                                            "replay": round(time.monotonic() - started, 3)}))
         return _finish(self.log, "replay", results, transient).to_xcom()
+
+
+def _taken_at(result: SnapshotResult) -> dt.datetime:
+    """The moment a snapshot reflects: when its watermark was taken."""
+    if result.taken_at is None:  # a snapshot resumed from progress an earlier release kept
+        raise CdcError(f"The snapshot's progress file does not say when its watermark {result.watermark} was taken, "
+                       "so the moment its rows reflect is not known. Trigger a run with fresh_snapshot=true.")
+    return dt.datetime.fromisoformat(result.taken_at)

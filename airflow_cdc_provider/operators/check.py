@@ -56,21 +56,18 @@ class CaptureCheckOperator(BaseOperator):
         kept = work_store(self.work_dir, self.work_conn_id).read_text(
             SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog)
         previous = StoredCatalog.parse(kept).previous() if kept else {}
-        schemas: set[str] | None = {t.schema for t in previous}
-        for entry in self.tables:
-            literal = entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)
-            if literal is None:
-                schemas = None  # a pattern over schemas: every schema the user can see
-                break
-            schemas.add(literal)
+        literals = [entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)
+                    for entry in self.tables]
+        # A pattern over schemas (no literal schema): every schema the user can see.
+        schemas = None if None in literals else {t.schema for t in previous} | {s for s in literals if s}
         found = hook.base_tables(schemas)
         resolution = resolve(self.tables, found, previous, self.hive)
         hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing])
         headers = hook.raw_headers([t.source for t in resolution.tables])
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
-        for table in skipped:
-            self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", table.reason)
+        for left_out in skipped:
+            self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", left_out.reason)
         problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
         for table in resolution.tables:
             header = headers[table.source]
@@ -87,12 +84,12 @@ class CaptureCheckOperator(BaseOperator):
         if problems:
             raise _TablesRefused(problems)
         gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]
-        for table in gone:
+        for lost in gone:
             self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
-                             "table %s is kept as it is, and no longer updated.", table.source, table.hive_table)
+                             "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
         watermark = hook.current_watermark()
-        for table in captured:
-            self.log.info("%s can be captured into %s: key %s", table.source, table.hive_table, ", ".join(table.key))
+        for ready in captured:
+            self.log.info("%s can be captured into %s: key %s", ready.source, ready.hive_table, ", ".join(ready.key))
         self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
                       hook.flavor, len(skipped), watermark)
         return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
@@ -101,7 +98,7 @@ class CaptureCheckOperator(BaseOperator):
 
 def _literal_schema(pattern: TablePattern) -> str | None:
     """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""
-    if pattern.regex is not None or any(ch in pattern.schema for ch in "*?["):
+    if pattern.regex is not None or pattern.schema is None or any(ch in pattern.schema for ch in "*?["):
         return None
     return pattern.schema
 

@@ -98,6 +98,8 @@ class HoldsTableLeases:
     def _leased(self, context: Any, tables: Sequence[Any], run: RunRef) -> contextlib.AbstractContextManager[None]:
         from airflow_cdc_provider.hooks.work_store import work_store
 
-        store = work_store(tables[0].table_dir.work_dir, self.work_conn_id) if tables else None  # one work_dir per run
+        if not tables:
+            return contextlib.nullcontext()
+        store = work_store(tables[0].table_dir.work_dir, self.work_conn_id)  # one work_dir per run
         ledgers = [Ledger(t.table_dir, store) for t in tables]
         return leased(ledgers, run, self.lock_lease_seconds, task_owner(context, self.task_id), self.log)

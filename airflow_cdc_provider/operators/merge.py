@@ -97,7 +97,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         self._committed: list[tuple[MergeInput, MergeSpec]] = []  # what this attempt committed: its lineage
 
     @final_on_cdc_error
-    def execute(self, context: Any) -> list[dict[str, Any]]:
+    def execute(self, context: Any) -> list[dict[str, Any]]:  # type: ignore[override]  # the outcomes' XCom
         if self.plan is None:
             # Failed, not skipped: a skipped merge would leave the run looking successful.
             raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
@@ -118,8 +118,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         for failure in (f for part in (snapshot, extraction, replay) if part is not None for f in part.failed):
             outcomes[failure.source] = _outcome(plan.table(failure.source), "failed",
                                                 error=f"{failure.stage}: {failure.error}")
-        for part in extraction.idle if extraction is not None else ():
-            outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
+        if extraction is not None:
+            for part in extraction.idle:
+                outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
         inputs = [i for part in (snapshot, replay) if part is not None for i in part.inputs if i.source not in outcomes]
         specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
         for merge_input in inputs:
@@ -171,17 +172,18 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         The data did not change, so the commit is the ledger's alone, one atomic write. No metastore switch can
         be pending from an earlier run: such a run had changes in this table's range, and so would this one.
         """
-        committed = table.committed
-        if committed is None:
-            return _outcome(table, "failed", error="an incremental plan without a committed version")
+        committed, as_of = table.committed, extraction.as_of
+        if committed is None or as_of is None:
+            return _outcome(table, "failed", error="an incremental plan without a committed version, or a range "
+                                                   "without its moment")
         ledger = Ledger(table.table_dir, self._store)
         advanced = Committed(version=committed.version, location=committed.location, watermark=end,
-                             as_of=extraction.as_of, run=table.plan.run, mode=table.plan.mode, columns=columns)
+                             as_of=as_of, run=table.plan.run, mode=table.plan.mode, columns=columns)
         ledger.commit(table.plan, advanced)
         return _outcome(table, "idle", reason=f"no change in the range: version {committed.version} now reflects "
-                        f"the source as of {extraction.as_of.isoformat()}", version=committed.version,
+                        f"the source as of {as_of.isoformat()}", version=committed.version,
                         location=committed.location, watermark=end, start=committed.watermark,
-                        as_of=extraction.as_of, seconds={"extract": next(
+                        as_of=as_of, seconds={"extract": next(
                             (p.seconds for p in extraction.tables if p.source == table.source), 0.0)})
 
     def _submit(self, context: Any, plan: SourcePlan, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
@@ -213,11 +215,15 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             if status == "committed":
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
+                if result.version is None or result.location is None:
+                    raise ValueError(f"The merge job says it committed {table.source} without the version it wrote.")
                 Ledger(table.table_dir, store).commit(table.plan, spec.committed(result.version, result.location))
                 # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
-                if table.mode == SNAPSHOT or (merge_input.reread is not None and merge_input.reread.which):
-                    settle_repair(store, table.table_dir,
-                                  None if table.mode == SNAPSHOT else merge_input.reread.which)
+                reread = merge_input.reread
+                if table.mode == SNAPSHOT:
+                    settle_repair(store, table.table_dir, None)
+                elif reread is not None and reread.which:
+                    settle_repair(store, table.table_dir, reread.which)
             outcomes[table.source] = _outcome(
                 table, status, reason=result.reason, version=result.version,
                 location=result.location, rows=result.rows, upserts=merge_input.upserts,

@@ -211,7 +211,7 @@ class CdcPlanOperator(BaseOperator):
                   UnreadableKind.SERVER: ("on_server_change", self.on_server_change, "the source is another server"),
                   UnreadableKind.DIVERGED: ("on_server_change", self.on_server_change, "the source is another "
                                             "server, which lacks transactions of the watermark")}
-        watermarks = [plans[t.hive_table].start for t in incremental]
+        watermarks = [plans[t.hive_table].resume_from for t in incremental]
         found = read_positions(watermarks, MySqlSourceHook(self.mysql_conn_id).binlog_facts(watermarks))
         replanned = {}
         for table, why in zip(incremental, found):

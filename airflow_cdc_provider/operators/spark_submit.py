@@ -39,7 +39,7 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
                  class_archive: bool = True, **kwargs: Any) -> None:
         super().__init__(application=application, **kwargs)
         self.warehouse_dir, self.metastore_uri, self.class_archive = warehouse_dir, metastore_uri, class_archive
-        self._given: tuple[dict, dict] | None = None
+        self._given: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def _spark_submit(self, context: Any, job_path: str) -> None:
         self.application_args = [job_path]

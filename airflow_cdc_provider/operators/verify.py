@@ -109,7 +109,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         self.time_zone, self.mysql_conn_id, self.work_conn_id = time_zone, mysql_conn_id, work_conn_id
 
     @final_on_cdc_error
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the verification XCom
         plan = SourcePlan.model_validate(self.plan)
         outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
@@ -171,7 +171,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         checks: list[_Check] = []
         for table in tables:
             committed = Ledger(table.table_dir, store).committed()
-            base = {"source": table.source, "hive_table": table.table.hive_table}
+            base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
             if committed is None:
                 found[table.source] = TableVerification(**base, status="not_verified", reason="no committed version")
                 continue
@@ -198,7 +198,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         job_file = checks[0].table.run_dir.verify_jobs
         for check in checks:
             store.delete(check.job.result_file)
-            store.delete(check.job.source_file)
+            store.delete(check.table.run_dir.verify_source_sums)
         store.write(job_file, VerifyJobs(jobs=tuple(check.job for check in checks)))
         # The two halves at once: the Spark application sums the copies while the server sums the sources, one
         # table after the other; the application waits for each table's sums file to compare.
@@ -222,9 +222,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                     failed = exc
                 check.seconds = time.monotonic() - started
             if check.sums is None:  # the application gives up on this table rather than wait
-                store.write(check.job.source_file, SourceSums(error="the server's sums failed"))
+                store.write(check.table.run_dir.verify_source_sums, SourceSums(error="the server's sums failed"))
                 continue
-            store.write(check.job.source_file, SourceSums(sums=sums_of(check.sums)))
+            store.write(check.table.run_dir.verify_source_sums, SourceSums(sums=sums_of(check.sums)))
             self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", check.table.source,
                           check.job.buckets, sum(s.rows for s in check.sums.values()), check.seconds)
         spark.join()

@@ -110,7 +110,8 @@ class _Clock:
     """Seconds per phase, printed into the task log and returned in the result."""
 
     def __init__(self, label: str = "") -> None:
-        self.last, self.phases, self.label = time.perf_counter(), {}, label
+        self.last, self.label = time.perf_counter(), label
+        self.phases: dict[str, float] = {}
 
     def lap(self, phase: str) -> None:
         now = time.perf_counter()
@@ -169,9 +170,10 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
         return value.cast(hive).alias(name)
 
     old = old.select([origin_value(name, hive) for name, hive in columns])
-    deletes = _hive_frame(spark, [spec.delete_file], [(name, hive) for name, hive in spec.hive_columns if name in key],
-                          spec)
-    return old.join(deletes, key, "left_anti").join(upserts.select(*key), key, "left_anti").unionByName(upserts)
+    if spec.delete_file is not None:  # a snapshot's input has none
+        key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
+        old = old.join(_hive_frame(spark, [spec.delete_file], key_columns, spec), key, "left_anti")
+    return old.join(upserts.select(*key), key, "left_anti").unionByName(upserts)
 
 
 def merge(spark: Any, spec: MergeSpec) -> TableMerge:
@@ -184,7 +186,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     if origin.action == "skip":
         return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
                           location=location)
-    if origin.action == "merge":
+    if origin.action == "merge" and current is not None:
         check_datetime_zone(current.datetime_zone, spec)
     fills = _fills(spark, spec)
     if origin.action == "load":
@@ -202,7 +204,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
-    if origin.action == "merge" and not existing.get(origin.version):
+    if origin.action == "merge" and (origin.version is None or not existing.get(origin.version)):
         raise LedgerConflict(
             f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
             "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."

@@ -165,7 +165,7 @@ class _TableSink:
                       for name, value in values.items()}
         row = list(values.values())
         if self.normalisers:
-            normalise_rows((row,), self.normalisers)
+            normalise_rows([row], self.normalisers)
         return row
 
     def uid(self, row: list[Any]) -> str:
@@ -290,7 +290,7 @@ def extract(
 PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callback
 
 
-def _read(source: BinlogSource, sinks: dict, start: Watermark, high: Watermark, server_id: int | None,
+def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark, server_id: int | None,
           stop_before: dt.datetime | None,
           progress: Callable[[int, tuple[int, int]], None]) -> tuple[int, tuple[str, int] | None]:
     """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
@@ -376,7 +376,7 @@ def _events(stream: Any, address: tuple[str, int], server_id: int, where: Callab
             "this range was handed on; the task's retry reads it again.") from None
 
 
-def _note_ddl(sinks: dict, event: QueryEvent, at: tuple[int, int]) -> None:
+def _note_ddl(sinks: dict[tuple[str, str], _TableSink], event: QueryEvent, at: tuple[int, int]) -> None:
     """Remember an ALTER TABLE of a captured table; stop at a statement that replaces its rows wholesale."""
     query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
     default_schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")

@@ -18,6 +18,7 @@ import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -26,8 +27,8 @@ import pyarrow.parquet as pq
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
 from airflow_cdc_provider.core.schema import Fill, layout_plans
-from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
+from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import room_for
 
@@ -130,11 +131,11 @@ class _Output:
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
         self.upsert_writer = pq.ParquetWriter(upsert_path, self.schema)
         self.delete_writer = pq.ParquetWriter(delete_path, self.delete_schema)
-        self.upserts: list[list] = []
-        self.deletes: list[list] = []
+        self.upserts: list[list[Any]] = []
+        self.deletes: list[list[Any]] = []
         self.upsert_count = self.delete_count = 0
 
-    def add(self, op: int, values: list) -> None:
+    def add(self, op: int, values: list[Any]) -> None:
         if op == ord("D"):
             self.deletes.append([values[i] for i in self.key_indexes])
             if len(self.deletes) >= BATCH_ROWS:
@@ -227,7 +228,7 @@ def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int,
     """Split records by hex digits [digit, digit+4) of their uid into ``parts`` groups of files, keeping their
     order; each group has one file per layout met, with that layout's header."""
     groups: list[list[Path]] = [[] for _ in range(parts)]
-    outs: list = []
+    outs: list[Any] = []
     layout = None
     try:
         for path in files:
@@ -274,13 +275,13 @@ def write_fills(path: Path, header: RawHeader, fills: Sequence[Fill]) -> None:
 
 
 def replay(
-    raw_files: Sequence[str | os.PathLike],
-    upsert_file: str | os.PathLike,
-    delete_file: str | os.PathLike,
+    raw_files: Sequence[str | os.PathLike[str]],
+    upsert_file: str | os.PathLike[str],
+    delete_file: str | os.PathLike[str],
     memory_budget: int = 512 * 1024 * 1024,
     block_size: int = BLOCK_SIZE,
     fills: Sequence[Fill] = (),
-    fills_file: str | os.PathLike | None = None,
+    fills_file: str | os.PathLike[str] | None = None,
 ) -> ReplayResult:
     """Replay ``raw_files`` (in binlog order) into ``upsert_file`` and ``delete_file``.
 
@@ -296,8 +297,8 @@ def replay(
         return _replay(files, upsert_file, delete_file, memory_budget, block_size, fills, fills_file)
 
 
-def _replay(files: list[Path], upsert_file: str | os.PathLike, delete_file: str | os.PathLike, memory_budget: int,
-            block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike | None) -> ReplayResult:
+def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file: str | os.PathLike[str], memory_budget: int,
+            block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike[str] | None) -> ReplayResult:
     layouts = _Layouts(files, fills)
     header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)

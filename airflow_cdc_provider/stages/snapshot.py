@@ -107,10 +107,15 @@ class _Progress:
                                     taken_at=dt.datetime.now(dt.timezone.utc).isoformat()))
 
     def finish_chunk(self, file: str, rows: int, last_key: list[Any] | None, done: bool) -> None:
-        state = self.state
+        state = self._started()
         self._save(state.model_copy(update={
             "chunks": state.chunks + 1, "rows": state.rows + rows, "files": (*state.files, file),
             "last_key": [encode_value(v) for v in last_key] if last_key is not None else None, "done": done}))
+
+    def _started(self) -> SnapshotProgress:
+        if self.state is None:
+            raise RuntimeError(f"The snapshot of {self.header.table} has no progress yet: start() it first.")
+        return self.state
 
     def _save(self, state: SnapshotProgress) -> None:
         self.store.write(self.path, state)
@@ -120,7 +125,7 @@ class _Progress:
 ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the last key read
 
 
-def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike, chunk_rows: int = 50_000,
+def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str], chunk_rows: int = 50_000,
              progress: ChunkDone | None = None) -> SnapshotResult:
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
     ``progress`` is called after each chunk."""
@@ -135,7 +140,7 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
     if progress_file.state is None:
         # Before any row is read: see the module's docstring.
         progress_file.start(source.current_watermark())
-    state = progress_file.state
+    state = progress_file._started()
     result = SnapshotResult(state.watermark, state.rows, state.chunks, list(state.files),
                             resumed_after_chunk=state.chunks, taken_at=state.taken_at)
     if state.done:
