@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,

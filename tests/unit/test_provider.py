@@ -34,12 +34,16 @@ def test_the_capture_connection_is_the_mysql_providers_type_and_nothing_clashes(
     # conn_type `mysql` belongs to apache-airflow-providers-mysql (installed with the tests): this provider
     # registers no connection type, so a user's existing MySQL connections keep their form and hook.
     from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    try:  # Airflow 3.2+: a task finds hooks through the Task SDK's own registry
+        from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime as HookRegistry
+    except ImportError:  # Airflow 3.0, 3.1: through core's
+        HookRegistry = ProvidersManager
 
     manager = ProvidersManager()
     assert {"airflow-cdc-provider", "apache-airflow-providers-mysql"} <= set(manager.providers)
     assert "connection-types" not in get_provider_info()
-    hook = ProvidersManagerTaskRuntime().hooks["mysql"]
+    hook = HookRegistry().hooks["mysql"]
     assert hook.hook_class_name == "airflow.providers.mysql.hooks.mysql.MySqlHook"
     assert MySqlSourceHook.conn_type == hook.connection_type == "mysql"
 
@@ -74,7 +78,9 @@ def _modules_defining(base: type) -> set[str]:
 
 
 def test_every_module_with_a_hook_or_an_operator_is_in_the_provider_info():
-    from airflow.sdk import BaseHook, BaseOperator
+    from airflow.sdk import BaseOperator
+
+    from airflow_cdc_provider.compat import BaseHook  # Airflow 3.0 has it in core only
 
     info = get_provider_info()
     listed = {section: {m for entry in info[section] for m in entry["python-modules"]}
