@@ -9,8 +9,8 @@ from functools import cached_property
 from typing import Any
 
 import pymysql
+from airflow.sdk import BaseHook
 
-from airflow_cdc_provider.compat import BaseHook
 from airflow_cdc_provider.core.errors import (
     AccessDenied,
     CaptureNotPossible,

@@ -37,7 +37,7 @@ def test_the_capture_connection_is_the_mysql_providers_type_and_nothing_clashes(
 
     try:  # Airflow 3.2+: a task finds hooks through the Task SDK's own registry
         from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime as HookRegistry
-    except ImportError:  # Airflow 3.0, 3.1: through core's
+    except ImportError:  # Airflow 3.1: through core's
         HookRegistry = ProvidersManager
 
     manager = ProvidersManager()
@@ -55,7 +55,11 @@ def test_airflow_providers_list_shows_it_beside_the_mysql_hive_and_openlineage_p
     assert "airflow-cdc-provider" in result.stdout and __version__ in result.stdout
     for provider in ("mysql", "apache-hive", "openlineage"):
         assert f"apache-airflow-providers-{provider} " in result.stdout, result.stdout
-    assert "WARNING" not in result.stderr.upper() and "ERROR" not in result.stderr.upper(), result.stderr
+    # On Airflow 3.1 the common-compat provider warns that another provider imports a class from its
+    # pre-3.0 module: not this provider's doing, and not seen on 3.3.
+    problems = [line for line in result.stderr.splitlines() if ("WARNING" in line.upper() or "ERROR" in line.upper())
+                and "airflow/providers/common/compat/" not in line]
+    assert not problems, result.stderr
 
 
 def _modules_defining(base: type) -> set[str]:
@@ -78,9 +82,7 @@ def _modules_defining(base: type) -> set[str]:
 
 
 def test_every_module_with_a_hook_or_an_operator_is_in_the_provider_info():
-    from airflow.sdk import BaseOperator
-
-    from airflow_cdc_provider.compat import BaseHook  # Airflow 3.0 has it in core only
+    from airflow.sdk import BaseHook, BaseOperator
 
     info = get_provider_info()
     listed = {section: {m for entry in info[section] for m in entry["python-modules"]}
