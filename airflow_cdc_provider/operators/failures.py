@@ -13,8 +13,7 @@ import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.errors import CdcError
 
 Execute = TypeVar("Execute", bound=Callable[..., Any])

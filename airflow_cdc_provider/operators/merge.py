@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,

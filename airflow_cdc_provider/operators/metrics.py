@@ -6,8 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterable
 
-from airflow.sdk.observability.stats import Stats
-
+from airflow_cdc_provider.compat import Stats
 from airflow_cdc_provider.core.metrics import Metric
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseHook
-from airflow.sdk.exceptions import AirflowNotFoundException
 
+from airflow_cdc_provider.compat import AirflowNotFoundException
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf

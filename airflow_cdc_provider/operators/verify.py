@@ -9,8 +9,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowFailException
-
+from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import (
     KEYS_LISTED,

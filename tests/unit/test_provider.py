@@ -34,12 +34,16 @@ def test_the_capture_connection_is_the_mysql_providers_type_and_nothing_clashes(
     # conn_type `mysql` belongs to apache-airflow-providers-mysql (installed with the tests): this provider
     # registers no connection type, so a user's existing MySQL connections keep their form and hook.
     from airflow.providers_manager import ProvidersManager
-    from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime
+
+    try:  # Airflow 3.2+: a task finds hooks through the Task SDK's own registry
+        from airflow.sdk.providers_manager_runtime import ProvidersManagerTaskRuntime as HookRegistry
+    except ImportError:  # Airflow 3.1: through core's
+        HookRegistry = ProvidersManager
 
     manager = ProvidersManager()
     assert {"airflow-cdc-provider", "apache-airflow-providers-mysql"} <= set(manager.providers)
     assert "connection-types" not in get_provider_info()
-    hook = ProvidersManagerTaskRuntime().hooks["mysql"]
+    hook = HookRegistry().hooks["mysql"]
     assert hook.hook_class_name == "airflow.providers.mysql.hooks.mysql.MySqlHook"
     assert MySqlSourceHook.conn_type == hook.connection_type == "mysql"
 
@@ -51,7 +55,11 @@ def test_airflow_providers_list_shows_it_beside_the_mysql_hive_and_openlineage_p
     assert "airflow-cdc-provider" in result.stdout and __version__ in result.stdout
     for provider in ("mysql", "apache-hive", "openlineage"):
         assert f"apache-airflow-providers-{provider} " in result.stdout, result.stdout
-    assert "WARNING" not in result.stderr.upper() and "ERROR" not in result.stderr.upper(), result.stderr
+    # On Airflow 3.1 the common-compat provider warns that another provider imports a class from its
+    # pre-3.0 module: not this provider's doing, and not seen on 3.3.
+    problems = [line for line in result.stderr.splitlines() if ("WARNING" in line.upper() or "ERROR" in line.upper())
+                and "airflow/providers/common/compat/" not in line]
+    assert not problems, result.stderr
 
 
 def _modules_defining(base: type) -> set[str]:
