@@ -10,11 +10,11 @@ from __future__ import annotations
 try:  # Airflow 3.2+
     from airflow.sdk.exceptions import AirflowFailException, AirflowNotFoundException
 except ImportError:  # Airflow 3.1
-    from airflow.exceptions import AirflowFailException, AirflowNotFoundException  # type: ignore[no-redef]
+    from airflow.exceptions import AirflowFailException, AirflowNotFoundException  # type: ignore[no-redef,attr-defined]
 
 try:  # Airflow 3.2+
     from airflow.sdk.observability.stats import Stats
 except ImportError:  # Airflow 3.1
-    from airflow.stats import Stats  # type: ignore[no-redef]
+    from airflow.stats import Stats  # type: ignore[no-redef,unused-ignore]
 
 __all__ = ["AirflowFailException", "AirflowNotFoundException", "Stats"]

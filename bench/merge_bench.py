@@ -15,7 +15,8 @@ to end and measured in the same run:
   Parquet Hive table on Spark. A stricter baseline than the operator, reported beside it.
 
 Every Spark job, ours and the baselines', starts its driver JVM the same way: from the same class-data archive,
-with the throughput collector (see airflow_cdc_provider/spark/jvm.py). It prints wall times, rows read from the source, and the ratios. Target (against the operator's full
+with the throughput collector (see airflow_cdc_provider/spark/jvm.py). It prints wall times, rows read from the
+source, and the ratios. Target (against the operator's full
 reload): time <= 0.5x, rows <= 0.02x.
 """
 
@@ -34,19 +35,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.parquet as pq  # noqa: E402
 import pymysql.cursors  # noqa: E402
+from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
-from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
-from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
 from airflow_cdc_provider.core.types import arrow_table, file_schema, hive_type  # noqa: E402
+from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
 from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
+from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 
 DDL = ("id INT PRIMARY KEY, customer VARCHAR(40) NOT NULL, amount DECIMAL(12,2) NOT NULL, status VARCHAR(12),"
@@ -115,7 +116,7 @@ class Incremental:
         self.runs += 1
         run = RunRef("bench", f"r{self.runs}")
         t0 = time.perf_counter()
-        self.ledger.acquire(run, lambda holder: False, dt.datetime.now(dt.timezone.utc))
+        self.ledger.acquire(run, lambda holder: False, dt.datetime.now(dt.UTC))
         plan = plan_run(run, self.ledger.committed(), None, None)
         self.ledger.save_run_plan(plan)
         out = self.work / run.run_id
@@ -133,7 +134,7 @@ class Incremental:
             read = sum(extracted.counts[self.header.table].values())
         spec = MergeSpec(
             database="ods", table="incremental", source=self.header.table, warehouse_dir=str(self.work / "warehouse"),
-            metastore_uri=None, plan=plan, end=end, as_of=dt.datetime.now(dt.timezone.utc),
+            metastore_uri=None, plan=plan, end=end, as_of=dt.datetime.now(dt.UTC),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             upsert_files=tuple(upserts), delete_file=deletes,
         )

@@ -28,6 +28,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
+
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.verify import (  # noqa: E402
     SourceSums,
@@ -37,7 +39,6 @@ from airflow_cdc_provider.core.verify import (  # noqa: E402
     sums_of,
 )
 from airflow_cdc_provider.spark import VERIFY_JOB  # noqa: E402
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 from bench.merge_bench import DDL, FILL, Incremental, full_reload, mysql_to_hive, submit  # noqa: E402
 
@@ -114,7 +115,8 @@ def main() -> None:
             print(f"round {round_ + 1}: verify {seconds:.1f} s (server sums {server_s:.1f} s and Spark {spark_s:.1f} s "
                   "at the same time, "
                   f"{len(result['buckets']):,} buckets, none differs; the server read {read:,} rows by key = "
-                  f"{read / rows:.2f}x the table, and made {scanned:,} other reads, the GROUP BY's lookups of its groups; sent "
+                  f"{read / rows:.2f}x the table, and made {scanned:,} other reads, the GROUP BY's lookups of its "
+                  "groups; sent "
                   f"{sent / 1e6:.2f} MB); MySqlToHiveOperator-style reload "
                   f"{op_times[-1]:.1f} s; Parquet full reload {full_times[-1]:.1f} s")
         verify_s = statistics.median(verify_times)

@@ -33,10 +33,11 @@ class Resolution:
 
 
 _NOTHING: Mapping[TableName, str] = MappingProxyType({})
+_DEFAULT_HIVE = HiveConfig()  # frozen: one value serves every call
 
 
 def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[TableName],
-            previous: Mapping[TableName, str] = _NOTHING, hive: HiveConfig = HiveConfig()) -> Resolution:
+            previous: Mapping[TableName, str] = _NOTHING, hive: HiveConfig = _DEFAULT_HIVE) -> Resolution:
     """The tables to capture now.
 
     ``found`` is every base table the capture user can see. A named entry selects its table when found (else it

@@ -44,8 +44,9 @@ class _Invalid(ValueError):
 DOC = "docs/configuration.md"
 
 Policy = Literal["strict", "evolve"]
-POLICY_CHOICES: dict[str, JsonValue] = {"strict": "take on added columns only; a dropped or renamed column fails the table",
-                  "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
+POLICY_CHOICES: dict[str, JsonValue] = {
+    "strict": "take on added columns only; a dropped or renamed column fails the table",
+    "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
 FailOrSnapshot = Literal["fail", "snapshot"]
 assert tuple(POLICY_CHOICES) == POLICIES, "the policies core.schema knows"
 
@@ -266,8 +267,8 @@ class TableEntry(_Section):
                                               "applies while it handles this table, over `spark: merge_conf`")
 
 
-SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig, "spark": SparkConfig, "run": RunConfig,
-            "verify": VerifyConfig}
+SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
+                                        "spark": SparkConfig, "run": RunConfig, "verify": VerifyConfig}
 
 # The flat keys of earlier versions, each read into its section: their files keep working.
 LEGACY_KEYS: dict[str, tuple[str, str]] = {

@@ -149,8 +149,9 @@ def plan_run(
         if recorded.output_version is not None:
             # Its first attempt committed: the table is already what this run makes of it. A re-run redoes only
             # what did not commit; the source's changes since go to the next run.
-            return RunPlan(run=run, mode=NOTHING, reason=f"already committed by this run: version {recorded.output_version} "
-                           f"reflects the source as of {_iso(recorded.as_of)}; the table is left as it is")
+            return RunPlan(run=run, mode=NOTHING,
+                           reason=f"already committed by this run: version {recorded.output_version} reflects the "
+                                  f"source as of {_iso(recorded.as_of)}; the table is left as it is")
         return recorded.model_copy(update={"reason": f"a re-run: it repeats what it planned ({recorded.reason})"})
     if committed is None:
         return RunPlan(run=run, mode=SNAPSHOT, reason="the table has no committed version yet: initial load")
@@ -158,7 +159,8 @@ def plan_run(
         return RunPlan(run=run, mode=SNAPSHOT, reason="a fresh snapshot was asked for (the fresh_snapshot parameter)")
     target_time = _utc(target_time)
     if target_time is not None and committed.as_of >= target_time:
-        return RunPlan(run=run, mode=NOTHING, reason=f"already committed: version {committed.version} reflects the source as of "
+        return RunPlan(run=run, mode=NOTHING,
+                       reason=f"already committed: version {committed.version} reflects the source as of "
                        f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
                        "the table is left as it is")
     return RunPlan(run=run, mode=INCREMENTAL,

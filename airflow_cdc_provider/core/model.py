@@ -41,7 +41,7 @@ class Model(BaseModel):
 
 
 def _utc(value: dt.datetime) -> dt.datetime:
-    return value.astimezone(dt.timezone.utc)
+    return value.astimezone(dt.UTC)
 
 
 # A moment: a time with its zone (a naive time is refused), held in UTC.

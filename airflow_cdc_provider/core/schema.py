@@ -265,7 +265,8 @@ def layout_plans(layouts: Sequence[Sequence[tuple[str, str]]], fills: Sequence[F
     A plan has one ``(index, constant)`` per combined column: the value at ``index`` of the layout's row, or
     ``constant`` when index is None. A column a layout holds is taken from it, unless the column was dropped
     and added again later (the rows got the new default). A column a layout lacks is its fill: the earliest
-    of its sources the layout holds (the newest), else the constant; or NULL for a dropped column that was not added again.
+    of its sources the layout holds (the newest), else the constant; or NULL for a dropped column that was not
+    added again.
     """
     target = combined_columns(layouts)
     lowered = [[name.lower() for name, _ in layout] for layout in layouts]

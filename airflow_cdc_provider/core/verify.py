@@ -3,8 +3,9 @@
 Both sides put each row in a bucket, CRC32 of the text of its key (``core.checksum``) modulo the number of
 buckets, and sum each bucket: its row count and the XOR of its rows' digests (the first 64 bits of each row
 text's MD5). Buckets, not key ranges: the server orders a string key by its collation (``'a' = 'A'`` in most),
-Spark by its bytes, so a range of keys would not hold the same rows on both sides; a bucket does. The server still reads in key order,
-a range of keys at a time, each range adding to every bucket (so no query runs long on a busy primary).
+Spark by its bytes, so a range of keys would not hold the same rows on both sides; a bucket does. The server still
+reads in key order, a range of keys at a time, each range adding to every bucket (so no query runs long on a busy
+primary).
 
 A bucket whose sums differ is looked into: both sides list its rows' key texts with their MD5, and the keys
 that differ are the difference, less the keys whose rows the binlog changed between the Hive version's

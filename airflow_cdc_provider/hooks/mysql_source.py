@@ -12,6 +12,7 @@ import pymysql.cursors
 from airflow.sdk import BaseHook
 from pymysqlreplication import BinLogStreamReader
 
+from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
 from airflow_cdc_provider.core.errors import (
     AccessDenied,
     CaptureNotPossible,
@@ -20,7 +21,6 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
-from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
     GtidPositionLost,
@@ -34,8 +34,8 @@ from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
-from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
+from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
 from airflow_cdc_provider.core.watermark import Watermark
 
@@ -280,7 +280,8 @@ class MySqlSourceHook(BaseHook):
             status = cursor.fetchone()
             if status is None:
                 raise CaptureNotPossible(
-                    [f"{flavor.binlog_status_statement} returned nothing: the binlog is off. Start the server with log_bin."]
+                    [f"{flavor.binlog_status_statement} returned nothing: the binlog is off. Start the server with "
+                     "log_bin."]
                 )
             columns = [d[0] for d in cursor.description]
             row = dict(zip(columns, status))
@@ -348,7 +349,8 @@ class MySqlSourceHook(BaseHook):
             "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s",
             (name.schema, name.table),
         )
-        found = {column.lower(): (column, ctype, default, nullable == "YES") for column, ctype, default, nullable in rows}
+        found = {column.lower(): (column, ctype, default, nullable == "YES")
+                 for column, ctype, default, nullable in rows}
         values = {}
         for column in columns:
             if column.lower() not in found:

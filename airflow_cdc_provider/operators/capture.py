@@ -172,7 +172,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     skips the events it has. It ends before the first transaction that began at or after the run's
     ``stop_before`` (a scheduled run's data interval end), else at the server's position when the task starts.
     After a failover, a table's watermark of the old server is found again on the new one by its GTID
-    position. A table whose start cannot be read (purged, another server without GTIDs), or whose range holds a change its policy
+    position. A table whose start cannot be read (purged, another server without GTIDs), or whose range holds a
+    change its policy
     refuses, is returned as a failure; the others go on. Returns (XCom) an ``Extraction``.
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
@@ -268,7 +269,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             extracted.append(TableExtraction(
                 source=name, start=starts[name], end=end, counts=result.counts[name],
                 files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
-                columns=result.headers[name].columns, schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
+                columns=result.headers[name].columns,
+                schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
                 fills=added_columns_of(result.fills[name]), reread=_replaced(table.reread, reread),
                 reread_rows=reread.rows if reread else 0, seconds=round(time.monotonic() - clock, 3)))
         changed = sum(1 for t in extracted if t.changed)

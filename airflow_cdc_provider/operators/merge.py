@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_cdc_provider.compat import AirflowFailException
+from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
@@ -16,12 +17,12 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
 )
-from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
 from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -30,7 +31,6 @@ from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.operators.verify import settle_repair
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.storage import WorkStore
-from airflow_cdc_provider.failpoints import failpoint
 
 
 def _batches(items: list[Any], count: int) -> list[list[Any]]:
@@ -271,7 +271,8 @@ def _outcome(table: TablePlan, status: str, **fields: Any) -> TableOutcome:
 
 class CdcTableOperator(BaseOperator):
     """One table's outcome of the run (one mapped task per table the run wrote or failed): logged, its lock
-    released, the files of its older runs removed. A table that failed fails this task, naming the table and why; its lock stays with
+    released, the files of its older runs removed. A table that failed fails this task, naming the table and why;
+    its lock stays with
     the run until the run has ended, and a re-run redoes just what did not commit.
 
     :param outcome: the table's ``TableOutcome`` (templated; mapped over the merge task's output).

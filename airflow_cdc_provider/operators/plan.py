@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.catalog import StoredCatalog
+from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CheckResult, Reread, SourcePlan, TablePlan
 from airflow_cdc_provider.core.ledger import (
     INCREMENTAL,
@@ -86,7 +86,7 @@ class CdcPlanOperator(BaseOperator):
         check = CheckResult.model_validate(self.check)
         dag_run, ti = context["dag_run"], context["ti"]
         run = RunRef(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
-        now = dt.datetime.now(dt.timezone.utc)
+        now = dt.datetime.now(dt.UTC)
         lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
         owner = task_owner(context, self.task_id)
 

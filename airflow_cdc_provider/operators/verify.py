@@ -32,8 +32,8 @@ from airflow_cdc_provider.core.verify import (
     VerifyJobs,
     VerifyResult,
     VerifyState,
-    bucket_of,
     bucket_count,
+    bucket_of,
     row_differences,
     sums_of,
 )

@@ -44,9 +44,9 @@ from airflow_cdc_provider.core.merge import (
     parse_version_dir,
     versions_to_remove,
 )
+from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.session import hive_session
-from airflow_cdc_provider.failpoints import failpoint
 
 
 def _describe(spark: Any, statement: str) -> dict[str, str]:
@@ -310,7 +310,7 @@ def main(argv: list[str]) -> int:
         return 2
     from pyspark import SparkConf, SparkContext
 
-    started = dt.datetime.now(dt.timezone.utc)
+    started = dt.datetime.now(dt.UTC)
     # The context first, for its Hadoop FileSystem: the job file may be on any filesystem the cluster reads.
     context = SparkContext.getOrCreate(SparkConf())
     files = HadoopFiles(context, "")
@@ -321,7 +321,7 @@ def main(argv: list[str]) -> int:
     job = MergeJob.from_text(text)
     print(f"cdc-merge: read the job {argv[1]} ({len(job.tables)} tables)", flush=True)
     result = run(job).model_copy(
-        update={"seconds": round((dt.datetime.now(dt.timezone.utc) - started).total_seconds(), 3)})
+        update={"seconds": round((dt.datetime.now(dt.UTC) - started).total_seconds(), 3)})
     files.write_text(job.result_file, result.to_text(), overwrite=True)
     return 0
 

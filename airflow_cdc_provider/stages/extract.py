@@ -20,10 +20,10 @@ from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
+from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
 from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
 from airflow_cdc_provider.core.schema import (
     Fill,
@@ -38,8 +38,8 @@ from airflow_cdc_provider.core.schema import (
 )
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
-from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
 from airflow_cdc_provider.storage import room_for
 
 
@@ -290,7 +290,8 @@ def extract(
 PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callback
 
 
-def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark, server_id: int | None,
+def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark,
+          server_id: int | None,
           stop_before: dt.datetime | None,
           progress: Callable[[int, tuple[int, int]], None]) -> tuple[int, tuple[str, int] | None]:
     """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
@@ -311,7 +312,8 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
     events = seen = 0
     try:
         for event in _events(stream, source.address, server_id,
-                             lambda: _file_name(start.file, last[0]) + f":{last[1]}"):
+                             # Read when the stream is lost: where the pass had got to by then.
+                             lambda: _file_name(start.file, last[0]) + f":{last[1]}"):  # noqa: B023
             seen += 1
             if seen % PROGRESS_EVENTS == 0:
                 progress(events, last)

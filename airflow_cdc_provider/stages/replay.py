@@ -181,7 +181,8 @@ class _Layouts:
         self.of: dict[Path, int] = {}
         for path, header in zip(files, headers):
             if (header.table, header.key) != (first.table, first.key):
-                raise CorruptRawFile(path, 1, f"its header {header} is of another table or key than {files[0]}'s {first}")
+                raise CorruptRawFile(path, 1,
+                                     f"its header {header} is of another table or key than {files[0]}'s {first}")
             if not self.layouts or header != self.layouts[-1]:
                 self.layouts.append(header)
             self.of[path] = len(self.layouts) - 1
@@ -214,7 +215,8 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
                 try:
                     values = decode_values(payload.decode("utf-8"))
                 except ValueError as exc:
-                    raise CorruptRawFile(path, None, f"a record's values cannot be read ({exc}): {line[:200]!r}")
+                    raise CorruptRawFile(path, None,
+                                         f"a record's values cannot be read ({exc}): {line[:200]!r}") from None
                 if plan is not None:
                     values = [values[j] if j is not None else constant for j, constant in plan]
                 output.add(int(block.ops[i]), values)
@@ -297,7 +299,8 @@ def replay(
         return _replay(files, upsert_file, delete_file, memory_budget, block_size, fills, fills_file)
 
 
-def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file: str | os.PathLike[str], memory_budget: int,
+def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file: str | os.PathLike[str],
+            memory_budget: int,
             block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike[str] | None) -> ReplayResult:
     layouts = _Layouts(files, fills)
     header = layouts.header
@@ -319,7 +322,8 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file:
             except _OverBudget as over:
                 output.close()
                 if digit + 4 > 28:
-                    raise RuntimeError(f"replay could not split the keys under the memory budget {memory_budget}")
+                    raise RuntimeError(
+                        f"replay could not split the keys under the memory budget {memory_budget}") from over
                 total = sum(p.stat().st_size for p in group)
                 estimate = over.keys * total / max(1, over.bytes_read)
                 parts = int(min(4096, max(2, np.ceil(2 * estimate / key_limit))))

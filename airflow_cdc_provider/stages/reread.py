@@ -27,9 +27,9 @@ import pymysql
 from airflow_cdc_provider.core.checksum import source_key_text
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
+from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
 

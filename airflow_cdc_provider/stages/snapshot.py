@@ -25,10 +25,10 @@ import pymysql
 
 from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
+from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
-from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
@@ -104,7 +104,7 @@ class _Progress:
 
     def start(self, watermark: Watermark) -> None:
         self._save(SnapshotProgress(table=self.header.table, columns=self.header.columns, watermark=watermark,
-                                    taken_at=dt.datetime.now(dt.timezone.utc).isoformat()))
+                                    taken_at=dt.datetime.now(dt.UTC).isoformat()))
 
     def finish_chunk(self, file: str, rows: int, last_key: list[Any] | None, done: bool) -> None:
         state = self._started()
