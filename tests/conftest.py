@@ -34,6 +34,7 @@ os.environ.update(
 from airflow_cdc_provider.testing.cluster import MetastoreService, SparkCluster  # noqa: E402
 from airflow_cdc_provider.testing.s3 import S3Server  # noqa: E402
 from airflow_cdc_provider.testing.server import CaptureUser, ThrowawayServer  # noqa: E402
+from tests.servers import start_server as start_test_server  # noqa: E402
 
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
 # Flink CDC's all-types MySQL table, read from ../shared (beside the clone, in CI too), never copied here.
@@ -57,7 +58,7 @@ def airflow_home() -> Path:
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayServer]:
     """A server with the settings capture needs, the sample schema loaded; stopped after the session."""
-    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb"))
+    server = start_test_server(tmp_path_factory.mktemp("mariadb"))
     try:
         server.run_script(SAMPLE_SCHEMA)
         yield server
@@ -71,7 +72,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     servers: list[ThrowawayServer] = []
 
     def start(**overrides: object) -> ThrowawayServer:
-        server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-wrong"), overrides)
+        server = start_test_server(tmp_path_factory.mktemp("mariadb-wrong"), overrides)
         servers.append(server)
         return server
 

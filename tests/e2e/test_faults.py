@@ -19,6 +19,7 @@ from airflow_cdc_provider.testing.server import ThrowawayServer
 from tests.conftest import conn_env
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
+from tests.servers import start_server
 
 
 def replicate(replica: ThrowawayServer, primary: ThrowawayServer) -> None:
@@ -62,8 +63,8 @@ def _task_windows(dag_id: str) -> dict[str, tuple[float, float]]:
 @pytest.mark.usefixtures("airflow_home")
 def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions_are_refused(
         tmp_path, make_user, monkeypatch):
-    primary = ThrowawayServer.start(tmp_path / "primary", {"server_id": 11})
-    replica = ThrowawayServer.start(tmp_path / "replica", {"server_id": 12, "log_slave_updates": True})
+    primary = start_server(tmp_path / "primary", {"server_id": 11})
+    replica = start_server(tmp_path / "replica", {"server_id": 12, "log_slave_updates": True})
     try:
         primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
         replicate(replica, primary)

@@ -11,7 +11,6 @@ import pytest
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.server import ThrowawayServer
 from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import (
     CASES,
@@ -24,6 +23,7 @@ from tests.integration.fidelity_helpers import (
     update_to_cases,
 )
 from tests.integration.merge_helpers import Table
+from tests.servers import start_server
 
 
 
@@ -46,7 +46,7 @@ def worker_zone():
 
 @pytest.fixture
 def new_york_server(tmp_path_factory):
-    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-ny"), environment={"TZ": "America/New_York"})
+    server = start_server(tmp_path_factory.mktemp("mariadb-ny"), environment={"TZ": "America/New_York"})
     yield server
     server.stop()
 
