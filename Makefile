@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv mariadb demo test unit clean
+.PHONY: venv mariadb demo test unit quick clean
 
 venv: $(VENV)/.installed
 
@@ -23,8 +23,13 @@ demo: venv mariadb
 test: venv mariadb
 	$(BIN)/python -m pytest
 
+# The unit tests alone (no server, no Spark, no Airflow run), a minute or so.
 unit: venv
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest -m "not integration and not e2e"
+
+# The unit tests and the integration tests that start no Spark (capture against a real server): a few minutes.
+quick: venv mariadb
+	$(BIN)/python -m pytest -m "not e2e and not spark"
 
 clean:
 	rm -rf $(VENV) .demo .pytest_cache

@@ -41,6 +41,17 @@ SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
 CONFORMANCE_SQL = ROOT.parent / "shared" / "conformance" / "flink_cdc_column_type_test.sql"
 
 
+# Each test is marked by the directory it is in, so that a subset runs on its own (``make unit``, ``make quick``).
+_MARK_BY_DIRECTORY = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(ROOT / "tests").parts
+        if len(parts) > 1 and parts[0] in _MARK_BY_DIRECTORY:
+            item.add_marker(_MARK_BY_DIRECTORY[parts[0]])
+
+
 def conn_env(conn_id: str) -> str:
     return f"AIRFLOW_CONN_{conn_id.upper()}"
 

@@ -7,6 +7,7 @@ import json
 import os
 
 import pyarrow.parquet as pq
+import pytest
 
 from airflow_cdc_provider.core.checksum import hive_text, source_text
 from airflow_cdc_provider.core.identifiers import TableName
@@ -38,6 +39,7 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
     assert wrong == []
 
 
+@pytest.mark.spark
 def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path):
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
     from airflow_cdc_provider.core.verify import BucketSum, VerifyJob, sums_to_json

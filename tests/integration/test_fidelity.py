@@ -25,6 +25,7 @@ from tests.integration.fidelity_helpers import (
 from tests.integration.merge_helpers import Table
 from tests.servers import start_server
 
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
