@@ -21,7 +21,7 @@ import yaml
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.testing.hive import read_hive_table
+from airflow_cdc_provider.testing.hive import read_hive_tables
 from tests.conftest import ROOT
 from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
@@ -83,17 +83,31 @@ class Pipeline:
         return plain(source_rows(self.server, self.hook.raw_header(TableName(self.schema, table))))
 
     def hive(self, table: str) -> tuple[dict, str]:
-        hive = self.config["hive"]
-        rows, location = read_hive_table(hive["warehouse_dir"], hive["metastore_uri"], f"{hive['database']}.{table}")
-        return hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+        return self.hive_tables([table])[table]
+
+    def hive_tables(self, tables: list[str] | None = None) -> dict[str, tuple[dict, str]]:
+        """Each table (the pipeline's, by default) as Hive holds it, with its location: one Spark read for all."""
+        hive, tables = self.config["hive"], list(tables or self.tables)
+        names = {t: f"{hive['database']}.{t}" for t in tables}
+        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], list(names.values()))
+        found = {}
+        for table, name in names.items():
+            rows, location = read[name]
+            found[table] = hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+        return found
 
     def ledger(self, table: str) -> Ledger:
         return Ledger(self.tmp / "work" / f"ods.{table}" / "ledger")
 
     def assert_equal(self, table: str) -> tuple[dict, str]:
-        hive, location = self.hive(table)
-        assert hive == self.source(table), f"ods.{table} differs from {self.schema}.{table}"
-        return hive, location
+        return self.assert_all_equal([table])[table]
+
+    def assert_all_equal(self, tables: list[str] | None = None) -> dict[str, tuple[dict, str]]:
+        """Each table (the pipeline's, by default) equals its source; read from Hive in one Spark application."""
+        found = self.hive_tables(tables)
+        for table, (hive, _) in found.items():
+            assert hive == self.source(table), f"ods.{table} differs from {self.schema}.{table}"
+        return found
 
     def sql(self, *statements: str) -> None:
         self.server.execute(*(s.format(s=self.schema) for s in statements))
