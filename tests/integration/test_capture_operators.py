@@ -71,7 +71,9 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
     assert checked.tables[1].key == ("k1", "k2") and checked.tables[0].hive_table == f"ods.{schema}_a"
     (skipped,) = checked.skipped
     assert skipped.source == f"{schema}.log" and "has no primary key and no unique key" in skipped.reason
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key"):
+    # A named one fails the check task, and so the run, with the reason (AirflowFailException: no retry).
+    with pytest.raises(AirflowFailException,
+                       match=f"The table {schema}.log has no primary key and no unique key on NOT NULL columns"):
         check([TableConfig(TableName(schema, "log"), "log"), TablePattern(schema=schema, table="*")], capture_conn,
               tmp_path)
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
