@@ -153,14 +153,16 @@ ROUNDS = [
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeats(mariadb, capture_conn, tmp_path):
+def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_and_reloads_recover(
+        mariadb, capture_conn, tmp_path):
+    from tests.integration.test_source_hook import purge_binlogs_to
+
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     code, output = pipeline.run("2026-03-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
     first = pipeline.outcome("orders")
     assert (first["status"], first["version"], first["mode"]) == ("committed", 1, "snapshot")
-    for table in pipeline.tables:
-        pipeline.assert_equal(table)
+    pipeline.assert_all_equal()
 
     for n, statements in enumerate(ROUNDS, start=1):
         pipeline.sql(*statements)
@@ -168,8 +170,7 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
         assert code == 0, output[-8000:]
         outcome = pipeline.outcome("orders")
         assert (outcome["version"], outcome["mode"]) == (n + 1, "incremental")
-        for table in pipeline.tables:
-            pipeline.assert_equal(table)
+        level = pipeline.assert_all_equal()
         if n == 1:  # the run's summary: a line per table, in the log and as the last task's XCom
             summary = latest_xcoms(DAG_ID)["source.summary"]
             line = summary[f"{pipeline.schema}.orders"]
@@ -187,7 +188,7 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
 
     # Clearing and re-running the last run, which committed: it leaves the table as that run made it; changes
     # made since are left for the next run.
-    before, location_before = pipeline.hive("orders")
+    before, location_before = level["orders"]
     pipeline.sql("UPDATE {s}.orders SET amount = 0 WHERE order_no = 2001")
     code, output = pipeline.run(f"2026-03-01T0{len(ROUNDS)}:00:00+00:00")
     assert code == 0, output[-8000:]
@@ -196,23 +197,52 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
     assert pipeline.hive("orders") == (before, location_before)
     code, output = pipeline.run("2026-03-01T09:00:00+00:00")
     assert code == 0, output[-8000:]
-    pipeline.assert_equal("orders")
+    _, location = pipeline.assert_equal("orders")
 
     # Old versions are removed after keep_versions (3) runs.
     versions = sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "orders").iterdir())
-    assert len(versions) == 3 and versions[-1] == Path(pipeline.hive("orders")[1]).name
+    assert len(versions) == 3 and versions[-1] == Path(location).name
 
-
-@pytest.mark.usefixtures("airflow_home")
-def test_fresh_snapshot_parameter_reloads_the_table(mariadb, capture_conn, tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["customers"])
-    assert pipeline.run("2026-04-01T00:00:00+00:00")[0] == 0
-    pipeline.sql(*ROUNDS[0][3:])
-    code, output = pipeline.run("2026-04-01T01:00:00+00:00", json.dumps({"fresh_snapshot": True}))
+    # The fresh_snapshot parameter reloads each table: all of its rows, as a new version.
+    pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) VALUES ('joan@example.com', 'Joan',"
+                 " 'Leeds', NOW(3))", "UPDATE {s}.customers SET city = 'Bath' WHERE id = 2")
+    version = pipeline.ledger("customers").committed().version
+    code, output = pipeline.run("2026-03-01T10:00:00+00:00", json.dumps({"fresh_snapshot": True}))
     assert code == 0, output[-8000:]
     outcome = pipeline.outcome("customers")
-    assert (outcome["mode"], outcome["upserts"], outcome["version"]) == ("snapshot", 3, 2)
-    pipeline.assert_equal("customers")
+    assert (outcome["mode"], outcome["upserts"], outcome["version"]) == (
+        "snapshot", len(pipeline.source("customers")), version + 1)
+    level = pipeline.assert_all_equal()
+
+    # A purged binlog. By default each table fails naming the missing file, the retention and the way on; nothing
+    # changes.
+    before = level["orders"][0]
+    pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) VALUES (6001, 1, 2, 6.00)",
+                 "UPDATE {s}.orders SET amount = amount + 1 WHERE order_no = 2001",
+                 "DELETE FROM {s}.orders WHERE order_no = 1001 AND line_no = 2",
+                 "UPDATE {s}.customers SET city = 'Wells' WHERE id = 2")
+    mariadb.execute("FLUSH BINARY LOGS")
+    purge_binlogs_to(mariadb, pipeline.hook.current_watermark().file)
+    version = pipeline.ledger("orders").committed().version
+    code, output = pipeline.run("2026-03-01T11:00:00+00:00")
+    assert code != 0
+    watermark = pipeline.ledger("orders").committed().watermark
+    for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
+                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
+        assert part in output, (part, output[-6000:])
+    assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == version
+
+    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
+    pipeline.config["on_purged_binlog"] = "snapshot"
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    code, output = pipeline.run("2026-03-01T12:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert "this run takes a fresh snapshot (on_purged_binlog: snapshot)" in output
+    for table in ("orders", "customers"):
+        outcome = pipeline.outcome(table)
+        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
+        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
+    pipeline.assert_all_equal()
 
 
 def _processes_running(fragment: str) -> list[int]:
@@ -334,36 +364,3 @@ def test_a_killed_runs_lock_is_refused_while_its_lease_lasts_and_taken_over_afte
     assert (dt.datetime.now(dt.timezone.utc) - killed_at).total_seconds() < 45 + 120
     pipeline.assert_equal("orders")
     assert pipeline.ledger("orders").holder() is None
-
-
-@pytest.mark.usefixtures("airflow_home")
-def test_a_purged_binlog_fails_the_table_by_default_and_takes_a_snapshot_when_asked(mariadb, capture_conn, tmp_path):
-    from tests.integration.test_source_hook import purge_binlogs_to
-
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
-    assert pipeline.run("2026-10-01T00:00:00+00:00")[0] == 0
-    before, _ = pipeline.hive("orders")
-    pipeline.sql(*ROUNDS[0])
-    mariadb.execute("FLUSH BINARY LOGS")
-    purge_binlogs_to(mariadb, pipeline.hook.current_watermark().file)
-
-    # The default: each table fails naming the missing file, the retention and the way on; nothing changes.
-    code, output = pipeline.run("2026-10-01T01:00:00+00:00")
-    assert code != 0
-    watermark = pipeline.ledger("orders").committed().watermark
-    for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
-                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
-        assert part in output, (part, output[-6000:])
-    assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == 1
-
-    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
-    pipeline.config["on_purged_binlog"] = "snapshot"
-    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
-    code, output = pipeline.run("2026-10-01T02:00:00+00:00")
-    assert code == 0, output[-8000:]
-    assert "this run takes a fresh snapshot (on_purged_binlog: snapshot)" in output
-    for table in ("orders", "customers"):
-        outcome = pipeline.outcome(table)
-        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
-        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
-        pipeline.assert_equal(table)
