@@ -141,7 +141,11 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
             pipeline.sql("UPDATE {s}.stamps SET round = round + 1")
             code, output = pipeline.run(f"2026-08-01T{hour}:00:00+00:00")
             assert code == 0, output[-8000:]
-        time.sleep(3)  # reads of the last version too
+        # Until the reader has read the last version too (instead of a fixed wait).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and '"low": 3, "high": 3' not in results.read_text():
+            assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-5000:]
+            time.sleep(0.2)
     finally:
         stop.touch()
         reader.wait(timeout=120)
