@@ -290,11 +290,15 @@ def test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right(m
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mariadb, capture_conn, tmp_path):
+def test_a_concurrent_run_is_refused_and_a_killed_runs_lock_is_held_while_its_lease_lasts_and_taken_over_after(
+        mariadb, capture_conn, tmp_path):
+    import psutil
+
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
     assert pipeline.run("2026-06-01T00:00:00+00:00")[0] == 0
     pipeline.sql(*ROUNDS[0][:3])
 
+    # A second run of the table while a first one is in its merge is refused, and changes nothing.
     first = pipeline.start("2026-06-01T01:00:00+00:00")
     holder = RunRef(DAG_ID, "manual__2026-06-01T01:00:00+00:00")
     runs_dir = tmp_path / "work" / "ods.orders" / "runs"
@@ -319,22 +323,14 @@ def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mar
     assert first.returncode == 0, output[-8000:]
     pipeline.assert_equal("orders")
     assert pipeline.ledger("orders").holder() is None
-
-
-@pytest.mark.usefixtures("airflow_home")
-def test_a_killed_runs_lock_is_refused_while_its_lease_lasts_and_taken_over_after(mariadb, capture_conn, tmp_path):
-    import psutil
-
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
     pipeline.config["lock_lease_seconds"] = 45  # a run's plan comes well within it
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
-    assert pipeline.run("2026-09-01T00:00:00+00:00")[0] == 0
-    pipeline.sql(*ROUNDS[0][:3])
+    pipeline.sql(*ROUNDS[1][:4])
 
     # Killed in its merge, as a lost worker would be: its DAG run stays "running" in Airflow for good.
-    dead = pipeline.start("2026-09-01T01:00:00+00:00")
-    holder = RunRef(DAG_ID, "manual__2026-09-01T01:00:00+00:00")
-    merging = tmp_path / "work" / "ods.orders" / "runs" / holder.key / "merge-job-1.json"
+    dead = pipeline.start("2026-06-01T03:00:00+00:00")
+    holder = RunRef(DAG_ID, "manual__2026-06-01T03:00:00+00:00")
+    merging = runs_dir / holder.key / "merge-job-1.json"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and dead.poll() is None and not merging.exists():
         time.sleep(0.05)
@@ -350,7 +346,7 @@ def test_a_killed_runs_lock_is_refused_while_its_lease_lasts_and_taken_over_afte
 
     # While its lease lasts, the next run is refused, told who holds the table, whether it looks alive, and how
     # to release it.
-    code, output = pipeline.run("2026-09-01T02:00:00+00:00")
+    code, output = pipeline.run("2026-06-01T04:00:00+00:00")
     assert code != 0, output[-8000:]
     for part in (f"being updated by {holder}", "which looks alive", "task source.merge",
                  f"lasts until {lock.lease_until.isoformat()}", "mark it failed in the UI", "lock.json"):
@@ -358,7 +354,7 @@ def test_a_killed_runs_lock_is_refused_while_its_lease_lasts_and_taken_over_afte
 
     # Once it has run out, the lock is taken over: a bounded wait, and no hand is needed.
     time.sleep(max(0.0, (lock.lease_until - dt.datetime.now(dt.timezone.utc)).total_seconds()) + 1)
-    code, output = pipeline.run("2026-09-01T03:00:00+00:00")
+    code, output = pipeline.run("2026-06-01T05:00:00+00:00")
     assert code == 0, output[-8000:]
     assert f"Took over the lock left by {holder}: its lease ended" in output
     assert (dt.datetime.now(dt.timezone.utc) - killed_at).total_seconds() < 45 + 120
