@@ -45,8 +45,13 @@ test-lowest: $(LOWEST)/.installed mariadb
 	$(LOWEST)/bin/python -m pytest -p no:cacheprovider tests/unit \
 		tests/e2e/test_example_dag.py::test_example_dag_loads_each_table_in_a_real_cli_run
 
+# The unit tests alone (no server, no Spark, no Airflow run), a minute or so.
 unit: venv
-	$(BIN)/python -m pytest tests/unit
+	$(BIN)/python -m pytest -m "not integration and not e2e"
+
+# The unit tests and the integration tests that start no Spark (capture against a real server): a few minutes.
+quick: venv mariadb
+	$(BIN)/python -m pytest -m "not e2e and not spark"
 
 # The linter, the type checker (strict for core/) and the import contract (core/ stays pure; no import cycles).
 check: venv

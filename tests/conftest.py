@@ -35,9 +35,22 @@ from airflow_cdc_testing.cluster import MetastoreService, SparkCluster  # noqa: 
 from airflow_cdc_testing.s3 import S3Server  # noqa: E402
 from airflow_cdc_testing.server import CaptureUser, ThrowawayServer  # noqa: E402
 
+from tests.servers import start_server as start_test_server  # noqa: E402
+
 SAMPLE_SCHEMA = ROOT / "dags" / "sample" / "shop.sql"
 # Flink CDC's all-types MySQL table, read from ../shared (beside the clone, in CI too), never copied here.
 CONFORMANCE_SQL = ROOT.parent / "shared" / "conformance" / "flink_cdc_column_type_test.sql"
+
+
+# Each test is marked by the directory it is in, so that a subset runs on its own (``make unit``, ``make quick``).
+_MARK_BY_DIRECTORY = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        parts = item.path.relative_to(ROOT / "tests").parts
+        if len(parts) > 1 and parts[0] in _MARK_BY_DIRECTORY:
+            item.add_marker(_MARK_BY_DIRECTORY[parts[0]])
 
 
 def conn_env(conn_id: str) -> str:
@@ -57,7 +70,7 @@ def airflow_home() -> Path:
 @pytest.fixture(scope="session")
 def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayServer]:
     """A server with the settings capture needs, the sample schema loaded; stopped after the session."""
-    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb"))
+    server = start_test_server(tmp_path_factory.mktemp("mariadb"))
     try:
         server.run_script(SAMPLE_SCHEMA)
         yield server
@@ -71,7 +84,7 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
     servers: list[ThrowawayServer] = []
 
     def start(**overrides: object) -> ThrowawayServer:
-        server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-wrong"), overrides)
+        server = start_test_server(tmp_path_factory.mktemp("mariadb-wrong"), overrides)
         servers.append(server)
         return server
 

@@ -9,12 +9,14 @@ import subprocess
 import time
 
 import pytest
+from airflow_cdc_testing.hive import read_hive_tables, spark_env, spark_submit_command
 
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.storage import WorkStore
-from airflow_cdc_testing.hive import spark_env, spark_submit_command
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
+from tests.integration.hive_helpers import hive_rows
 
 
 def wait_for_dag_row(proc, timeout: float = 120) -> None:
@@ -57,12 +59,18 @@ def test_two_sources_merge_at_the_same_moment_on_a_cluster_through_a_metastore_s
         for proc in running:
             output, _ = proc.communicate(timeout=900)
             assert proc.returncode == 0, output[-8000:]
+        # Read back through the metastore service, both sources' tables in one Spark application.
+        read = read_hive_tables(str(metastore_service.warehouse_dir), metastore_service.uri,
+                                [f"{p.config['hive']['database']}.{t}" for p in (first, second)
+                                 for t in ("orders", "customers")])
         for pipeline in (first, second):
             for table in ("orders", "customers"):
-                _, location = pipeline.assert_equal(table)  # read back through the metastore service
+                database = pipeline.config["hive"]["database"]
+                rows, location = read[f"{database}.{table}"]
+                key = pipeline.hook.raw_header(TableName(pipeline.schema, table)).key
+                assert hive_rows(rows, key) == pipeline.source(table), f"{database}.{table} differs"
                 assert location.startswith("file:" + str(metastore_service.warehouse_dir)) or \
                     location.startswith(str(metastore_service.warehouse_dir)), location
-                database = pipeline.config["hive"]["database"]
                 committed = Ledger(TableDir(work_dir=str(pipeline.tmp / "work"), hive_table=f"{database}.{table}"),
                                    WorkStore()).committed()
                 assert committed.version == (1 if changes is None else 2) and committed.location == location
@@ -132,11 +140,15 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
         while time.monotonic() < deadline and (not results.exists() or not results.read_text().strip()):
             assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-5000:]
             time.sleep(1)
-        for n, hour in enumerate(("01", "02", "03"), start=1):
+        for hour in ("01", "02", "03"):
             pipeline.sql("UPDATE {s}.stamps SET round = round + 1")
             code, output = pipeline.run(f"2026-08-01T{hour}:00:00+00:00")
             assert code == 0, output[-8000:]
-        time.sleep(3)  # reads of the last version too
+        # Until the reader has read the last version too (instead of a fixed wait).
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and '"low": 3, "high": 3' not in results.read_text():
+            assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-5000:]
+            time.sleep(0.2)
     finally:
         stop.touch()
         reader.wait(timeout=120)

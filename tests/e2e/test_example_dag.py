@@ -107,15 +107,6 @@ def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, t
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_table_without_key_fails_the_run_with_the_reason(mariadb, capture_conn, tmp_path):
-    mariadb.execute("CREATE TABLE IF NOT EXISTS shop.audit_log (at DATETIME, line TEXT)")
-    config = {"mysql_conn_id": capture_conn, "tables": ["shop.audit_log"]}
-    code, output, _ = run_dag("mysql_binlog_to_hive", config, tmp_path, {})
-    assert code != 0, output[-6000:]
-    assert "The table shop.audit_log has no primary key and no unique key on NOT NULL columns" in output
-
-
-@pytest.mark.usefixtures("airflow_home")
 def test_a_missing_spark_connection_fails_the_merge_with_the_fix(mariadb, capture_conn, tmp_path):
     config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_nowhere", "work_dir": str(tmp_path / "work"),
               "hive": {"warehouse_dir": str(tmp_path / "warehouse")}, "tables": ["shop.customers"], "retries": 0}

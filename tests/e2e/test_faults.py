@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airflow_cdc_testing.server import ThrowawayServer
 
 from airflow_cdc_provider.core.resume import UnreadableKind, read_position
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import conn_env
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
+from tests.servers import start_server
 
 
 def replicate(replica: ThrowawayServer, primary: ThrowawayServer) -> None:
@@ -62,8 +63,8 @@ def _task_windows(dag_id: str) -> dict[str, tuple[float, float]]:
 @pytest.mark.usefixtures("airflow_home")
 def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions_are_refused(
         tmp_path, make_user, monkeypatch):
-    primary = ThrowawayServer.start(tmp_path / "primary", {"server_id": 11})
-    replica = ThrowawayServer.start(tmp_path / "replica", {"server_id": 12, "log_slave_updates": True})
+    primary = start_server(tmp_path / "primary", {"server_id": 11})
+    replica = start_server(tmp_path / "replica", {"server_id": 12, "log_slave_updates": True})
     try:
         primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
         replicate(replica, primary)
@@ -79,7 +80,7 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
             # holds them there). What the capture costs the source is reported: the writers' rate alone and
             # during the snapshot and the extraction, and the bytes the server sent the capture user.
             alone_from = time.time()
-            time.sleep(5)
+            time.sleep(2)  # hundreds of commits a second: enough for a rate
             load["writers_alone_per_s"] = round(writers.rate(alone_from, time.time()))
             for hour, task in ((0, "source.snapshot"), (1, "source.extract")):
                 sent, began = primary.bytes_sent(user), time.monotonic()
@@ -132,10 +133,9 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
         # After the writers stop, one more run brings Hive level with the source: no change was lost.
         code, output = pipeline.run("2026-11-01T03:00:00+00:00")
         assert code == 0, output[-8000:]
+        level, _ = pipeline.assert_all_equal()["orders"]
         for table in pipeline.tables:
-            pipeline.assert_equal(table)
             assert pipeline.ledger(table).holder() is None
-        level, _ = pipeline.hive("orders")
         version = pipeline.ledger("orders").committed().version
 
         # The new primary dies; the old one, behind it, is promoted. Hive holds changes it never had: the run is
@@ -161,7 +161,7 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
             outcome = pipeline.outcome(table)
             assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
             assert any("lost when it took over" in w for w in outcome["warnings"]), outcome
-            pipeline.assert_equal(table)
+        pipeline.assert_all_equal()
     finally:
         primary.stop()
         replica.stop()
@@ -202,18 +202,19 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
 
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     assert pipeline.run("2026-11-02T00:00:00+00:00")[0] == 0
-    killed = []
+    killed, level = [], None
     for chain, (conf, kills) in enumerate(KILL_CHAINS, start=1):
         pipeline.sql(*_changes(chain))
         if chain == 2:  # the run adds a column: its driver is killed between the switch and ADD COLUMNS
             pipeline.sql("ALTER TABLE {s}.orders ADD COLUMN channel VARCHAR(20) NULL",
                          "UPDATE {s}.orders SET channel = 'web' WHERE order_no = 3020")
         date, args = f"2026-11-02T0{chain}:00:00+00:00", [conf] if conf else []
-        before = {table: pipeline.hive(table)[0] for table in pipeline.tables}
+        # Hive as the chain before left it (the source changes above leave it as it was).
+        before = {table: rows for table, (rows, _) in (level or pipeline.hive_tables()).items()}
         for point, visible in kills:
             code, output = pipeline.run(date, *args, env={"CDC_FAILPOINT": point})
             assert code != 0 and f"failpoint {point}: killing process" in output, (point, output[-8000:])
-            after = {table: pipeline.hive(table)[0] for table in pipeline.tables}
+            after = {table: rows for table, (rows, _) in pipeline.hive_tables().items()}
             if visible == "nothing":
                 assert after == before, f"{point}: the killed attempt changed Hive"
             else:
@@ -224,12 +225,12 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
         assert code == 0, (kills[-1][0], output[-8000:])
         if kills[-1][0] in SAID_AFTER:
             assert SAID_AFTER[kills[-1][0]] in output, output[-8000:]
+        level = pipeline.assert_all_equal()
         for table in pipeline.tables:
-            pipeline.assert_equal(table)
             assert pipeline.ledger(table).holder() is None
 
     assert [point for _, kills in KILL_CHAINS for point, _ in kills] == killed
-    hive, _ = pipeline.hive("orders")
+    hive, _ = level["orders"]
     assert any(row.get("channel") == "web" for row in hive.values()), "the column added after the kill"
     # Nothing piles up: each table keeps its newest Hive versions, complete or not, and run directories (a
     # completing attempt that finds its run committed leaves the removal of older ones to the next run: one
@@ -237,7 +238,7 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
     for table in pipeline.tables:
         runs = tmp_path / "work" / f"ods.{table}" / "runs"
         assert len(list(runs.iterdir())) <= 3 + 1, sorted(p.name for p in runs.iterdir())
-        _, location = pipeline.hive(table)
+        _, location = level[table]
         root = Path(location.removeprefix("file:")).parent
         versions = [p.name for p in root.iterdir() if parse_version_dir(p.name) is not None]
         assert len(versions) <= 3, versions

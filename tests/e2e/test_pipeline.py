@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airflow_cdc_testing.hive import read_hive_tables
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.storage import WorkStore
-from airflow_cdc_testing.hive import read_hive_table
 from tests.conftest import ROOT
 from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
@@ -85,17 +85,31 @@ class Pipeline:
         return plain(source_rows(self.server, self.hook.raw_header(TableName(self.schema, table))))
 
     def hive(self, table: str) -> tuple[dict, str]:
-        hive = self.config["hive"]
-        rows, location = read_hive_table(hive["warehouse_dir"], hive["metastore_uri"], f"{hive['database']}.{table}")
-        return hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+        return self.hive_tables([table])[table]
+
+    def hive_tables(self, tables: list[str] | None = None) -> dict[str, tuple[dict, str]]:
+        """Each table (the pipeline's, by default) as Hive holds it, with its location: one Spark read for all."""
+        hive, tables = self.config["hive"], list(tables or self.tables)
+        names = {t: f"{hive['database']}.{t}" for t in tables}
+        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], list(names.values()))
+        found = {}
+        for table, name in names.items():
+            rows, location = read[name]
+            found[table] = hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+        return found
 
     def ledger(self, table: str) -> Ledger:
         return Ledger(TableDir(work_dir=str(self.tmp / "work"), hive_table=f"ods.{table}"), WorkStore())
 
     def assert_equal(self, table: str) -> tuple[dict, str]:
-        hive, location = self.hive(table)
-        assert hive == self.source(table), f"ods.{table} differs from {self.schema}.{table}"
-        return hive, location
+        return self.assert_all_equal([table])[table]
+
+    def assert_all_equal(self, tables: list[str] | None = None) -> dict[str, tuple[dict, str]]:
+        """Each table (the pipeline's, by default) equals its source; read from Hive in one Spark application."""
+        found = self.hive_tables(tables)
+        for table, (hive, _) in found.items():
+            assert hive == self.source(table), f"ods.{table} differs from {self.schema}.{table}"
+        return found
 
     def sql(self, *statements: str) -> None:
         self.server.execute(*(s.format(s=self.schema) for s in statements))
@@ -141,7 +155,10 @@ ROUNDS = [
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeats(mariadb, capture_conn, tmp_path):
+def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_and_reloads_recover(
+        mariadb, capture_conn, tmp_path):
+    from tests.integration.test_source_hook import purge_binlogs_to
+
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     # Spark settings of the configuration reach the merge application: its own, and one table's over it.
     pipeline.config["spark"] = {"merge_conf": {"spark.sql.shuffle.partitions": 3}}
@@ -153,8 +170,7 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
     assert "cdc-merge: ods.orders with spark.sql.shuffle.partitions=2 (the application's: 3)" in output
     first = pipeline.outcome("orders")
     assert (first["status"], first["version"], first["mode"]) == ("committed", 1, "snapshot")
-    for table in pipeline.tables:
-        pipeline.assert_equal(table)
+    pipeline.assert_all_equal()
 
     for n, statements in enumerate(ROUNDS, start=1):
         pipeline.sql(*statements)
@@ -162,8 +178,7 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
         assert code == 0, output[-8000:]
         outcome = pipeline.outcome("orders")
         assert (outcome["version"], outcome["mode"]) == (n + 1, "incremental")
-        for table in pipeline.tables:
-            pipeline.assert_equal(table)
+        level = pipeline.assert_all_equal()
         if n == 1:  # the run's summary: a line per table, in the log and as the last task's XCom
             summary = latest_xcoms(DAG_ID)["source.summary"]
             line = summary[f"{pipeline.schema}.orders"]
@@ -181,7 +196,7 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
 
     # Clearing and re-running the last run, which committed: it leaves the table as that run made it; changes
     # made since are left for the next run.
-    before, location_before = pipeline.hive("orders")
+    before, location_before = level["orders"]
     pipeline.sql("UPDATE {s}.orders SET amount = 0 WHERE order_no = 2001")
     code, output = pipeline.run(f"2026-03-01T0{len(ROUNDS)}:00:00+00:00")
     assert code == 0, output[-8000:]
@@ -190,23 +205,53 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_and_a_rerun_repeat
     assert pipeline.hive("orders") == (before, location_before)
     code, output = pipeline.run("2026-03-01T09:00:00+00:00")
     assert code == 0, output[-8000:]
-    pipeline.assert_equal("orders")
+    _, location = pipeline.assert_equal("orders")
 
     # Old versions are removed after keep_versions (3) runs.
     versions = sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "orders").iterdir())
-    assert len(versions) == 3 and versions[-1] == Path(pipeline.hive("orders")[1]).name
+    assert len(versions) == 3 and versions[-1] == Path(location).name
 
-
-@pytest.mark.usefixtures("airflow_home")
-def test_fresh_snapshot_parameter_reloads_the_table(mariadb, capture_conn, tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["customers"])
-    assert pipeline.run("2026-04-01T00:00:00+00:00")[0] == 0
-    pipeline.sql(*ROUNDS[0][3:])
-    code, output = pipeline.run("2026-04-01T01:00:00+00:00", json.dumps({"fresh_snapshot": True}))
+    # The fresh_snapshot parameter reloads each table: all of its rows, as a new version.
+    pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) VALUES ('joan@example.com', 'Joan',"
+                 " 'Leeds', NOW(3))", "UPDATE {s}.customers SET city = 'Bath' WHERE id = 2")
+    version = pipeline.ledger("customers").committed().version
+    code, output = pipeline.run("2026-03-01T10:00:00+00:00", json.dumps({"fresh_snapshot": True}))
     assert code == 0, output[-8000:]
     outcome = pipeline.outcome("customers")
-    assert (outcome["mode"], outcome["upserts"], outcome["version"]) == ("snapshot", 3, 2)
-    pipeline.assert_equal("customers")
+    assert (outcome["mode"], outcome["upserts"], outcome["version"]) == (
+        "snapshot", len(pipeline.source("customers")), version + 1)
+    level = pipeline.assert_all_equal()
+
+    # A purged binlog. By default each table fails naming the missing file, the retention and the way on; nothing
+    # changes.
+    before = level["orders"][0]
+    pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) VALUES (6001, 1, 2, 6.00)",
+                 "UPDATE {s}.orders SET amount = amount + 1 WHERE order_no = 2001",
+                 "DELETE FROM {s}.orders WHERE order_no = 1001 AND line_no = 2",
+                 "UPDATE {s}.customers SET city = 'Wells' WHERE id = 2")
+    mariadb.execute("FLUSH BINARY LOGS")
+    purge_binlogs_to(mariadb, pipeline.hook.current_watermark().file)
+    version = pipeline.ledger("orders").committed().version
+    code, output = pipeline.run("2026-03-01T11:00:00+00:00")
+    assert code != 0
+    watermark = pipeline.ledger("orders").committed().watermark
+    for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
+                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
+        assert part in output, (part, output[-6000:])
+    assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == version
+
+    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
+    pipeline.config["on_purged_binlog"] = "snapshot"
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    code, output = pipeline.run("2026-03-01T12:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert "this run takes a fresh snapshot (on_purged_binlog: snapshot)" in output
+    for table in ("orders", "customers"):
+        outcome = pipeline.outcome(table)
+        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
+        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
+        assert not any("Trigger a run" in w for w in outcome["warnings"]), "the way on is moot once taken"
+    pipeline.assert_all_equal()
 
 
 def _processes_running(fragment: str) -> list[int]:
@@ -254,11 +299,15 @@ def test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right(m
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mariadb, capture_conn, tmp_path):
+def test_a_concurrent_run_is_refused_and_a_killed_runs_lock_is_taken_over_at_once_on_its_host(
+        mariadb, capture_conn, tmp_path):
+    import psutil
+
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
     assert pipeline.run("2026-06-01T00:00:00+00:00")[0] == 0
     pipeline.sql(*ROUNDS[0][:3])
 
+    # A second run of the table while a first one is in its merge is refused, and changes nothing.
     first = pipeline.start("2026-06-01T01:00:00+00:00")
     holder = RunRef(DAG_ID, "manual__2026-06-01T01:00:00+00:00")
     runs_dir = tmp_path / "work" / "ods.orders" / "runs"
@@ -283,20 +332,12 @@ def test_a_second_concurrent_run_of_the_table_is_refused_and_changes_nothing(mar
     assert first.returncode == 0, output[-8000:]
     pipeline.assert_equal("orders")
     assert pipeline.ledger("orders").holder() is None
-
-
-@pytest.mark.usefixtures("airflow_home")
-def test_a_killed_runs_lock_is_taken_over_at_once_on_its_host(mariadb, capture_conn, tmp_path):
-    import psutil
-
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
-    assert pipeline.run("2026-09-01T00:00:00+00:00")[0] == 0
-    pipeline.sql(*ROUNDS[0][:3])
+    pipeline.sql(*ROUNDS[1][:4])
 
     # Killed in its merge, as a lost worker would be: its DAG run stays "running" in Airflow for good.
-    dead = pipeline.start("2026-09-01T01:00:00+00:00")
-    holder = RunRef(DAG_ID, "manual__2026-09-01T01:00:00+00:00")
-    merging = tmp_path / "work" / "ods.orders" / "runs" / holder.key / "merge-job-1.json"
+    dead = pipeline.start("2026-06-01T03:00:00+00:00")
+    holder = RunRef(DAG_ID, "manual__2026-06-01T03:00:00+00:00")
+    merging = runs_dir / holder.key / "merge-job-1.json"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and dead.poll() is None and not merging.exists():
         time.sleep(0.05)
@@ -311,45 +352,11 @@ def test_a_killed_runs_lock_is_taken_over_at_once_on_its_host(mariadb, capture_c
 
     # Its process is gone, and the lock says it was on this host: the next run takes the lock over at once, long
     # before its lease ends, and says why. (A live holder, or one on another host, is refused: test_lease.)
-    code, output = pipeline.run("2026-09-01T02:00:00+00:00")
+    code, output = pipeline.run("2026-06-01T04:00:00+00:00")
     assert code == 0, output[-8000:]
     owner = lock.owner
     assert (f"Took over the lock left by {holder}: its process {owner.pid} on {owner.host} (task {owner.task}) is "
             "gone: no process has that id") in output, output[-8000:]
-    assert dt.datetime.now(dt.timezone.utc) < lock.lease_until
+    assert dt.datetime.now(dt.UTC) < lock.lease_until
     pipeline.assert_equal("orders")
     assert pipeline.ledger("orders").holder() is None
-
-
-@pytest.mark.usefixtures("airflow_home")
-def test_a_purged_binlog_fails_the_table_by_default_and_takes_a_snapshot_when_asked(mariadb, capture_conn, tmp_path):
-    from tests.integration.test_source_hook import purge_binlogs_to
-
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
-    assert pipeline.run("2026-10-01T00:00:00+00:00")[0] == 0
-    before, _ = pipeline.hive("orders")
-    pipeline.sql(*ROUNDS[0])
-    mariadb.execute("FLUSH BINARY LOGS")
-    purge_binlogs_to(mariadb, pipeline.hook.current_watermark().file)
-
-    # The default: each table fails naming the missing file, the retention and the way on; nothing changes.
-    code, output = pipeline.run("2026-10-01T01:00:00+00:00")
-    assert code != 0
-    watermark = pipeline.ledger("orders").committed().watermark
-    for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
-                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
-        assert part in output, (part, output[-6000:])
-    assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == 1
-
-    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
-    pipeline.config["on_purged_binlog"] = "snapshot"
-    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
-    code, output = pipeline.run("2026-10-01T02:00:00+00:00")
-    assert code == 0, output[-8000:]
-    assert "this run takes a fresh snapshot (on_purged_binlog: snapshot)" in output
-    for table in ("orders", "customers"):
-        outcome = pipeline.outcome(table)
-        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
-        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
-        assert not any("Trigger a run" in w for w in outcome["warnings"]), "the way on is moot once taken"
-        pipeline.assert_equal(table)

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
+
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
 from airflow_cdc_provider.core.types import hive_type
@@ -17,11 +19,10 @@ from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.stages.snapshot import snapshot
 from airflow_cdc_provider.storage import WorkStore
-from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 from tests.integration.capture_helpers import capture_after
 from tests.integration.hive_helpers import hive_rows
 
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 class Table:

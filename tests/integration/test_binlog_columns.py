@@ -14,14 +14,15 @@ from __future__ import annotations
 import types
 
 import pytest
+from airflow_cdc_testing.server import ThrowawayServer
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication.row_event import WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_columns import column_type_of
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, hive_type
-from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import DDL
+from tests.servers import start_server
 
 BINARY_STANDINS = {"inet4": "binary(4)", "inet6": "binary(16)", "uuid": "binary(16)"}
 
@@ -47,7 +48,7 @@ EXTRA_COLUMNS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-binlog-columns"))
+    server = start_server(tmp_path_factory.mktemp("mariadb-binlog-columns"))
     yield server
     server.stop()
 

@@ -15,10 +15,10 @@ import time
 import pytest
 
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.stages.snapshot import snapshot
 from tests.conftest import ROOT
 from tests.integration.capture_helpers import apply_changes, capture_after, read_rows, source_rows
@@ -218,12 +218,12 @@ def test_range_ending_on_events_the_reader_does_not_yield(mariadb, items, captur
 
 
 def _next_whole_second() -> dt.datetime:
-    now = dt.datetime.now(dt.timezone.utc)
+    now = dt.datetime.now(dt.UTC)
     return (now + dt.timedelta(seconds=1)).replace(microsecond=0)
 
 
 def _sleep_until(moment: dt.datetime) -> None:
-    time.sleep(max(0.0, (moment - dt.datetime.now(dt.timezone.utc)).total_seconds()) + 0.05)
+    time.sleep(max(0.0, (moment - dt.datetime.now(dt.UTC)).total_seconds()) + 0.05)
 
 
 @pytest.mark.parametrize("rotate", [False, True])

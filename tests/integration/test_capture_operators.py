@@ -12,24 +12,24 @@ import pymysql
 import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
+from airflow_cdc_testing.cluster import free_port
 
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators import capture as capture_module
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
-from airflow_cdc_provider.core.workdir import TableDir
-from airflow_cdc_testing.cluster import free_port
 from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
 
 RUN = RunRef("ops", "manual__1")
-NOW = dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)
+NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 @pytest.fixture
@@ -74,7 +74,9 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
     assert checked.tables[1].key == ("k1", "k2") and checked.tables[0].hive_table == f"ods.{schema}_a"
     (skipped,) = checked.skipped
     assert skipped.source == f"{schema}.log" and "has no primary key and no unique key" in skipped.reason
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key"):
+    # A named one fails the check task, and so the run, with the reason (AirflowFailException: no retry).
+    with pytest.raises(AirflowFailException,
+                       match=f"The table {schema}.log has no primary key and no unique key on NOT NULL columns"):
         check([TableConfig(TableName(schema, "log"), "log"), TablePattern(schema=schema, table="*")], capture_conn,
               tmp_path)
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
@@ -248,7 +250,7 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
     start = hook.current_watermark()
     mariadb.execute(f"UPDATE {a} SET v = 'in range' WHERE id = 1")
     time.sleep(1.1)  # binlog event times are whole seconds
-    interval_end = dt.datetime.now(dt.timezone.utc)
+    interval_end = dt.datetime.now(dt.UTC)
     time.sleep(1.1)
     mariadb.execute(f"UPDATE {a} SET v = 'after the end' WHERE id = 2")
     (table,) = source_plan(checked, tmp_path, committed={a: start}).tables
@@ -283,7 +285,7 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
     start = MySqlSourceHook(capture_conn).current_watermark()
     mariadb.execute(f"UPDATE {a} SET v = 'in range' WHERE id = 1")
     time.sleep(1.1)
-    interval_end = dt.datetime.now(dt.timezone.utc)
+    interval_end = dt.datetime.now(dt.UTC)
     time.sleep(1.1)
     mariadb.execute(f"DELETE FROM {a} WHERE id = 2")
     (table,) = source_plan(checked, tmp_path, committed={a: start}).tables

@@ -39,11 +39,13 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
     assert wrong == []
 
 
+@pytest.mark.spark
 def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path, monkeypatch):
+    from airflow_cdc_testing.hive import run_spark_job
+
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
     from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
-    from airflow_cdc_testing.hive import run_spark_job
     from tests.integration.merge_helpers import Table
 
     table = TableName(f"checksum_{os.urandom(3).hex()}", "all_types")

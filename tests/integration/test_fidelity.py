@@ -11,7 +11,6 @@ import pytest
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import CONFORMANCE_SQL
 from tests.integration.fidelity_helpers import (
     CASES,
@@ -24,7 +23,9 @@ from tests.integration.fidelity_helpers import (
     update_to_cases,
 )
 from tests.integration.merge_helpers import Table
+from tests.servers import start_server
 
+pytestmark = pytest.mark.spark
 
 
 @pytest.fixture
@@ -46,7 +47,7 @@ def worker_zone():
 
 @pytest.fixture
 def new_york_server(tmp_path_factory):
-    server = ThrowawayServer.start(tmp_path_factory.mktemp("mariadb-ny"), environment={"TZ": "America/New_York"})
+    server = start_server(tmp_path_factory.mktemp("mariadb-ny"), environment={"TZ": "America/New_York"})
     yield server
     server.stop()
 

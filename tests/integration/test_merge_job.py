@@ -8,12 +8,16 @@ import signal
 import subprocess
 import time
 
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+import pytest
 from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
+
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import plain
 from tests.integration.merge_helpers import NOW, Table
 from tests.integration.test_capture import fill, items, random_change  # noqa: F401
+
+pytestmark = pytest.mark.spark
 
 
 def test_initial_load_then_merges_equal_the_source_and_old_versions_go(mariadb, items, capture_conn, tmp_path):

@@ -19,6 +19,8 @@ from tests.integration.hive_helpers import plain
 from tests.integration.merge_helpers import Table
 from tests.integration.test_capture import fill, items, random_change  # noqa: F401
 
+pytestmark = pytest.mark.spark
+
 SPARK_35 = "3.5.7"
 VENV = ROOT / ".venv-spark35"
 # What the job imports besides pyspark, at the versions the project's own environment pins.

@@ -15,11 +15,11 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Committed, Ledger, RunRef, TableBusy, plan_run
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.merge import finish_table
-from airflow_cdc_provider.core.workdir import TableDir
 from tests.conftest import S3_CONN_ID
 from tests.integration.capture_helpers import apply_changes, source_rows
 from tests.integration.test_capture_operators import NOW, check, schema, source_plan  # noqa: F401 (a fixture)

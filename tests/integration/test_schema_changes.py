@@ -86,6 +86,7 @@ def test_a_truncate_or_a_replaced_table_stops_the_range(mariadb, orders, capture
     assert not list(out.glob("*"))
 
 
+@pytest.mark.spark
 def test_a_fresh_snapshot_reloads_the_hive_table_with_its_new_columns(mariadb, orders, capture_conn, tmp_path):
     hook = MySqlSourceHook(capture_conn)
     target = Table(hook, hook.raw_header(orders), tmp_path, target="ods.orders")

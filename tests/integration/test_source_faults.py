@@ -18,14 +18,14 @@ import pytest
 
 from airflow_cdc_provider.core.errors import SourceConnectionLost, WorkDirFull
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.stages.snapshot import snapshot
-from airflow_cdc_testing.server import ThrowawayServer
 from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
+from tests.servers import start_server
 
 DDL = "CREATE TABLE {t} (id INT NOT NULL PRIMARY KEY, grp INT NOT NULL, label VARCHAR(200) NOT NULL)"
 
@@ -145,7 +145,7 @@ def test_two_extractions_with_one_replica_server_id_at_once_never_read_short(mar
 @pytest.fixture
 def own_server(tmp_path, make_user):
     """A server of this test's own, to restart: (server, connection id)."""
-    server = ThrowawayServer.start(tmp_path / "server")
+    server = start_server(tmp_path / "server")
     try:
         yield server, make_user(server=server)
     finally:

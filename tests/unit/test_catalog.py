@@ -7,8 +7,8 @@ import pytest
 
 from airflow_cdc_provider.core.catalog import (
     Resolution,
-    StoredCatalogError,
     StoredCatalog,
+    StoredCatalogError,
     resolve,
 )
 from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig

@@ -18,14 +18,13 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
 )
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
-from airflow_cdc_provider.core.ledger import LedgerConflict
+from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, LedgerConflict, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import check_datetime_zone, merge_spec
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.operators.merge import _batches
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 RUN = RunRef("d", "scheduled__2026-03-01T11:00:00+00:00")
 COLUMNS = (("id", "int(11)"), ("price", "decimal(10,2)"), ("at", "datetime(3)"))

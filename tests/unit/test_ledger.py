@@ -26,7 +26,7 @@ from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.storage import WorkStore
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 RUN = RunRef("mysql_binlog_to_hive", "scheduled__2026-03-01T11:00:00+00:00")
 OTHER = RunRef("mysql_binlog_to_hive", "manual__2026-03-01T10:30:00+00:00")
