@@ -24,8 +24,12 @@ demo: venv mariadb
 
 # The checks first (seconds), then the suite. The lowest supported Airflow has its own target, test-lowest: it is
 # left out of test until the suite has room for it in CI's time.
+# One worker per core (pytest-xdist): the end-to-end tests spend a third of their time waiting on processes they
+# started. tests/conftest.py orders the tests longest first and keeps a module that shares a server on one worker.
+WORKERS ?= auto
+
 test: venv mariadb check
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
 
 # The lowest Airflow the provider supports (constraints-lowest.txt), in an environment of its own: the unit tests
 # and one real `airflow dags test` run of the example DAG (check → snapshot → merge → commit).

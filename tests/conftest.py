@@ -28,6 +28,10 @@ os.environ.update(
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{_AIRFLOW_HOME / 'airflow.db'}",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
+        # The tests' JVMs (Spark drivers, the metastore, the cluster) live seconds on tables of a few thousand
+        # rows: the optimising compiler costs them more CPU than it saves (measured: a quarter of a Spark test's
+        # CPU time, with two workers sharing two cores). Results do not depend on it.
+        "JDK_JAVA_OPTIONS": " ".join(filter(None, [os.environ.get("JDK_JAVA_OPTIONS"), "-XX:TieredStopAtLevel=1"])),
     }
 )
 
@@ -45,12 +49,35 @@ CONFORMANCE_SQL = ROOT.parent / "shared" / "conformance" / "flink_cdc_column_typ
 # Each test is marked by the directory it is in, so that a subset runs on its own (``make unit``, ``make quick``).
 _MARK_BY_DIRECTORY = {"integration": pytest.mark.integration, "e2e": pytest.mark.e2e}
 
+# `make test` spreads the tests over one worker per core (pytest-xdist, --dist loadgroup, in collection order):
+# the longest first, so that no worker starts a five-minute test while the other has nothing left. The end-to-end
+# modules by their measured length (a full run's --durations), then the integration tests that start Spark, the
+# other integration tests and the unit tests. A module missing from the list goes after those named.
+_LONGEST_FIRST = ["test_scheduler", "test_source", "test_faults", "test_pipeline", "test_verify",
+                  "test_schema_evolution", "test_cluster", "test_time_zones", "test_example_dag"]
+_STAGE_BY_DIRECTORY = {"e2e": 0, "integration": 1}
+# Modules whose tests share something costly to start (a module-scoped server or Spark environment, the session's
+# Spark cluster and metastore service): their tests stay on one worker, which starts it once.
+_ONE_WORKER = {"test_cluster", "test_binlog_columns", "test_merge_spark35", "test_source_hook"}
+
+
+def _expected_length_rank(item: pytest.Item) -> tuple[int, int]:
+    parts = item.path.relative_to(ROOT / "tests").parts
+    stage = _STAGE_BY_DIRECTORY.get(parts[0], 3) if len(parts) > 1 else 3
+    if stage == 1 and item.get_closest_marker("spark") is None:
+        stage = 2
+    module = item.path.stem
+    return stage, _LONGEST_FIRST.index(module) if module in _LONGEST_FIRST else len(_LONGEST_FIRST)
+
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         parts = item.path.relative_to(ROOT / "tests").parts
         if len(parts) > 1 and parts[0] in _MARK_BY_DIRECTORY:
             item.add_marker(_MARK_BY_DIRECTORY[parts[0]])
+        if item.path.stem in _ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    items.sort(key=_expected_length_rank)  # stable: a module's tests keep their order
 
 
 def conn_env(conn_id: str) -> str:
