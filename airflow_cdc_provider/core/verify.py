@@ -16,10 +16,19 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_cdc_provider.core.contract import (
+    KEYS_LISTED,
+    KeyDifference,
+    SourcePlan,
+    TableOutcome,
+    TablePlan,
+    TableVerification,
+)
+from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.model import Model
 
 
@@ -149,6 +158,99 @@ class RepairRequest(Model):
     which: tuple[int, ...]
     version: int | None  # the version verified
     run: str  # the key of the run that verified it
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What a commit read again from the source: the whole table (``buckets`` None), or these buckets of the key."""
+
+    buckets: tuple[int, ...] | None = None
+
+    def covers(self, pending: RepairRequest) -> bool:
+        """Whether nothing of ``pending`` is left once this was read again: a repair is settled only when every
+        bucket it asks for was replaced, so that a run that re-read fewer leaves the rest for the next."""
+        return self.buckets is None or set(pending.which) <= set(self.buckets)
+
+
+# The outcomes whose table has a committed version that reflects the run's end: the ones worth verifying. A
+# failed table's version is behind the source by what the run did not merge.
+VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
+
+
+@dataclass(frozen=True)
+class Count:
+    """A verifiable table of the run: the runs since its last verify, this one included, and whether it is due."""
+
+    table: TablePlan
+    runs: int
+    due: bool
+
+
+def count_runs(plan: SourcePlan, outcomes: Mapping[str, TableOutcome], force: bool, every: int,
+               state: Callable[[TablePlan], VerifyState]) -> list[Count]:
+    """Each verifiable table of the run, counted: due when ``force``d, or when ``every`` runs have passed since
+    its last verify (``state`` gives its recorded count). With neither, nothing is counted at all."""
+    if not force and not every:
+        return []
+    counted = []
+    for table in plan.tables:
+        outcome = outcomes.get(table.source)
+        if outcome is None or outcome.status not in VERIFIABLE:
+            continue
+        runs = state(table).runs_since + 1
+        counted.append(Count(table, runs, force or bool(every and runs >= every)))
+    return counted
+
+
+def verifiable(table: TablePlan, committed: Committed | None) -> Committed | TableVerification:
+    """The table's committed version to verify, or why it cannot be verified now."""
+    base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
+    if committed is None:
+        return TableVerification(**base, status="not_verified", reason="no committed version")
+    if committed.columns is not None and tuple(committed.columns) != tuple(table.table.columns):
+        # Both sides would sum rows of different columns: every bucket would differ.
+        return TableVerification(**base, version=committed.version, watermark=committed.watermark,
+                                 status="not_verified", reason="the source's columns changed since the version; it "
+                                 "is verified once a run has merged the change")
+    return committed
+
+
+def judged(checked: TableVerification, differing: Sequence[int], detail_limit: int, source: Mapping[str, str],
+           copy: Mapping[str, str], changed: Collection[str]) -> TableVerification:
+    """The verdict on a table whose ``differing`` buckets' rows were listed, at most ``detail_limit`` of them
+    (each side's key text → row MD5 in ``source`` and ``copy``; ``changed``: the keys the binlog wrote since the
+    version's watermark). ``checked`` is the table's check so far.
+
+    Different when a row differs that the binlog did not write since, or when buckets differ that were not
+    looked into (nothing says they are clean); clean otherwise. A repair reads both kinds of bucket again.
+    """
+    real = row_differences(source, copy, changed)
+    unexamined = len(differing[detail_limit:])
+    buckets = sorted({bucket_of(d.key, checked.buckets) for d in real})
+    return checked.model_copy(update={
+        "status": "different" if real or unexamined else "clean", "differing_buckets": tuple(buckets),
+        "unexamined_buckets": unexamined, "repair_buckets": tuple(sorted({*buckets, *differing[detail_limit:]})),
+        "differences": len(real),
+        "keys": tuple(KeyDifference(key=d.key, kind=d.kind) for d in real[:KEYS_LISTED]),
+        "in_flight": len(row_differences(source, copy)) - len(real),
+        "reason": f"{unexamined} more buckets differ than verify.detail_buckets looks into" if unexamined else ""})
+
+
+def repair_request(found: TableVerification, run: str) -> RepairRequest | None:
+    """What a verify leaves for a run to read again (``TableDir.repair``): the buckets of a different table."""
+    if found.status != "different" or not found.repair_buckets:
+        return None
+    return RepairRequest(buckets=found.buckets, which=found.repair_buckets, version=found.version, run=run)
+
+
+def difference_message(different: Sequence[TableVerification]) -> str:
+    """Why verify fails: each table that differs, how much, its first keys, and what to do."""
+    return (f"{len(different)} tables differ from the source: " + "; ".join(
+        f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys in "
+        f"{len(t.repair_buckets)} of {t.buckets} buckets"
+        + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in different)
+        + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
+        "parameter), a fresh snapshot reloads the table.")
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple[Any, ...] | None,

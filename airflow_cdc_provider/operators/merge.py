@@ -21,6 +21,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
+from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -221,9 +222,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                 # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
                 reread = merge_input.reread
                 if table.mode == SNAPSHOT:
-                    settle_repair(store, table.table_dir, None)
+                    settle_repair(store, table.table_dir, Replaced())
                 elif reread is not None and reread.which:
-                    settle_repair(store, table.table_dir, reread.which)
+                    settle_repair(store, table.table_dir, Replaced(reread.which))
             outcomes[table.source] = _outcome(
                 table, status, reason=result.reason, version=result.version,
                 location=result.location, rows=result.rows, upserts=merge_input.upserts,

@@ -12,8 +12,6 @@ from typing import Any
 from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import (
-    KEYS_LISTED,
-    KeyDifference,
     SourcePlan,
     TableOutcome,
     TablePlan,
@@ -27,15 +25,19 @@ from airflow_cdc_provider.core.resume import Unreadable, read_position
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     RepairRequest,
+    Replaced,
     SourceSums,
     VerifyJob,
     VerifyJobs,
     VerifyResult,
     VerifyState,
     bucket_count,
-    bucket_of,
-    row_differences,
+    count_runs,
+    difference_message,
+    judged,
+    repair_request,
     sums_of,
+    verifiable,
 )
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -60,7 +62,6 @@ class _Check:
     job: VerifyJob
     sums: dict[int, BucketSum] | None = None
     seconds: float = 0.0
-_VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
 
 
 def pending_repair(store: WorkStore, table: TableDir) -> RepairRequest | None:
@@ -68,10 +69,10 @@ def pending_repair(store: WorkStore, table: TableDir) -> RepairRequest | None:
     return store.read(table.repair, RepairRequest)
 
 
-def settle_repair(store: WorkStore, table: TableDir, replaced: tuple[int, ...] | None) -> None:
-    """A commit read the table whole (a snapshot, ``replaced`` None) or the pending buckets again: none is left."""
+def settle_repair(store: WorkStore, table: TableDir, replaced: Replaced) -> None:
+    """A commit read the table whole, or buckets of it, again: the pending repair goes once nothing of it is left."""
     pending = pending_repair(store, table)
-    if pending is not None and (replaced is None or set(pending.which) <= set(replaced)):
+    if pending is not None and replaced.covers(pending):
         store.delete(table.repair)
 
 
@@ -112,8 +113,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         plan = SourcePlan.model_validate(self.plan)
         outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
-        counted = self._count(plan, outcomes, parse_flag(self.force, "verify"), store)
-        due = [table for table, _, is_due in counted if is_due]
+        counted = count_runs(plan, outcomes, parse_flag(self.force, "verify"), self.verify.every,
+                             lambda t: store.read(t.table_dir.verify_state, VerifyState) or VerifyState())
+        due = [count.table for count in counted if count.due]
         if due:
             verification = Verification(tables=tuple(self._verify(context, due, outcomes, store)))
         else:
@@ -123,44 +125,22 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         run_key = plan.run.key
         for table, found in zip(due, verification.tables):
             store.write(table.table_dir.verify_report(run_key), found)
-            if found.status == "different" and found.repair_buckets:
-                store.write(table.table_dir.repair, RepairRequest(
-                    buckets=found.buckets, which=found.repair_buckets, version=found.version, run=run_key))
+            repair = repair_request(found, run_key)
+            if repair is not None:
+                store.write(table.table_dir.repair, repair)
             self._log(found)
         # Only now that each due table's check has completed is it counted as verified: a task that failed
         # before (its Spark application, the server) leaves the counts, and its retry verifies the same tables.
-        for table, runs, is_due in counted:
-            store.write(table.table_dir.verify_state, VerifyState(runs_since=0 if is_due else runs))
+        for count in counted:
+            store.write(count.table.table_dir.verify_state, VerifyState(runs_since=0 if count.due else count.runs))
         if not due:
             return verification.to_xcom()
         value = verification.to_xcom()
         context["ti"].xcom_push(key=VERIFICATION_KEY, value=value)
         different = verification.different
         if different and self.verify.on_difference == "fail":
-            raise AirflowFailException(
-                f"{len(different)} tables differ from the source: " + "; ".join(
-                    f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys in "
-                    f"{len(t.repair_buckets)} of {t.buckets} buckets"
-                    + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in different)
-                + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
-                "parameter), a fresh snapshot reloads the table.")
+            raise AirflowFailException(difference_message(different))
         return value
-
-    def _count(self, plan: SourcePlan, outcomes: dict[str, TableOutcome], force: bool,
-               store: WorkStore) -> list[tuple[TablePlan, int, bool]]:
-        """Each verifiable table of the run: the runs since its last verify, this one included, and whether it
-        verifies now."""
-        if not force and not self.verify.every:
-            return []
-        counted = []
-        for table in plan.tables:
-            outcome = outcomes.get(table.source)
-            if outcome is None or outcome.status not in _VERIFIABLE:
-                continue
-            state = store.read(table.table_dir.verify_state, VerifyState) or VerifyState()
-            runs = state.runs_since + 1
-            counted.append((table, runs, force or bool(self.verify.every and runs >= self.verify.every)))
-        return counted
 
     def _verify(self, context: Any, tables: list[TablePlan], outcomes: dict[str, TableOutcome],
                 store: WorkStore) -> list[TableVerification]:
@@ -169,16 +149,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
         found: dict[str, TableVerification] = {}
         checks: list[_Check] = []
         for table in tables:
-            committed = Ledger(table.table_dir, store).committed()
-            base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
-            if committed is None:
-                found[table.source] = TableVerification(**base, status="not_verified", reason="no committed version")
-                continue
-            base.update(version=committed.version, watermark=committed.watermark)
-            if committed.columns is not None and tuple(committed.columns) != tuple(table.table.columns):
-                found[table.source] = TableVerification(
-                    **base, status="not_verified", reason="the source's columns changed since the version; it is "
-                    "verified once a run has merged the change")
+            committed = verifiable(table, Ledger(table.table_dir, store).committed())
+            if isinstance(committed, TableVerification):  # why it cannot be verified
+                found[table.source] = committed
                 continue
             header = RawHeader(table.source, table.table.columns, table.table.key)
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
@@ -263,18 +236,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
                 changed = changed_keys(hook, header, start, end, work)
         except CdcError as exc:
             return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
-        real = row_differences(served, copied, changed)
-        in_flight = len(row_differences(served, copied)) - len(real)
         seconds["detail"] = round(time.monotonic() - started, 3)
-        unexamined = len(differing) - len(listed)
-        buckets = sorted({bucket_of(d.key, job.buckets) for d in real})
-        status = "different" if real or unexamined else "clean"
-        return TableVerification(
-            **base, status=status, differing_buckets=tuple(buckets), unexamined_buckets=unexamined,
-            repair_buckets=tuple(sorted({*buckets, *differing[job.detail_limit:]})),
-            differences=len(real), keys=tuple(KeyDifference(key=d.key, kind=d.kind) for d in real[:KEYS_LISTED]),
-            in_flight=in_flight, seconds=seconds,
-            reason=f"{unexamined} more buckets differ than verify.detail_buckets looks into" if unexamined else "")
+        return judged(TableVerification(**base, status="clean", seconds=seconds), differing, job.detail_limit,
+                      served, copied, changed)
 
     def _log(self, found: TableVerification) -> None:
         what = f"{found.source} → {found.hive_table} version {found.version}"

@@ -1,4 +1,5 @@
-"""The Python halves of the row texts, against what MariaDB 10.11 printed for the same values."""
+"""The Python halves of the row texts, against what MariaDB 10.11 printed for the same values; and what verify
+decides from the sums (``core.verify``)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,29 @@ from airflow_cdc_provider.core.checksum import (
     spark_text,
     stored_geometry,
 )
+from airflow_cdc_provider.core.contract import (
+    CapturedTable,
+    KeyDifference,
+    SourcePlan,
+    TableOutcome,
+    TablePlan,
+    TableVerification,
+)
+from airflow_cdc_provider.core.ledger import INCREMENTAL, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.values import canonical_json, standard_wkb
+from airflow_cdc_provider.core.verify import (
+    RepairRequest,
+    Replaced,
+    VerifyState,
+    bucket_of,
+    count_runs,
+    difference_message,
+    judged,
+    repair_request,
+    verifiable,
+)
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import TableDir
 
 # (Python's repr, CAST(double AS CHAR) on MariaDB 10.11)
 DOUBLES = [
@@ -126,3 +149,115 @@ def test_verify_jobs_go_to_the_spark_application_and_back_as_they_were():
     assert back == job
     assert (back.columns, back.key, back.location, back.time_zone, back.detail_limit) == (
         job.columns, job.key, job.location, job.time_zone, 7)
+
+
+# What verify decides around the sums: which tables are due, which cannot be verified, the verdict on a table
+# whose buckets differ, and what it leaves for a repair.
+
+RUN = RunRef("d", "scheduled__2026-03-01T11:00:00+00:00")
+COLUMNS = (("id", "int(11)"), ("name", "varchar(20)"))
+AT = dt.datetime(2026, 3, 1, 10, 0, tzinfo=dt.UTC)
+
+
+def _table(name: str) -> TablePlan:
+    return TablePlan(table=CapturedTable(source=f"shop.{name}", hive_table=f"ods.{name}", schema_changes="strict",
+                                         key=("id",), columns=COLUMNS),
+                     plan=RunPlan(RUN, INCREMENTAL, "why"), table_dir=TableDir(work_dir="/w", hive_table=f"ods.{name}"))
+
+
+def _outcome(table: TablePlan, status: str) -> TableOutcome:
+    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=INCREMENTAL, status=status)
+
+
+def _version(columns=COLUMNS) -> Committed:
+    return Committed(4, "/wh/ods.db/orders/v000004", Watermark("binlog.000001", 900, server_id=1), AT, RUN,
+                     INCREMENTAL, columns)
+
+
+def test_a_table_is_due_for_verify_every_so_many_runs_or_when_forced_and_only_with_a_sound_outcome():
+    tables = [_table(n) for n in ("orders", "items", "broken", "gone")]
+    plan = SourcePlan(run=RUN, tables=tuple(tables))
+    outcomes = {t.source: _outcome(t, s) for t, s in zip(tables, ("committed", "idle", "failed"))}  # gone: none
+    state = {"shop.orders": VerifyState(runs_since=2), "shop.items": VerifyState(runs_since=0)}
+
+    def counted(force: bool, every: int) -> list[tuple[str, int, bool]]:
+        found = count_runs(plan, outcomes, force, every, lambda t: state.get(t.source, VerifyState()))
+        return [(c.table.source, c.runs, c.due) for c in found]
+
+    assert counted(False, 3) == [("shop.orders", 3, True), ("shop.items", 1, False)]
+    assert counted(True, 3) == [("shop.orders", 3, True), ("shop.items", 1, True)]
+    assert counted(True, 0) == [("shop.orders", 3, True), ("shop.items", 1, True)]
+    assert counted(False, 0) == []  # verify is off: no table is even counted
+    assert [s for s in ("committed", "idle", "unchanged", "nothing", "failed")
+            if count_runs(SourcePlan(run=RUN, tables=(tables[0],)), {"shop.orders": _outcome(tables[0], s)}, True, 0,
+                          lambda t: VerifyState())] == ["committed", "idle", "unchanged", "nothing"]
+
+
+def test_a_table_without_a_version_or_whose_columns_changed_is_not_verified_and_says_why():
+    orders = _table("orders")
+    missing = verifiable(orders, None)
+    assert isinstance(missing, TableVerification)
+    assert (missing.status, missing.reason, missing.version) == ("not_verified", "no committed version", None)
+    changed = verifiable(orders, _version(COLUMNS[:1]))
+    assert isinstance(changed, TableVerification)
+    assert (changed.status, changed.version, changed.watermark) == ("not_verified", 4, _version().watermark)
+    assert changed.reason == ("the source's columns changed since the version; it is verified once a run has merged "
+                              "the change")
+    assert verifiable(orders, _version()) == _version()
+    assert verifiable(orders, _version(None)) == _version(None)  # a ledger from before columns were recorded
+
+
+def _checked(buckets: int = 8) -> TableVerification:
+    return TableVerification(source="shop.orders", hive_table="ods.orders", status="clean", version=4, buckets=buckets,
+                             rows=50, seconds={"source": 1.0, "spark": 2.0, "detail": 0.5})
+
+
+def test_rows_that_differ_outside_the_binlogs_writes_make_a_table_different_in_their_buckets():
+    source = {"1": "a", "2": "b", "3": "c", "7": "x"}
+    copy = {"1": "a", "2": "old", "4": "d", "7": "y"}
+    found = judged(_checked(), [bucket_of("2", 8), bucket_of("3", 8), bucket_of("7", 8)], 10, source, copy,
+                   changed={"7"})
+    assert found.status == "different"
+    assert (found.differences, found.in_flight, found.unexamined_buckets, found.reason) == (3, 1, 0, "")
+    assert [(k.key, k.kind) for k in found.keys] == [("2", "different"), ("3", "missing"), ("4", "extra")]
+    assert found.differing_buckets == tuple(sorted({bucket_of(k, 8) for k in ("2", "3", "4")}))
+    assert found.repair_buckets == found.differing_buckets
+    assert (found.version, found.rows, found.seconds) == (4, 50, {"source": 1.0, "spark": 2.0, "detail": 0.5})
+
+
+def test_rows_the_binlog_wrote_since_the_version_are_in_flight_not_a_difference():
+    found = judged(_checked(), [bucket_of("7", 8)], 10, {"7": "x"}, {"7": "y"}, changed={"7"})
+    assert (found.status, found.differences, found.in_flight, found.repair_buckets) == ("clean", 0, 1, ())
+
+
+def test_buckets_beyond_the_detail_limit_make_a_table_different_and_are_repaired_unexamined():
+    found = judged(_checked(), [1, 3, 6], 1, {}, {}, changed=())
+    assert (found.status, found.differences, found.unexamined_buckets) == ("different", 0, 2)
+    assert found.reason == "2 more buckets differ than verify.detail_buckets looks into"
+    assert found.repair_buckets == (3, 6)
+
+
+def test_a_different_table_leaves_its_buckets_for_a_repair_and_a_clean_one_nothing():
+    different = _checked().model_copy(update={"status": "different", "repair_buckets": (3, 6)})
+    assert repair_request(different, RUN.key) == RepairRequest(buckets=8, which=(3, 6), version=4, run=RUN.key)
+    assert repair_request(_checked(), RUN.key) is None
+    assert repair_request(_checked().model_copy(update={"status": "not_verified"}), RUN.key) is None
+
+
+def test_the_failure_names_each_different_table_its_first_keys_and_what_to_do():
+    keys = tuple(KeyDifference(key=str(k), kind="missing") for k in range(7))
+    orders = _checked().model_copy(update={"status": "different", "differences": 7, "repair_buckets": (1, 2),
+                                           "keys": keys})
+    items = TableVerification(source="shop.items", hive_table="ods.items", status="different", version=2, buckets=4,
+                              differences=0, repair_buckets=(3,))
+    assert difference_message([orders, items]) == (
+        "2 tables differ from the source: shop.orders → ods.orders version 4: 7 keys in 2 of 8 buckets (first: 0, "
+        "1, 2, 3, 4); shop.items → ods.items version 2: 0 keys in 1 of 4 buckets. See the log above for the keys; a "
+        "repair re-reads them (`verify: repair: true` or the repair parameter), a fresh snapshot reloads the table.")
+
+
+def test_a_repair_is_settled_only_by_reading_the_whole_table_or_all_its_buckets_again():
+    pending = RepairRequest(buckets=8, which=(3, 6), version=4, run=RUN.key)
+    assert Replaced().covers(pending)
+    assert Replaced((3, 6, 7)).covers(pending)
+    assert not Replaced((3,)).covers(pending)
