@@ -17,11 +17,10 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
 )
-from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, Ledger, RunRef
+from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
-from airflow_cdc_provider.core.verify import Replaced
+from airflow_cdc_provider.core.outcomes import IDLE, gap_warning, merge_commit, merged, replaced, sort_tables
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -108,53 +107,23 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             return self._merge(context, plan)
 
     def _merge(self, context: Any, plan: SourcePlan) -> list[dict[str, Any]]:
-        # A capture task that failed as a whole left no value: its tables are failed below, the others go on.
+        # A capture task that failed as a whole left no value: its tables are failed, the others go on.
         snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
-        outcomes: dict[str, TableOutcome] = {}
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
         self._store = store
-        for table in plan.of_mode(NOTHING):
-            outcomes[table.source] = _outcome(table, "nothing", reason=table.plan.reason)
-        for failure in (f for part in (snapshot, extraction, replay) if part is not None for f in part.failed):
-            outcomes[failure.source] = _outcome(plan.table(failure.source), "failed",
-                                                error=f"{failure.stage}: {failure.error}")
-        if extraction is not None:
-            for part in extraction.idle:
-                outcomes[part.source] = self._advance(plan.table(part.source), part.end, part.columns, extraction)
-        inputs = [i for part in (snapshot, replay) if part is not None for i in part.inputs if i.source not in outcomes]
-        specs: list[tuple[TablePlan, MergeInput, MergeSpec]] = []
-        for merge_input in inputs:
-            table = plan.table(merge_input.source)
-            ledger = Ledger(table.table_dir, store)
-            recorded = ledger.run_plan(plan.run)
-            if recorded is not None and recorded.output_version is not None:  # this task's earlier attempt
-                outcomes[table.source] = _outcome(
-                    table, "committed", reason="committed by an earlier attempt of this task",
-                    version=recorded.output_version, watermark=recorded.end, upserts=merge_input.upserts,
-                    deletes=merge_input.deletes)
-                continue
-            holder = ledger.holder()
-            if holder != plan.run:
-                outcomes[table.source] = _outcome(table, "failed", error=f"This run does not hold the table's lock "
-                                                  f"(held by {holder}); nothing was changed.")
-                continue
-            try:
-                spec = merge_spec(table, merge_input, self.warehouse_dir, self.metastore_uri, self.keep_versions,
-                                  self.time_zone, uri=store.uri)
-            except (CdcError, ValueError) as exc:
-                outcomes[table.source] = _outcome(table, "failed", error=f"merge: {exc}")
-                continue
-            specs.append((table, merge_input, spec))
-        merging = {table.source for table, _, _ in specs}
-        for table in plan.tables:  # a table planned for work whose input never came: its stage's task failed
-            if table.source not in outcomes and table.source not in merging:
-                outcomes[table.source] = _outcome(table, "failed", error="its capture did not finish: see the "
-                                                  "snapshot, extract or replay task's log")
-        if specs:
+        found = sort_tables(
+            plan, snapshot, extraction, replay, recorded=lambda t: Ledger(t.table_dir, store).run_plan(plan.run),
+            holder=lambda t: Ledger(t.table_dir, store).holder(),
+            spec=lambda t, i: merge_spec(t, i, self.warehouse_dir, self.metastore_uri, self.keep_versions,
+                                         self.time_zone, uri=store.uri))
+        for table, advanced in found.advances:  # an idle table's commit is the ledger's alone
+            Ledger(table.table_dir, store).commit(table.plan, advanced)
+        outcomes = dict(found.decided)
+        if found.merging:
             self._require_spark_connection()
-            for n, batch in enumerate(_batches(specs, self.applications), start=1):
-                outcomes.update(self._submit(context, plan, batch, n))
+            for n, batch in enumerate(_batches(found.merging, self.applications), start=1):
+                outcomes.update(self._submit(context, batch, n))
         else:
             self.log.info("No table has changes to merge: no Spark application was started.")
         ordered = [outcomes[t.source] for t in plan.tables]
@@ -167,27 +136,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         # One task per table the run wrote or failed; idle and untouched tables cost no task.
         return [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
 
-    def _advance(self, table: TablePlan, end: Any, columns: Any, extraction: Extraction) -> TableOutcome:
-        """An idle table: the same version now reflects the source as of this range's end too.
-
-        The data did not change, so the commit is the ledger's alone, one atomic write. No metastore switch can
-        be pending from an earlier run: such a run had changes in this table's range, and so would this one.
-        """
-        committed, as_of = table.committed, extraction.as_of
-        if committed is None or as_of is None:
-            return _outcome(table, "failed", error="an incremental plan without a committed version, or a range "
-                                                   "without its moment")
-        ledger = Ledger(table.table_dir, self._store)
-        advanced = Committed(version=committed.version, location=committed.location, watermark=end,
-                             as_of=as_of, run=table.plan.run, mode=table.plan.mode, columns=columns)
-        ledger.commit(table.plan, advanced)
-        return _outcome(table, "idle", reason=f"no change in the range: version {committed.version} now reflects "
-                        f"the source as of {as_of.isoformat()}", version=committed.version,
-                        location=committed.location, watermark=end, start=committed.watermark,
-                        as_of=as_of, seconds={"extract": next(
-                            (p.seconds for p in extraction.tables if p.source == table.source), 0.0)})
-
-    def _submit(self, context: Any, plan: SourcePlan, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
+    def _submit(self, context: Any, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
                 number: int) -> dict[str, TableOutcome]:
         # The job file lives beside the first table's run files; its result, beside it, names each table.
         store, run_dir = self._store, batch[0][0].run_dir
@@ -207,31 +156,17 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         outcomes = {}
         for table, merge_input, spec in batch:
             result = written.tables[f"{spec.database}.{spec.table}"]
-            status = result.status
-            warnings = [table.plan.warning] if table.plan.warning else []
-            if result.datetimes_in_gaps:
-                warnings.append(f"{result.datetimes_in_gaps} rows hold a DATETIME that does not exist in "
-                                f"{spec.datetime_zone} (a daylight-saving gap): written as the time after the gap")
-                self.log.warning("%s: %s", table.source, warnings[-1])
-            if status == "committed":
+            gap = gap_warning(result, spec)
+            if gap is not None:
+                self.log.warning("%s: %s", table.source, gap)
+            if result.status == "committed":
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
-                if result.version is None or result.location is None:
-                    raise ValueError(f"The merge job says it committed {table.source} without the version it wrote.")
-                Ledger(table.table_dir, store).commit(table.plan, spec.committed(result.version, result.location))
-                # The rows verify found different were read again (by the snapshot, or by bucket): none is left.
-                reread = merge_input.reread
-                if table.mode == SNAPSHOT:
-                    settle_repair(store, table.table_dir, Replaced())
-                elif reread is not None and reread.which:
-                    settle_repair(store, table.table_dir, Replaced(reread.which))
-            outcomes[table.source] = _outcome(
-                table, status, reason=result.reason, version=result.version,
-                location=result.location, rows=result.rows, upserts=merge_input.upserts,
-                deletes=merge_input.deletes, watermark=spec.end if status == "committed" else None,
-                added_columns=result.added_columns, error=result.error, warnings=tuple(warnings),
-                seconds={**merge_input.seconds, "merge": result.seconds}, changes=merge_input.changes,
-                start=merge_input.start, as_of=spec.as_of if status == "committed" else None)
+                Ledger(table.table_dir, store).commit(table.plan, merge_commit(table, spec, result))
+                reread = replaced(table, merge_input)
+                if reread is not None:  # the rows verify found different were read again: none is left
+                    settle_repair(store, table.table_dir, reread)
+            outcomes[table.source] = merged(table, merge_input, spec, result)
         return outcomes
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -250,7 +185,6 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
 
 
 OUTCOMES_KEY = "outcomes"
-IDLE = "idle"
 
 
 def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
@@ -263,11 +197,6 @@ def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore)
             store.remove_tree(table.run(name).root)
             removed.append(name)
     return released, removed
-
-
-def _outcome(table: TablePlan, status: str, **fields: Any) -> TableOutcome:
-    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=table.mode, status=status,
-                        **fields)
 
 
 class CdcTableOperator(BaseOperator):
