@@ -280,6 +280,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
 
     def _report(self, start: Watermark, end: Watermark, sizes: list[tuple[int, int]], tables: int,
                 events: int) -> None:
+        """The pass in the log and in the metrics: its range, its row events and the bytes of binlog read."""
         read_bytes = binlog_offset(end.coordinate, sizes) - binlog_offset(start.coordinate, sizes)
         self.log.info("One binlog pass from %s to %s for %d tables: %d row events in %d bytes", start, end,
                       tables, events, read_bytes)
