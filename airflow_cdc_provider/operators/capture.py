@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import functools
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -23,7 +24,6 @@ from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
     MergeInput,
-    Reread,
     SourcePlan,
     TableExtraction,
     TableFailure,
@@ -33,6 +33,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.reread import held_buckets, replaced, replay_order, reread_waits, second_pass_needed
 from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
@@ -41,7 +42,7 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
-from airflow_cdc_provider.stages.extract import added_columns_of, extract, fills_of, reported
+from airflow_cdc_provider.stages.extract import ExtractResult, added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
     RereadResult,
@@ -64,13 +65,6 @@ def _finish(log: Any, stage: str, results: list[MergeInput | TableFailure], tran
                            "only these tables.")
     return Captured(inputs=tuple(r for r in results if isinstance(r, MergeInput)),
                     failed=tuple(r for r in results if isinstance(r, TableFailure)))
-
-
-def _replaced(asked: Reread | None, done: RereadResult | None) -> Reread | None:
-    """What was read again of a table: as asked, less the buckets held back (``_drop_newer``)."""
-    if asked is None or done is None:
-        return None
-    return asked.model_copy(update={"which": tuple(b for b in asked.which if b not in done.held)})
 
 
 def _header(table: TablePlan) -> RawHeader:
@@ -204,20 +198,8 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             return Extraction().to_xcom()
         hook = MySqlSourceHook(self.mysql_conn_id)
         failed: list[TableFailure] = []
-        readable, starts = [], {}
-        watermarks = [t.plan.resume_from for t in tables]
-        for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
-            if isinstance(where, Unreadable):
-                self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
-                failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
-                continue
-            if where != table.plan.resume_from:
-                self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
-                                 "position is at %s on this one (server id %s), and the binlog is read from there",
-                                 table.source, table.plan.resume_from, table.plan.resume_from.server_id, where,
-                                 where.server_id)
-            readable.append(table)
-            starts[table.source] = where
+        starts = self._starts(hook, tables, failed)
+        readable = [t for t in tables if t.source in starts]
         if not readable:
             return Extraction(failed=tuple(failed)).to_xcom()
         start = min(starts.values())
@@ -233,51 +215,95 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             # Read again before the range's high watermark is taken, after the tables' watermarks: inside the range.
             rereads = self._reread(hook, readable, local, failed)
             readable = [t for t in readable if not any(f.source == t.source for f in failed)]
-            headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in readable]
-            high = hook.current_watermark()
-            sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
-            progress = Progress(f"binlog pass for {len(readable)} tables", self.log.info, every=self.progress_seconds,
-                                unit="row events")
-            result = extract(hook, headers, start, high, local, stop_before=stop_before,
-                             definitions=[_header(t) for t in readable],
-                             schema_changes={t.source: t.table.schema_changes for t in readable},
-                             defaults=hook.added_column_defaults, starts=starts,
-                             progress=lambda events, at: progress.update(
-                                 events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
-            progress.finish(result.events)
-            if result.end != high and rereads:
+            result, high, sizes = self._binlog_pass(hook, readable, start, starts, stop_before, local)
+            if second_pass_needed(result.end, high, rereads):
                 self._drop_newer(hook, readable, rereads, result.end, high, local)
-        end = result.end
-        if end != high:  # cut at stop_before: the GTID state at that position is looked up
-            end = hook.watermark_at(end.file, end.position)
-        read_bytes = binlog_offset(end.coordinate, sizes) - binlog_offset(start.coordinate, sizes)
-        self.log.info("One binlog pass from %s to %s for %d tables: %d row events in %d bytes", start, end,
-                      len(readable), result.events, read_bytes)
-        send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], read_bytes, result.events))
-        extracted = []
-        for table in readable:
-            name = table.source
-            if name in result.failed:
-                self.log.error("%s is left out of this run: %s", name, result.failed[name])
-                failed.append(TableFailure(source=name, stage="extract", error=str(result.failed[name])))
-                continue
-            for change in result.schema_changes[name]:
-                self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
-                                 change.headline())
-            reread = rereads.get(name)
-            files = (reread.files if reread else []) + result.files[name]  # the re-read rows go first: see above
-            extracted.append(TableExtraction(
-                source=name, start=starts[name], end=end, counts=result.counts[name],
-                files=tuple(store.location_of(f, local[name], targets[name]) for f in files),
-                columns=result.headers[name].columns,
-                schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
-                fills=added_columns_of(result.fills[name]), reread=_replaced(table.reread, reread),
-                reread_rows=reread.rows if reread else 0, seconds=round(time.monotonic() - clock, 3)))
+        end = self._range_end(hook, result.end, high)
+        self._report(start, end, sizes, len(readable), result.events)
+        outcomes = [self._outcome(t, result, rereads.get(t.source), starts[t.source], end, clock,
+                                  functools.partial(store.location_of, staging_dir=local[t.source],
+                                                    location=targets[t.source]))
+                    for t in readable]
+        extracted = [o for o in outcomes if isinstance(o, TableExtraction)]
+        failed += [o for o in outcomes if isinstance(o, TableFailure)]
         changed = sum(1 for t in extracted if t.changed)
         self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
                       len(failed))
         return Extraction(start=start, end=end, as_of=as_of, events=result.events, tables=tuple(extracted),
                           failed=tuple(failed)).to_xcom()
+
+    def _starts(self, hook: MySqlSourceHook, tables: Sequence[TablePlan],
+                failed: list[TableFailure]) -> dict[str, Watermark]:
+        """Where the binlog is read from for each table (``core.resume``): its watermark, or the same GTID
+        position on this server after a failover. A table that cannot be read from its watermark goes into
+        ``failed``."""
+        starts = {}
+        watermarks = [t.plan.resume_from for t in tables]
+        for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
+            if isinstance(where, Unreadable):
+                self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
+                failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
+                continue
+            if where != table.plan.resume_from:
+                self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
+                                 "position is at %s on this one (server id %s), and the binlog is read from there",
+                                 table.source, table.plan.resume_from, table.plan.resume_from.server_id, where,
+                                 where.server_id)
+            starts[table.source] = where
+        return starts
+
+    def _binlog_pass(self, hook: MySqlSourceHook, tables: list[TablePlan], start: Watermark,
+                     starts: dict[str, Watermark], stop_before: dt.datetime | None,
+                     local: dict[str, Any]) -> tuple[ExtractResult, Watermark, list[tuple[int, int]]]:
+        """The one binlog pass (``stages.extract``) from ``start`` to the server's position now (the range's
+        high watermark, taken here), or to ``stop_before``; with the binlog files' sizes, by which its progress
+        and the bytes read are measured."""
+        headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in tables]
+        high = hook.current_watermark()
+        sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
+        progress = Progress(f"binlog pass for {len(tables)} tables", self.log.info, every=self.progress_seconds,
+                            unit="row events")
+        result = extract(hook, headers, start, high, local, stop_before=stop_before,
+                         definitions=[_header(t) for t in tables],
+                         schema_changes={t.source: t.table.schema_changes for t in tables},
+                         defaults=hook.added_column_defaults, starts=starts,
+                         progress=lambda events, at: progress.update(
+                             events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
+        progress.finish(result.events)
+        return result, high, sizes
+
+    @staticmethod
+    def _range_end(hook: MySqlSourceHook, end: Watermark, high: Watermark) -> Watermark:
+        """The range's end with its GTID state: a pass cut at ``stop_before`` ends at a position whose GTID state
+        the server is asked for; one that ran to the high watermark has it already."""
+        return end if end == high else hook.watermark_at(end.file, end.position)
+
+    def _report(self, start: Watermark, end: Watermark, sizes: list[tuple[int, int]], tables: int,
+                events: int) -> None:
+        """The pass in the log and in the metrics: its range, its row events and the bytes of binlog read."""
+        read_bytes = binlog_offset(end.coordinate, sizes) - binlog_offset(start.coordinate, sizes)
+        self.log.info("One binlog pass from %s to %s for %d tables: %d row events in %d bytes", start, end,
+                      tables, events, read_bytes)
+        send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], read_bytes, events))
+
+    def _outcome(self, table: TablePlan, result: ExtractResult, done: RereadResult | None, start: Watermark,
+                 end: Watermark, clock: float, located: Callable[[str], str]) -> TableExtraction | TableFailure:
+        """What the pass made of one table: its raw files (the re-read rows first) and counts, or why the range
+        left it out."""
+        name = table.source
+        if name in result.failed:
+            self.log.error("%s is left out of this run: %s", name, result.failed[name])
+            return TableFailure(source=name, stage="extract", error=str(result.failed[name]))
+        for change in result.schema_changes[name]:
+            self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
+                             change.headline())
+        files = replay_order(done.files if done else [], result.files[name])
+        return TableExtraction(
+            source=name, start=start, end=end, counts=result.counts[name],
+            files=tuple(located(f) for f in files), columns=result.headers[name].columns,
+            schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
+            fills=added_columns_of(result.fills[name]), reread=replaced(table.reread, done.held if done else None),
+            reread_rows=done.rows if done else 0, seconds=round(time.monotonic() - clock, 3))
 
     def _reread(self, hook: MySqlSourceHook, tables: list[TablePlan], local: dict[str, Any],
                 failed: list[TableFailure]) -> dict[str, RereadResult]:
@@ -287,7 +313,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             ask = table.reread
             if ask is None:
                 continue
-            if (table.plan.start_columns or table.table.columns) != table.table.columns:
+            if reread_waits(table):
                 self.log.warning("%s: its columns changed since its version, so the rows asked for (%s) are read "
                                  "again by the next run, once this one has merged the change", table.source,
                                  ask.reason)
@@ -309,7 +335,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                     end: Watermark, high: Watermark, local: dict[str, Any]) -> None:
         """The range ends before the rows were read again (at its ``stop_before``): a re-read row the binlog
         changed after the range's end is newer than the range, and is dropped; the next run's range has it. A
-        bucket to replace that holds such a key is held back: what it held at the range's end is not known."""
+        bucket to replace that holds such a key is held back (``core.reread.held_buckets``)."""
         plans = {t.source: t for t in tables}
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
@@ -322,9 +348,9 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
                 self.log.info("%s: %d re-read rows were changed after the range's end and are left to the next "
                               "run", header.table, dropped)
                 ask = plans[header.table].reread
-                if ask is not None and ask.which:
-                    held = buckets_of(newer_files, header, ask.buckets, os.path.join(scratch, str(n))) & set(ask.which)
-                    rereads[header.table].held = held
+                if ask is not None and ask.which:  # only buckets asked for are looked for: the others cost nothing
+                    changed = buckets_of(newer_files, header, ask.buckets, os.path.join(scratch, str(n)))
+                    held = rereads[header.table].held = held_buckets(ask, changed)
                     if held:
                         self.log.info("%s: buckets %s changed after the range's end and are repaired by a later run",
                                       header.table, sorted(held))

@@ -3,26 +3,26 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.catalog import StoredCatalog
-from airflow_cdc_provider.core.config import ConfigError
-from airflow_cdc_provider.core.contract import CheckResult, Reread, SourcePlan, TablePlan
+from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, Reread, SourcePlan, TablePlan
+from airflow_cdc_provider.core.holder import Owner
 from airflow_cdc_provider.core.ledger import (
     INCREMENTAL,
     NOTHING,
-    SNAPSHOT,
+    Committed,
     Ledger,
     RunPlan,
     RunRef,
-    TableBusy,
     plan_run,
     run_target,
 )
-from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_positions
+from airflow_cdc_provider.core.planning import may_snapshot_instead, snapshots_instead, take_locks
+from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_conditions, reread_for
+from airflow_cdc_provider.core.resume import read_positions
 from airflow_cdc_provider.core.workdir import SourceDir, TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -33,6 +33,7 @@ from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_ove
 from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
+from airflow_cdc_provider.storage import WorkStore
 
 
 class CdcPlanOperator(BaseOperator):
@@ -84,61 +85,27 @@ class CdcPlanOperator(BaseOperator):
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
         check = CheckResult.model_validate(self.check)
-        dag_run, ti = context["dag_run"], context["ti"]
+        dag_run = context["dag_run"]
         run = RunRef(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
-        now = dt.datetime.now(dt.UTC)
-        lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
         owner = task_owner(context, self.task_id)
-
-        def is_running(holder: RunRef) -> bool:
-            try:
-                state = ti.get_dagrun_state(dag_id=holder.dag_id, run_id=holder.run_id)
-            except Exception as exc:  # the run was deleted: it is not running
-                self.log.info("Could not read the state of %s (%s): taken as not running", holder, exc)
-                return False
-            return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
-
         tables = sorted(check.tables, key=lambda t: t.hive_table)
         conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
         store = work_store(self.work_dir, self.work_conn_id)
         ledgers = {t.hive_table: Ledger(TableDir(work_dir=self.work_dir, hive_table=t.hive_table), store,
                                         log=self.log.warning)
                    for t in tables}
-        taken: list[Ledger] = []
-        try:
-            for table in tables:
-                ledger = ledgers[table.hive_table]
-                try:
-                    ledger.acquire(run, is_running, now, lease, owner, look)
-                except TableBusy as busy:
-                    raise TableBusy(f"{table.hive_table} (from {table.source}): {busy}") from None
-                taken.append(ledger)
-        except BaseException:
-            for ledger in taken:  # this run does nothing: it holds no table
-                ledger.release(run)
-            raise
+        taken = self._lock(context, run, owner, tables, ledgers)
         failpoint("plan.locked")
         try:  # the locks are handed over however planning ends: the run goes on in its next tasks
             target = run_target(dag_run.run_type, dag_run.data_interval_end)
             fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
-            committed = {t.hive_table: ledgers[t.hive_table].committed() for t in tables}
-            plans = {t.hive_table: plan_run(run, committed[t.hive_table], ledgers[t.hive_table].run_plan(run), target,
-                                            fresh) for t in tables}
-            if "snapshot" in (self.on_purged_binlog, self.on_server_change):
-                plans.update(self._snapshots_instead(run, tables, plans))
-            planned = []
-            for table in tables:
-                ledger, plan = ledgers[table.hive_table], plans[table.hive_table]
-                if plan.warning:
-                    self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
-                self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
-                if plan.mode == NOTHING:
-                    ledger.release(run)
-                else:
-                    ledger.save_run_plan(plan)
-                reread = self._reread(table, plan, ledger.table, conditions.get(table.source), store)
-                planned.append(TablePlan(table=table, plan=plan, table_dir=ledger.table,
-                                         committed=committed[table.hive_table], reread=reread))
+            committed = {name: ledger.committed() for name, ledger in ledgers.items()}
+            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh)
+                     for name, ledger in ledgers.items()}
+            plans.update(self._snapshots_instead(run, plans))
+            planned = [self._record(run, table, ledgers[table.hive_table], plans[table.hive_table],
+                                    committed[table.hive_table], conditions.get(table.source), store)
+                       for table in tables]
             # Kept, so that the next run can tell which tables are gone.
             store.write(SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog,
                         StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
@@ -150,75 +117,74 @@ class CdcPlanOperator(BaseOperator):
         finally:
             hand_over(taken, run, self.lock_lease_seconds, owner, self.log)
 
-    def _conditions(self, tables: list[Any]) -> dict[str, str]:
-        """The ``reread`` parameter: each table it names (one of this run's) and its condition, validated by the
-        server in a read-only transaction."""
-        asked = self.reread
-        if isinstance(asked, str):
+    def _lock(self, context: Any, run: RunRef, owner: Owner, tables: list[CapturedTable],
+              ledgers: dict[str, Ledger]) -> list[Ledger]:
+        """Take every table's lock for the run, or none (``core.planning.take_locks``). A holder counts as alive
+        while Airflow says its run is queued or running (and its lease lasts: ``Ledger.acquire``)."""
+        ti = context["ti"]
+        now = dt.datetime.now(dt.UTC)
+        lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
+
+        def is_running(holder: RunRef) -> bool:
             try:
-                asked = json.loads(asked) if asked.strip() not in ("", "None") else None
-            except ValueError:
-                pass  # refused below, as any other form
-        if not asked:
+                state = ti.get_dagrun_state(dag_id=holder.dag_id, run_id=holder.run_id)
+            except Exception as exc:  # the run was deleted: it is not running
+                self.log.info("Could not read the state of %s (%s): taken as not running", holder, exc)
+                return False
+            return str(state).lower().rsplit(".", 1)[-1] in ("queued", "running")
+
+        return take_locks(tables, ledgers, lambda ledger: ledger.acquire(run, is_running, now, lease, owner, look),
+                          lambda ledger: ledger.release(run))
+
+    def _record(self, run: RunRef, table: CapturedTable, ledger: Ledger, plan: RunPlan, committed: Committed | None,
+                where: str | None, store: WorkStore) -> TablePlan:
+        """Say the table's plan, record it in its ledger (a table left as it is is let go at once), and add what
+        the run reads of it again."""
+        if plan.warning:
+            self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
+        self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
+        if plan.mode == NOTHING:
+            ledger.release(run)
+        else:
+            ledger.save_run_plan(plan)
+        reread = self._reread(table, plan, ledger.table, where, store)
+        return TablePlan(table=table, plan=plan, table_dir=ledger.table, committed=committed, reread=reread)
+
+    def _conditions(self, tables: list[CapturedTable]) -> dict[str, str]:
+        """The ``reread`` parameter: each table it names (one of this run's) and its condition
+        (``core.reread.reread_conditions``), each validated by the server in a read-only transaction."""
+        conditions = reread_conditions(self.reread, [t.source for t in tables])
+        if not conditions:
             return {}
-        example = '{"shop.orders": "id BETWEEN 100 AND 200", "shop.customers": ""}'
-        if not isinstance(asked, dict) or not all(isinstance(v, str) or v is None for v in asked.values()):
-            raise ConfigError(f"The parameter reread must map tables to conditions, like {example} (an empty "
-                              f"condition reads the whole table), got {self.reread!r}. Nothing was changed.")
         known = {t.source: t for t in tables}
-        unknown = sorted(set(asked) - set(known))
-        if unknown:
-            raise ConfigError(f"The parameter reread names {', '.join(unknown)}, which this run does not capture; "
-                              f"its tables are {', '.join(sorted(known))}. Nothing was changed.")
         hook = MySqlSourceHook(self.mysql_conn_id)
-        conditions = {}
-        for source, where in asked.items():
-            where = (where or "").strip()
+        for source, where in conditions.items():
             if where:
                 with hook.streaming_reads() as reads:
                     validate_where(reads, known[source].name, where)
-            conditions[source] = where
         return conditions
 
-    def _reread(self, table: Any, plan: RunPlan, table_dir: TableDir, where: str | None,
-                store: Any) -> Reread | None:
-        """What the run reads of the table again: the rows the reread parameter selects, the buckets its last
-        verify found different (with the repair parameter or ``verify: repair:``), or nothing."""
+    def _reread(self, table: CapturedTable, plan: RunPlan, table_dir: TableDir, where: str | None,
+                store: WorkStore) -> Reread | None:
+        """What the run reads of the table again (``core.reread.reread_for``): the rows the reread parameter
+        selects, the buckets its last verify found different (with the repair parameter or ``verify: repair:``),
+        or nothing."""
         repair = pending_repair(store, table_dir) if parse_flag(self.repair, "repair") else None
-        if plan.mode != INCREMENTAL or (repair is None and where is None):
-            if plan.mode == SNAPSHOT and (repair is not None or where is not None):
-                self.log.info("%s is read whole by a snapshot in this run: no rows are read again apart", table.source)
-            return None
-        reasons = []
-        if repair is not None:
-            reasons.append(f"a repair of the {len(repair.which)} buckets that verify found different in version "
-                           f"{repair.version}")
-        if where is not None:
-            reasons.append(f"the reread parameter: {where or 'the whole table'}")
-        reread = Reread(buckets=repair.buckets if repair else 0, which=repair.which if repair else (),
-                        where=where, reason="; ".join(reasons))
-        self.log.info("%s: read again in this run: %s", table.source, reread.reason)
+        if read_whole_by_snapshot(plan.mode, repair, where):
+            self.log.info("%s is read whole by a snapshot in this run: no rows are read again apart", table.source)
+        reread = reread_for(plan.mode, repair, where)
+        if reread is not None:
+            self.log.info("%s: read again in this run: %s", table.source, reread.reason)
         return reread
 
-    def _snapshots_instead(self, run: RunRef, tables: list[Any], plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
-        """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot``: a table that cannot go on from its
-        watermark on this server takes a fresh snapshot in this run instead of failing in the extraction."""
-        incremental = [t for t in tables if plans[t.hive_table].mode == INCREMENTAL]
-        if not incremental:
+    def _snapshots_instead(self, run: RunRef, plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
+        """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot`` (``core.planning.snapshots_instead``):
+        the server is asked where each incremental table's binlog goes on only when an option may act on it."""
+        if not may_snapshot_instead(self.on_purged_binlog, self.on_server_change):
             return {}
-        chosen = {UnreadableKind.PURGED: ("on_purged_binlog", self.on_purged_binlog,
-                                          "the binlog from the watermark was purged"),
-                  UnreadableKind.SERVER: ("on_server_change", self.on_server_change, "the source is another server"),
-                  UnreadableKind.DIVERGED: ("on_server_change", self.on_server_change, "the source is another "
-                                            "server, which lacks transactions of the watermark")}
-        watermarks = [plans[t.hive_table].resume_from for t in incremental]
-        found = read_positions(watermarks, MySqlSourceHook(self.mysql_conn_id).binlog_facts(watermarks))
-        replanned = {}
-        for table, why in zip(incremental, found):
-            if not isinstance(why, Unreadable) or why.kind not in chosen or chosen[why.kind][1] != "snapshot":
-                continue
-            option, _, reason = chosen[why.kind]
-            warning = f"this run takes a fresh snapshot ({option}: snapshot): {why.reason}"
-            replanned[table.hive_table] = RunPlan(run=run, mode=SNAPSHOT, reason=f"a fresh snapshot: {reason}",
-                                                  warning=warning)
-        return replanned
+        watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == INCREMENTAL}
+        if not watermarks:
+            return {}
+        facts = MySqlSourceHook(self.mysql_conn_id).binlog_facts(list(watermarks.values()))
+        found = dict(zip(watermarks, read_positions(list(watermarks.values()), facts)))
+        return snapshots_instead(run, plans, found, self.on_purged_binlog, self.on_server_change)
