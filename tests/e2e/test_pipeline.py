@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 from airflow_cdc_testing.hive import read_hive_tables
@@ -77,9 +78,11 @@ class Pipeline:
                                 capture_output=True, text=True, timeout=900, cwd=ROOT)
         return result.returncode, result.stdout + result.stderr
 
-    def start(self, logical_date: str) -> subprocess.Popen:
+    def start(self, logical_date: str, new_session: bool = False) -> subprocess.Popen:
+        """The run in the background. ``new_session``: in a process group of its own, so that one killpg reaches
+        whatever it has started by then, a spark-submit begun a moment before included (a lost machine)."""
         return subprocess.Popen(self.command(logical_date), env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+                                stderr=subprocess.STDOUT, text=True, cwd=ROOT, start_new_session=new_session)
 
     def source(self, table: str) -> dict:
         return plain(source_rows(self.server, self.hook.raw_header(TableName(self.schema, table))))
@@ -254,6 +257,15 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_an
     pipeline.assert_all_equal()
 
 
+def _group(pgid: int) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter():
+        with contextlib.suppress(psutil.Error):
+            if os.getpgid(process.pid) == pgid:
+                found.append(process)
+    return found
+
+
 def _processes_running(fragment: str) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -301,7 +313,6 @@ def test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right(m
 @pytest.mark.usefixtures("airflow_home")
 def test_a_concurrent_run_is_refused_and_a_killed_runs_lock_is_taken_over_at_once_on_its_host(
         mariadb, capture_conn, tmp_path):
-    import psutil
 
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
     assert pipeline.run("2026-06-01T00:00:00+00:00")[0] == 0
@@ -335,18 +346,20 @@ def test_a_concurrent_run_is_refused_and_a_killed_runs_lock_is_taken_over_at_onc
     pipeline.sql(*ROUNDS[1][:4])
 
     # Killed in its merge, as a lost worker would be: its DAG run stays "running" in Airflow for good.
-    dead = pipeline.start("2026-06-01T03:00:00+00:00")
+    dead = pipeline.start("2026-06-01T03:00:00+00:00", new_session=True)
     holder = RunRef(DAG_ID, "manual__2026-06-01T03:00:00+00:00")
     merging = runs_dir / holder.key / "merge-job-1.json"
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and dead.poll() is None and not merging.exists():
         time.sleep(0.05)
     assert dead.poll() is None, dead.stdout.read()[-8000:]
-    tree = [dead.pid, *(p.pid for p in psutil.Process(dead.pid).children(recursive=True))]
-    for pid in tree:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGKILL)
+    # The whole group: a spark-submit the merge started after the job file was written dies with it. One left
+    # running would rightly keep the lock alive (its merge may still commit).
+    os.killpg(dead.pid, signal.SIGKILL)
     dead.communicate(timeout=60)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and any(p.status() != psutil.STATUS_ZOMBIE for p in _group(dead.pid)):
+        time.sleep(0.1)
     lock = pipeline.ledger("orders").lock()
     assert lock.run == holder and lock.lease_until is not None and lock.owner.task.startswith("source.merge")
 
