@@ -22,14 +22,19 @@ mariadb:
 demo: venv mariadb
 	$(BIN)/python scripts/demo.py
 
-# The checks first (seconds), then the suite. The lowest supported Airflow has its own target, test-lowest: it is
-# left out of test until the suite has room for it in CI's time.
+# The checks first (seconds), then the suite; beside it, in the background, the lowest supported Airflow's
+# environment and tests (test-lowest, logged to .venv-lowest.log): both must pass.
 # One worker per core (pytest-xdist): the end-to-end tests spend a third of their time waiting on processes they
 # started. tests/conftest.py orders the tests longest first and keeps a module that shares a server on one worker.
 WORKERS ?= auto
 
 test: venv mariadb check
-	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder
+	@$(MAKE) --no-print-directory test-lowest > $(LOWEST).log 2>&1 & lowest=$$!; \
+	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder; suite=$$?; \
+	wait $$lowest; low=$$?; \
+	echo "== the lowest supported Airflow (make test-lowest): exit $$low; its log: $(LOWEST).log"; \
+	tail -n 40 $(LOWEST).log; \
+	test $$suite -eq 0 && test $$low -eq 0
 
 # The lowest Airflow the provider supports (constraints-lowest.txt), in an environment of its own: the unit tests
 # and one real `airflow dags test` run of the example DAG (check → snapshot → merge → commit).
