@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "dags"
 
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+_TEST_JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:ParallelGCThreads=1",
+                     "-XX:-UsePerfData"]
 os.environ.update(
     {
         "AIRFLOW_HOME": str(_AIRFLOW_HOME),
@@ -29,9 +31,11 @@ os.environ.update(
         "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "INFO",
         # The tests' JVMs (Spark drivers, the metastore, the cluster) live seconds on tables of a few thousand
-        # rows: the optimising compiler costs them more CPU than it saves (measured: a quarter of a Spark test's
-        # CPU time, with two workers sharing two cores). Results do not depend on it.
-        "JDK_JAVA_OPTIONS": " ".join(filter(None, [os.environ.get("JDK_JAVA_OPTIONS"), "-XX:TieredStopAtLevel=1"])),
+        # rows: the optimising compiler costs them more CPU than it saves (measured: test_time_zones took 123 s
+        # of CPU with it, 90 s without), and with two workers on two cores one compiler thread and one collector
+        # thread each are enough (a trivial Spark job: 13 s of CPU, 10.5 s with one each). Results do not depend
+        # on it.
+        "JDK_JAVA_OPTIONS": " ".join(filter(None, [os.environ.get("JDK_JAVA_OPTIONS"), *_TEST_JVM_OPTIONS])),
     }
 )
 
