@@ -121,11 +121,10 @@ def advance(table: TablePlan, part: TableExtraction, extraction: Extraction) -> 
                                                       "range without its moment"))
     advanced = Committed(version=committed.version, location=committed.location, watermark=part.end, as_of=as_of,
                          run=table.plan.run, mode=table.plan.mode, columns=part.columns)
-    seconds = next((p.seconds for p in extraction.tables if p.source == table.source), 0.0)
     return Advance(outcome(table, IDLE, reason=f"no change in the range: version {committed.version} now reflects "
                            f"the source as of {as_of.isoformat()}", version=committed.version,
                            location=committed.location, watermark=part.end, start=committed.watermark, as_of=as_of,
-                           seconds={"extract": seconds}), advanced)
+                           seconds={"extract": part.seconds}), advanced)
 
 
 def gap_warning(result: TableMerge, spec: MergeSpec) -> str | None:
@@ -158,7 +157,7 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
         changes=merge_input.changes, start=merge_input.start, as_of=spec.as_of if committed else None)
 
 
-def replaced(table: TablePlan, merge_input: MergeInput) -> Replaced | None:
+def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | None:
     """What a committed table's new version read again from the source, settling a pending repair: the whole
     table for a snapshot, the re-read buckets otherwise; None when it read nothing again (a repair stays)."""
     if table.mode == SNAPSHOT:

@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
-from airflow_cdc_provider.core.outcomes import IDLE, gap_warning, merge_commit, merged, replaced, sort_tables
+from airflow_cdc_provider.core.outcomes import IDLE, gap_warning, merge_commit, merged, repair_settled_by, sort_tables
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -163,9 +163,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
                 Ledger(table.table_dir, store).commit(table.plan, merge_commit(table, spec, result))
-                reread = replaced(table, merge_input)
-                if reread is not None:  # the rows verify found different were read again: none is left
-                    settle_repair(store, table.table_dir, reread)
+                read_again = repair_settled_by(table, merge_input)
+                if read_again is not None:  # the rows verify found different were read again: none is left
+                    settle_repair(store, table.table_dir, read_again)
             outcomes[table.source] = merged(table, merge_input, spec, result)
         return outcomes
 

@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
-from airflow_cdc_provider.core.outcomes import advance, merge_commit, merged, replaced, sort_tables
+from airflow_cdc_provider.core.outcomes import advance, merge_commit, merged, repair_settled_by, sort_tables
 from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -229,7 +229,7 @@ def test_a_commit_without_the_version_it_wrote_is_refused():
 
 def test_a_snapshot_settles_a_whole_repair_and_a_reread_only_its_buckets():
     snapshot, orders = table_plan("items", SNAPSHOT), table_plan("orders")
-    assert replaced(snapshot, merge_input(snapshot)) == Replaced()
-    assert replaced(orders, merge_input(orders, Reread(buckets=8, which=(1, 5)))) == Replaced((1, 5))
-    assert replaced(orders, merge_input(orders, Reread(where="id > 3"))) is None  # a condition: no bucket
-    assert replaced(orders, merge_input(orders)) is None
+    assert repair_settled_by(snapshot, merge_input(snapshot)) == Replaced()
+    assert repair_settled_by(orders, merge_input(orders, Reread(buckets=8, which=(1, 5)))) == Replaced((1, 5))
+    assert repair_settled_by(orders, merge_input(orders, Reread(where="id > 3"))) is None  # a condition: no bucket
+    assert repair_settled_by(orders, merge_input(orders)) is None
