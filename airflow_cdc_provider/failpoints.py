@@ -8,6 +8,7 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``snapshot.chunk``         the snapshot, with a chunk file half written
 ``extract.file``           the extraction, with a raw file half written
 ``replay.write``           the replay, with the upsert file written and the delete file not
+``merge.driver.written``   the Spark driver, with the new version's files written and not marked complete
 ``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
 ``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger
 ``verify.driver``          the Spark half of verify, before it sums anything

@@ -34,17 +34,21 @@ def parse_version_dir(name: str) -> int | None:
     return int(match[1]) if match else None
 
 
-def versions_to_remove(versions: dict[int, bool], committed: int, keep: int) -> list[int]:
+def versions_to_remove(versions: dict[int, bool], committed: int, keep: int,
+                       merged_onto: int | None = None) -> list[int]:
     """Which version directories to delete once ``committed`` is the table's version.
 
     ``versions`` maps each directory's number to whether it holds a version file (a complete write). The
     newest ``keep`` versions up to ``committed`` stay, so a re-run can start again from its input version;
-    an incomplete directory below ``committed`` is a killed attempt and goes.
+    an incomplete directory below ``committed`` is a killed attempt and goes. ``merged_onto``, the version this
+    commit was merged onto, stays whatever its age: until the ledger records the run, the run's re-run merges
+    onto it again, and attempts killed after writing or after committing each leave a newer number behind.
     """
     if keep < 2:
         raise ValueError(f"keep_versions must be at least 2 (a re-run merges onto its input version), got {keep}.")
     return sorted(v for v, complete in versions.items()
-                  if v != committed and (v <= committed - keep or (v < committed and not complete)))
+                  if v not in (committed, merged_onto)
+                  and (v <= committed - keep or (v < committed and not complete)))
 
 
 class MergeSpec(Model):

@@ -215,6 +215,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
     _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
     clock.lap("write")
+    failpoint("merge.driver.written")
     rows = spark.read.parquet(path).count()
     files.write_text(f"{path}/{VERSION_FILE}", VersionInfo(
         version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
@@ -246,7 +247,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     if in_gaps:
         print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
               "daylight-saving change): moved forward by the gap", flush=True)
-    removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions)
+    removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
     for number in removed:
         files.delete(files.version_path(number))
     clock.lap("cleanup")

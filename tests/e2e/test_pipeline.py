@@ -266,50 +266,6 @@ def _group(pgid: int) -> list[psutil.Process]:
     return found
 
 
-def _processes_running(fragment: str) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                if fragment in (entry / "cmdline").read_bytes().decode(errors="replace"):
-                    found.append(int(entry.name))
-            except OSError:
-                pass
-    return found
-
-
-@pytest.mark.usefixtures("airflow_home")
-def test_killed_spark_merge_leaves_the_previous_version_and_the_rerun_is_right(mariadb, capture_conn, tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
-    pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) SELECT seq, 1, 1, seq FROM {s}.seq_10000_to_60000")
-    assert pipeline.run("2026-05-01T00:00:00+00:00")[0] == 0
-    previous = pipeline.source("orders")
-    pipeline.sql(*ROUNDS[0][:3], *ROUNDS[1][:4])
-
-    run = pipeline.start("2026-05-01T01:00:00+00:00")
-    writing = tmp_path / "warehouse" / "ods.db" / "orders" / "v000002"
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and run.poll() is None and not writing.exists():
-        time.sleep(0.02)
-    assert run.poll() is None, run.stdout.read()[-8000:]
-    spec_dir = str(tmp_path / "work")
-    killed = [pid for pid in _processes_running("merge_job.py") if spec_dir in Path(f"/proc/{pid}/cmdline").read_text()]
-    assert killed, "the Spark merge job is running"
-    for pid in killed:
-        os.kill(pid, signal.SIGKILL)
-    output, _ = run.communicate(timeout=600)
-    assert run.returncode != 0, output[-8000:]
-    assert not (writing / "_cdc_version.json").exists(), "killed in the middle of the merge"
-
-    rows, location = pipeline.hive("orders")
-    assert rows == previous and location.endswith("/v000001")
-    assert pipeline.ledger("orders").committed().version == 1
-
-    code, output = pipeline.run("2026-05-01T01:00:00+00:00")  # the same run again
-    assert code == 0, output[-8000:]
-    pipeline.assert_equal("orders")
-
-
 @pytest.mark.usefixtures("airflow_home")
 def test_a_concurrent_run_is_refused_and_a_killed_runs_lock_is_taken_over_at_once_on_its_host(
         mariadb, capture_conn, tmp_path):

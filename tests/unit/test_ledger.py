@@ -221,6 +221,10 @@ def test_version_directories_and_retention():
     assert versions_to_remove(versions, 5, 3) == [1, 2, 3]  # 3 was a killed attempt
     assert versions_to_remove(versions, 5, 2) == [1, 2, 3]
     assert versions_to_remove({**versions, 6: False}, 5, 3) == [1, 2, 3]  # a newer attempt may be running
+    # A run merging onto 2 whose attempts were killed with 3 half written and after committing 4: its attempt
+    # that commits 5 keeps 2, which the ledger still names as the run's input until it records the run.
+    assert versions_to_remove(versions, 5, 3, merged_onto=2) == [1, 3]
+    assert versions_to_remove(versions, 5, 2, merged_onto=4) == [1, 2, 3]
     with pytest.raises(ValueError, match="at least 2"):
         versions_to_remove(versions, 5, 1)
 
