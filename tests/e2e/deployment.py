@@ -67,12 +67,12 @@ FAST_SETTINGS: dict[str, str] = {
     # api-server revalidate their cached copy on the same period: a DAG file edited by a test shows soon.
     "AIRFLOW__CORE__MIN_SERIALIZED_DAG_UPDATE_INTERVAL": "1",
     # How often the dag-processor lists the DAGs folder for new files (default 300 s) and checks whether that
-    # is due (default 5 s): a new file is parsed at once. A known file is parsed again every 30 s (the default):
-    # the tests write their DAG files before the deployment starts, and a parse costs a second of CPU the tests'
-    # Spark jobs need. Integers: Airflow reads them with getint.
+    # is due (default 5 s): a new file is parsed at once. A known file is not parsed again within a test (the
+    # default is every 30 s): the tests write their DAG files before the deployment starts, and a parse costs a
+    # second of CPU the tests' Spark jobs need. Integers: Airflow reads them with getint.
     "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "2",
     "AIRFLOW__DAG_PROCESSOR__BUNDLE_REFRESH_CHECK_INTERVAL": "1",
-    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "30",
+    "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "1800",
     # The scheduler loops without pause while it has work and sleeps this long when it has none (default 1 s).
     "AIRFLOW__SCHEDULER__SCHEDULER_IDLE_SLEEP_TIME": "0.5",
     # Job heartbeats (default 5 s). A heartbeat is a DB write, so not every loop on SQLite.
