@@ -101,13 +101,20 @@ class ThrowawayServer:
         if (self.data_dir / "mysql").is_dir():
             return
         install_db = _binary("mariadb-install-db", "mysql_install_db")
-        result = subprocess.run(
-            [install_db, "--no-defaults", f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal",
-             "--skip-test-db"],
-            capture_output=True, text=True,
-        )
-        if result.returncode != 0:
-            raise ServerNotAvailable(f"{install_db} failed:\n{result.stdout}\n{result.stderr}")
+        failures = []
+        # Tried twice: on a loaded machine its bootstrap server has been seen to fail once with no cause given,
+        # and the next try to succeed. Each try starts from an empty data directory.
+        for _ in range(2):
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+            result = subprocess.run(
+                [install_db, "--no-defaults", f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal",
+                 "--skip-test-db"],
+                capture_output=True, text=True,
+            )
+            if result.returncode == 0:
+                return
+            failures.append(f"exit code {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        raise ServerNotAvailable(f"{install_db} failed twice:\n" + "\n---\n".join(failures))
 
     def command(self) -> list[str]:
         args = [
