@@ -10,10 +10,15 @@ venv: $(VENV)/.installed
 # constraints.txt pins the exact versions tested together (pyspark and pyspark-client must agree).
 # testing/ is the development helpers' own package (throwaway MariaDB, metastore, Spark cluster, S3): installed
 # here for the tests, the demo and the benchmarks, never part of the provider's wheel.
+# uv installs the pinned set into the venv (which keeps its pip): on two cores from an empty cache, 41 s against
+# pip's 125 s, and the lowest Airflow's environment then takes the shared packages from uv's cache.
+UV := uv==0.13.9
+
 $(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt scripts/ensure-build-deps.sh
 	scripts/ensure-build-deps.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[test]' -e ./testing
+	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -c constraints.txt -e '.[test]' -e ./testing
 	touch $@
 
 mariadb:
@@ -43,7 +48,9 @@ LOWEST ?= .venv-lowest
 $(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.txt scripts/ensure-build-deps.sh
 	scripts/ensure-build-deps.sh
 	test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
-	$(LOWEST)/bin/pip install --quiet --disable-pip-version-check -c constraints-lowest.txt -e '.[test]' -e ./testing
+	$(LOWEST)/bin/pip install --quiet --disable-pip-version-check $(UV)
+	$(LOWEST)/bin/uv pip install --quiet --python $(LOWEST)/bin/python -c constraints-lowest.txt -e '.[test]' \
+		-e ./testing
 	touch $@
 
 test-lowest: $(LOWEST)/.installed mariadb
