@@ -59,8 +59,10 @@ HOLD = textwrap.dedent("""
 
 def hold(ledger_dir: Path, *args: str) -> tuple[subprocess.Popen, int]:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    # In a session (and process group) of its own, as a task process under a supervisor: in pytest's group, a
+    # process another test worker starts a moment later would rightly count as one the holder may have started.
     holder = subprocess.Popen([sys.executable, "-c", HOLD, str(ledger_dir), *args], stdout=subprocess.PIPE, text=True,
-                              env=env)
+                              env=env, start_new_session=True)
     line = holder.stdout.readline()
     assert line.startswith("locked"), (line, holder.poll())
     return holder, int(line.split()[1])
