@@ -412,22 +412,29 @@ def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
         backfilled = airflow.api.wait_for_backfills(INTERVALS_DAG_ID, timeout=900)
         assert len(backfilled) >= 2, backfilled
         for run in backfilled:
-            plan = {t["task_id"]: t for t in airflow.api.task_instances(INTERVALS_DAG_ID, run["dag_run_id"])}
-            tries = plan["orders.plan"]["try_number"]
-            plan_logs = [airflow.api.task_log(INTERVALS_DAG_ID, run["dag_run_id"], "orders.plan", n)
-                         for n in range(1, tries + 1)]
-            refused = ["is being updated by run" in log and "this run changed nothing" in log for log in plan_logs]
-            if run["state"] == "failed":
-                assert refused[-1], plan_logs[-1]
-                # Its summary ran all the same, and said there was no outcome (the merge had no plan).
-                assert plan["orders.summary"]["state"] == "success", plan
-            else:
-                # Found the table past its interval. An earlier try may have been refused and then lost with the
-                # killed scheduler before its failure was recorded: the task was retried, never the refusal undone.
-                assert "already committed: version" in plan_logs[-1], plan_logs[-1]
-                assert _outcome(airflow, run["dag_run_id"], "orders")["status"] == "nothing"
-            for log, was_refused in zip(plan_logs[:-1], refused[:-1]):
-                assert was_refused or "already committed" not in log, log
+            tasks = {t["task_id"]: t for t in airflow.api.task_instances(INTERVALS_DAG_ID, run["dag_run_id"])}
+            # Each table of the run on its own (one group per table): refused, or found past the interval.
+            failed = []
+            for table in ("orders", "customers"):
+                tries = tasks[f"{table}.plan"]["try_number"]
+                plan_logs = [airflow.api.task_log(INTERVALS_DAG_ID, run["dag_run_id"], f"{table}.plan", n)
+                             for n in range(1, tries + 1)]
+                refused = ["is being updated by run" in log and "this run changed nothing" in log
+                           for log in plan_logs]
+                if tasks[f"{table}.plan"]["state"] == "failed":
+                    failed.append(table)
+                    assert refused[-1], plan_logs[-1]
+                    # Its summary ran all the same, and said there was no outcome (the merge had no plan).
+                    assert tasks[f"{table}.summary"]["state"] == "success", tasks
+                else:
+                    # Found the table past its interval. An earlier try may have been refused and then lost with
+                    # the killed scheduler before its failure was recorded: the task was retried, never the
+                    # refusal undone.
+                    assert "already committed: version" in plan_logs[-1], plan_logs[-1]
+                    assert _outcome(airflow, run["dag_run_id"], table)["status"] == "nothing"
+                for log, was_refused in zip(plan_logs[:-1], refused[:-1]):
+                    assert was_refused or "already committed" not in log, log
+            assert run["state"] == ("failed" if failed else "success"), (run, failed)
 
     # With the writer stopped, the next scheduled run brings both tables level with the source: no lock stuck.
     stopped = dt.datetime.now(dt.UTC)
