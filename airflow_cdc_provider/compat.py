@@ -17,4 +17,16 @@ try:  # Airflow 3.2+
 except ImportError:  # Airflow 3.1
     from airflow.stats import Stats  # type: ignore[no-redef,unused-ignore]
 
-__all__ = ["AirflowFailException", "AirflowNotFoundException", "Stats"]
+
+
+def max_map_length() -> int:
+    """Airflow's ``[core] max_map_length``: the longest list a task's return value may map a downstream task over
+    (Airflow checks it when the value is pushed; the worker reads the same configuration)."""
+    try:  # Airflow 3.2+
+        from airflow.sdk.configuration import conf
+    except ImportError:  # Airflow 3.1
+        from airflow.configuration import conf  # type: ignore[no-redef,unused-ignore]
+    return int(conf.getint("core", "max_map_length", fallback=1024))
+
+
+__all__ = ["AirflowFailException", "AirflowNotFoundException", "Stats", "max_map_length"]

@@ -140,8 +140,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         table_tasks = CdcTableOperator.partial(
             task_id="table", work_dir=config.work.dir, keep_runs=hive.keep_versions, **work,
             asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=hive.metastore_uri,
-            map_index_template="{{ task.outcome['source'] }}", **retry,
-        ).expand(outcome=merge.output)
+            map_index_template="{{ task.outcomes | map(attribute='source') | join(', ') }}", **retry,
+        ).expand(outcomes=merge.output)
         verify = CdcVerifyOperator(
             task_id="verify", plan=plan.output, outcomes=outcomes, verify=config.verify,
             force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", conf=config.spark.verify_settings(), **spark,

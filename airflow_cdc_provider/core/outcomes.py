@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from airflow_cdc_provider.core.contract import (
     Captured,
@@ -29,6 +29,28 @@ from airflow_cdc_provider.core.verify import Replaced
 IDLE: Final = "idle"
 EARLIER_ATTEMPT = "committed by an earlier attempt of this task"
 NO_CAPTURE = "its capture did not finish: see the snapshot, extract or replay task's log"
+T = TypeVar("T")
+
+
+def deal(items: list[T], count: int) -> list[list[T]]:
+    """``items`` dealt into at most ``count`` batches of nearly equal size, in order."""
+    count = max(1, min(count, len(items)))
+    size, extra = divmod(len(items), count)
+    batches, at = [], 0
+    for n in range(count):
+        end = at + size + (1 if n < extra else 0)
+        batches.append(items[at:end])
+        at = end
+    return [b for b in batches if b]
+
+
+def table_task_batches(written: list[T], max_map_length: int) -> list[list[T]]:
+    """The tables each mapped table task takes: one table per task, as long as their number fits in Airflow's
+    ``max_map_length``; beyond, the tables dealt into that many tasks in order, so that a source with more tables
+    than the limit still runs (a longer list would fail to expand after every commit, on each run and retry)."""
+    if len(written) <= max_map_length:
+        return [[item] for item in written]
+    return deal(written, max(1, max_map_length))
 
 
 def outcome(table: TablePlan, status: Status, **fields: Any) -> TableOutcome:

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
-from airflow_cdc_provider.compat import AirflowFailException
+from airflow_cdc_provider.compat import AirflowFailException, max_map_length
 from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.contract import (
     Captured,
@@ -20,7 +20,16 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
-from airflow_cdc_provider.core.outcomes import IDLE, gap_warning, merge_commit, merged, repair_settled_by, sort_tables
+from airflow_cdc_provider.core.outcomes import (
+    IDLE,
+    deal,
+    gap_warning,
+    merge_commit,
+    merged,
+    repair_settled_by,
+    sort_tables,
+    table_task_batches,
+)
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -31,18 +40,6 @@ from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.operators.verify import settle_repair
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.storage import WorkStore
-
-
-def _batches(items: list[Any], count: int) -> list[list[Any]]:
-    """``items`` dealt into at most ``count`` batches of nearly equal size, in order."""
-    count = max(1, min(count, len(items)))
-    size, extra = divmod(len(items), count)
-    batches, at = [], 0
-    for n in range(count):
-        end = at + size + (1 if n < extra else 0)
-        batches.append(items[at:end])
-        at = end
-    return [b for b in batches if b]
 
 
 class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
@@ -56,8 +53,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     A table with no change in the range starts no Spark work: its watermark advances on the version it has.
     When no table has changes, no application starts at all.
 
-    Returns (XCom) a list of ``TableOutcome`` for the tables it committed, found unchanged or failed, one task
-    per table downstream; pushes every table's outcome (idle and untouched ones too) under the XCom key
+    Returns (XCom) the ``TableOutcome`` of each table it committed or failed, as a list of lists, one per table
+    task downstream: a table each, or a few each when there are more than Airflow's ``[core] max_map_length``;
+    pushes every table's outcome (idle and untouched ones too) under the XCom key
     ``outcomes``. It releases the locks of the idle tables itself. The task fails only when an application
     failed as a whole (its retry redoes what did not commit).
 
@@ -97,7 +95,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         self._committed: list[tuple[MergeInput, MergeSpec]] = []  # what this attempt committed: its lineage
 
     @final_on_cdc_error
-    def execute(self, context: Any) -> list[dict[str, Any]]:  # type: ignore[override]  # the outcomes' XCom
+    def execute(self, context: Any) -> list[list[dict[str, Any]]]:  # type: ignore[override]  # the outcomes
         if self.plan is None:
             # Failed, not skipped: a skipped merge would leave the run looking successful.
             raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
@@ -106,7 +104,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         with self._leased(context, [t for t in plan.tables if t.mode != NOTHING], plan.run):
             return self._merge(context, plan)
 
-    def _merge(self, context: Any, plan: SourcePlan) -> list[dict[str, Any]]:
+    def _merge(self, context: Any, plan: SourcePlan) -> list[list[dict[str, Any]]]:
         # A capture task that failed as a whole left no value: its tables are failed, the others go on.
         snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
@@ -122,7 +120,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         outcomes = dict(found.decided)
         if found.merging:
             self._require_spark_connection()
-            for n, batch in enumerate(_batches(found.merging, self.applications), start=1):
+            for n, batch in enumerate(deal(found.merging, self.applications), start=1):
                 outcomes.update(self._submit(context, batch, n))
         else:
             self.log.info("No table has changes to merge: no Spark application was started.")
@@ -133,8 +131,10 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             if outcome.status == IDLE:  # done here: an idle table gets no task of its own
                 finish_table(plan.table(outcome.source).table_dir, plan.run, self.keep_versions, store)
         context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
-        # One task per table the run wrote or failed; idle and untouched tables cost no task.
-        return [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
+        # One task per table the run wrote or failed (a few tables per task past Airflow's max_map_length); idle
+        # and untouched tables cost no task.
+        written = [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
+        return table_task_batches(written, max_map_length())
 
     def _submit(self, context: Any, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
                 number: int) -> dict[str, TableOutcome]:
@@ -200,12 +200,12 @@ def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore)
 
 
 class CdcTableOperator(BaseOperator):
-    """One table's outcome of the run (one mapped task per table the run wrote or failed): logged, its lock
-    released, the files of its older runs removed. A table that failed fails this task, naming the table and why;
-    its lock stays with
-    the run until the run has ended, and a re-run redoes just what did not commit.
+    """The outcome of the tables the run wrote or failed (one mapped task per table, or per few tables past Airflow's
+    ``max_map_length``): each logged, its lock released, the files of its older runs removed. A table that failed
+    fails this task, naming the table and why, once the task's other tables are done; its lock stays with the run
+    until the run has ended, and a re-run redoes just what did not commit.
 
-    :param outcome: the table's ``TableOutcome`` (templated; mapped over the merge task's output).
+    :param outcomes: the tables' ``TableOutcome``s (templated; mapped over the merge task's output).
     :param work_dir: the base directory of run files and ledgers.
     :param keep_runs: run directories kept per table, newest first (a re-run needs its own).
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
@@ -214,27 +214,34 @@ class CdcTableOperator(BaseOperator):
     :param metastore_uri: the metastore of the Hive tables (their asset URIs name it).
     """
 
-    template_fields = ("outcome",)
+    template_fields = ("outcomes",)
 
-    def __init__(self, *, outcome: Any, work_dir: str, keep_runs: int = 3, work_conn_id: str | None = None,
+    def __init__(self, *, outcomes: Any, work_dir: str, keep_runs: int = 3, work_conn_id: str | None = None,
                  asset_alias: str | None = None, metastore_uri: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.outcome, self.work_dir, self.keep_runs = outcome, work_dir, keep_runs
+        self.outcomes, self.work_dir, self.keep_runs = outcomes, work_dir, keep_runs
         self.work_conn_id, self.asset_alias, self.metastore_uri = work_conn_id, asset_alias, metastore_uri
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        outcome = TableOutcome.model_validate(self.outcome)
-        if outcome.status == "failed":
-            raise AirflowFailException(f"{outcome.source} → {outcome.hive_table} failed in this run: {outcome.error}")
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        outcomes = [TableOutcome.model_validate(o) for o in self.outcomes]
         run = context["dag_run"]
-        failpoint("table.finish")
-        released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table),
-                                         RunRef(dag_id=run.dag_id, run_id=run.run_id), self.keep_runs,
-                                         work_store(self.work_dir, self.work_conn_id))
-        self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
-        self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
-        if outcome.status == "committed" and self.asset_alias:  # a new version: downstream DAGs may go on
-            uri = hive_asset_uri(self.metastore_uri, outcome.hive_table)
-            context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=event_extra(outcome))
-            self.log.info("Asset event for %s: version %s", uri, outcome.version)
-        return {**outcome.to_xcom(), "released": released}
+        store = work_store(self.work_dir, self.work_conn_id)
+        finished = []
+        for outcome in outcomes:
+            if outcome.status == "failed":
+                continue
+            failpoint("table.finish")
+            released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table),
+                                             RunRef(dag_id=run.dag_id, run_id=run.run_id), self.keep_runs, store)
+            self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
+            self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
+            if outcome.status == "committed" and self.asset_alias:  # a new version: downstream DAGs may go on
+                uri = hive_asset_uri(self.metastore_uri, outcome.hive_table)
+                context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=event_extra(outcome))
+                self.log.info("Asset event for %s: version %s", uri, outcome.version)
+            finished.append({**outcome.to_xcom(), "released": released})
+        failed = [o for o in outcomes if o.status == "failed"]
+        if failed:
+            raise AirflowFailException("; ".join(f"{o.source} → {o.hive_table} failed in this run: {o.error}"
+                                                 for o in failed))
+        return finished

@@ -100,8 +100,9 @@ def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, t
     assert keys == {"shop.orders": ["order_no", "line_no"], "shop.customers": ["id"]}
     for source, outcome in outcomes().items():
         assert (outcome["mode"], outcome["status"], outcome["version"]) == ("snapshot", "committed", 1), source
-    assert sorted((t["source"], t["released"]) for t in xcoms["source.table"]) == [
+    assert sorted((t["source"], t["released"]) for task in xcoms["source.table"] for t in task) == [
         ("shop.customers", True), ("shop.orders", True)]
+    assert [len(task) for task in xcoms["source.table"]] == [1, 1], "a task per table"
     password = json.loads(os.environ[conn_env(capture_conn)])["password"]
     assert password not in output
 

@@ -20,9 +20,9 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, LedgerConflict, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import check_datetime_zone, merge_spec
+from airflow_cdc_provider.core.outcomes import deal, table_task_batches
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
-from airflow_cdc_provider.operators.merge import _batches
 
 UTC = dt.UTC
 T0 = dt.datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
@@ -123,6 +123,19 @@ def test_merge_spec_refuses_an_input_of_another_table_or_mode():
 
 
 def test_tables_are_dealt_into_batches_in_order():
-    assert _batches(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
-    assert _batches(list(range(2)), 5) == [[0], [1]]
-    assert _batches([1], 1) == [[1]]
+    assert deal(list(range(5)), 2) == [[0, 1, 2], [3, 4]]
+    assert deal(list(range(2)), 5) == [[0], [1]]
+    assert deal([1], 1) == [[1]]
+    assert deal([], 3) == []
+
+
+def test_table_tasks_take_a_table_each_until_airflows_map_limit_then_a_few_each():
+    assert table_task_batches(["a", "b", "c"], 1024) == [["a"], ["b"], ["c"]]
+    assert table_task_batches(["a", "b", "c"], 3) == [["a"], ["b"], ["c"]]
+    assert table_task_batches([], 3) == []
+    # 1,100 tables under the default limit: 1,024 tasks, none over the limit, every table once, in order.
+    tables = [f"t{n:04d}" for n in range(1100)]
+    batches = table_task_batches(tables, 1024)
+    assert len(batches) == 1024 and {len(b) for b in batches} == {1, 2}
+    assert [t for b in batches for t in b] == tables
+    assert table_task_batches(list("abcdefg"), 4) == [["a", "b"], ["c", "d"], ["e", "f"], ["g"]]
