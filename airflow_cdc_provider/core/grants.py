@@ -2,6 +2,8 @@
 
 The capture user needs exactly: REPLICATION SLAVE (to read the binlog), REPLICATION CLIENT (to read binlog
 status and the list of binlogs; MariaDB 10.5+ calls it BINLOG MONITOR) and SELECT on each captured table.
+Anything more is reported as a warning (``excess_privileges``): the provider never writes to the source, so a
+write privilege, an administrative one or SELECT on every schema only widens what a leaked password opens.
 """
 
 from __future__ import annotations
@@ -10,10 +12,13 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 
 REPLICATION_SLAVE = "REPLICATION SLAVE"
 REPLICATION_CLIENT = "REPLICATION CLIENT"
+GRANT_OPTION = "GRANT OPTION"
+# What capture uses; USAGE is "no privilege", the line every account has.
+_NEEDED = frozenset({"USAGE", "SELECT", REPLICATION_SLAVE, REPLICATION_CLIENT})
 _ALIASES = {
     "REPLICATION REPLICA": REPLICATION_SLAVE,
     "BINLOG MONITOR": REPLICATION_CLIENT,
@@ -129,7 +134,42 @@ def parse_grants(lines: Iterable[str]) -> Grants:
         for privilege, columns in privileges:
             privilege = _ALIASES.get(privilege, privilege)
             result.grants.append(Grant(privilege, schema, table, columns))
+        if re.search(r"\bWITH\s+GRANT\s+OPTION\b", rest, re.I):
+            result.grants.append(Grant(GRANT_OPTION, schema, table))
     return result
+
+
+def _scope(schema: str | None, table: str | None) -> str:
+    if schema is None:
+        return "*.*"
+    return f"{quote_identifier(schema)}.{'*' if table is None else quote_identifier(table)}"
+
+
+def excess_privileges(grants: Grants, user: str) -> list[str]:
+    """The privileges ``user`` holds beyond what capture needs, one warning per scope with the statement that takes
+    them back; empty for a least-privilege user. SELECT on ``*.*`` is one of them: it reads every schema, the
+    server's own ``mysql`` schema (its password hashes) included, where capture needs its tables only."""
+    extra: dict[tuple[str | None, str | None], list[str]] = {}
+    for grant in grants.grants:
+        if grant.privilege not in _NEEDED or (grant.privilege == "SELECT" and grant.schema is None):
+            names = extra.setdefault((grant.schema, grant.table), [])
+            if grant.privilege not in names:
+                names.append(grant.privilege)
+    warnings = []
+    for (schema, table), names in extra.items():
+        scope = _scope(schema, table)
+        why = ("which reads every schema, the mysql schema's password hashes included, where capture needs its "
+               "tables only" if names == ["SELECT"] else "which capture does not need: it never writes to the "
+               "source nor administers it")
+        revoke = [n for n in names if n != GRANT_OPTION]
+        fixes = ([f"REVOKE {', '.join(revoke)} ON {scope} FROM {user};"] if revoke else []) + (
+            [f"REVOKE GRANT OPTION ON {scope} FROM {user};"] if GRANT_OPTION in names else [])
+        if "ALL PRIVILEGES" in names or (schema is None and "SELECT" in names):
+            fixes.append(f"then GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO {user}; and GRANT SELECT ON "
+                         f"<schema>.* TO {user}; for each captured schema.")
+        warnings.append(f"The capture user {user} holds {', '.join(names)} on {scope}, {why}. Least privilege: "
+                        + " ".join(fixes))
+    return warnings
 
 
 def missing_capture_privileges(grants: Grants, user: str, tables: Iterable[TableName] = ()) -> list[str]:

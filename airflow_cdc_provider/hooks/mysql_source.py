@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import (
     TableNotFound,
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
-from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
+from airflow_cdc_provider.core.grants import Grants, excess_privileges, missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
     GtidPositionLost,
@@ -194,22 +194,29 @@ class MySqlSourceHook(BaseHook):
 
     def capture_problems(self, tables: Iterable[TableName] = ()) -> list[str]:
         """Every reason capture is not possible: binlog settings first, then the capture user's privileges."""
-        tables = list(tables)
+        return self._capture_problems(list(tables), *self._grants())
+
+    def check_capture(self, tables: Iterable[TableName] = ()) -> list[str]:
+        """Raise CaptureNotPossible listing every problem when capture of ``tables`` is not possible; else return
+        the warnings on privileges the capture user holds beyond what capture needs (``core.grants``)."""
+        user, grants = self._grants()
+        problems = self._capture_problems(list(tables), user, grants)
+        if problems:
+            raise CaptureNotPossible(problems)
+        return excess_privileges(grants, user)
+
+    def _capture_problems(self, tables: list[TableName], user: str, grants: Grants) -> list[str]:
         variables = self.global_variables(name for name, _, _ in required_settings(self.flavor))
-        problems = settings_problems(variables, self.flavor)
+        return settings_problems(variables, self.flavor) + missing_capture_privileges(grants, user, tables)
+
+    def _grants(self) -> tuple[str, Grants]:
+        """The capture user as ``'name'@'host'``, and its grants."""
         with self.cursor() as cursor:
             cursor.execute("SELECT CURRENT_USER()")
             user_name, _, user_host = _one(cursor)[0].rpartition("@")
             cursor.execute("SHOW GRANTS")
             grants = parse_grants(row[0] for row in cursor.fetchall())
-        user = f"'{user_name}'@'{user_host}'"
-        return problems + missing_capture_privileges(grants, user, tables)
-
-    def check_capture(self, tables: Iterable[TableName] = ()) -> None:
-        """Raise CaptureNotPossible listing every problem, or return when capture of ``tables`` is possible."""
-        problems = self.capture_problems(tables)
-        if problems:
-            raise CaptureNotPossible(problems)
+        return f"'{user_name}'@'{user_host}'", grants
 
     # --- watermark and binlogs --------------------------------------------------------------------------
 

@@ -62,7 +62,8 @@ class CaptureCheckOperator(BaseOperator):
         schemas = None if None in literals else {t.schema for t in previous} | {s for s in literals if s}
         found = hook.base_tables(schemas)
         resolution = resolve(self.tables, found, previous, self.hive)
-        hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing])
+        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing]):
+            self.log.warning("%s", warning)
         headers = hook.raw_headers([t.source for t in resolution.tables])
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]

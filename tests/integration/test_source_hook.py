@@ -34,7 +34,9 @@ def test_detects_mariadb(mariadb, capture_conn):
 def test_least_privilege_user_can_capture(capture_conn):
     hook = MySqlSourceHook(capture_conn)
     assert hook.capture_problems([ORDERS, CUSTOMERS]) == []
-    hook.check_capture([ORDERS, CUSTOMERS])
+    # SELECT on *.* (the tests' capture user: their schemas come and go) reads the mysql schema too: warned.
+    (warning,) = hook.check_capture([ORDERS, CUSTOMERS])
+    assert "holds SELECT on *.*, which reads every schema, the mysql schema's password hashes included" in warning
 
 
 def test_session_reads_times_in_utc(mariadb, capture_conn):
@@ -90,7 +92,16 @@ def test_select_on_the_schema_only_is_enough(mariadb, make_user):
     conn_id = make_user(("REPLICATION SLAVE", "REPLICATION CLIENT"))
     user = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
     mariadb.execute(f"GRANT SELECT ON `shop`.* TO '{user}'@'%'")
-    MySqlSourceHook(conn_id).check_capture([ORDERS, CUSTOMERS])
+    assert MySqlSourceHook(conn_id).check_capture([ORDERS, CUSTOMERS]) == []
+    # More than capture needs is allowed, and each excess is warned with the statement that takes it back.
+    mariadb.execute(f"GRANT INSERT, UPDATE ON `shop`.* TO '{user}'@'%'", f"GRANT PROCESS ON *.* TO '{user}'@'%'")
+    warnings = MySqlSourceHook(conn_id).check_capture([ORDERS, CUSTOMERS])
+    assert sorted(warnings) == sorted([
+        f"The capture user '{user}'@'%' holds PROCESS on *.*, which capture does not need: it never writes to the "
+        f"source nor administers it. Least privilege: REVOKE PROCESS ON *.* FROM '{user}'@'%';",
+        f"The capture user '{user}'@'%' holds INSERT, UPDATE on `shop`.*, which capture does not need: it never "
+        f"writes to the source nor administers it. Least privilege: REVOKE INSERT, UPDATE ON `shop`.* FROM "
+        f"'{user}'@'%';"]), warnings
 
 
 def test_watermark_moves_with_writes_and_across_rotation(mariadb, capture_conn):

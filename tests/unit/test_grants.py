@@ -1,4 +1,4 @@
-from airflow_cdc_provider.core.grants import missing_capture_privileges, parse_grants
+from airflow_cdc_provider.core.grants import excess_privileges, missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.identifiers import TableName
 
 ORDERS = TableName("shop", "orders")
@@ -68,3 +68,35 @@ def test_roles_are_mentioned_when_something_is_missing():
     assert "cdc_role" in problems[-1]
     assert missing("GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`",
                    "GRANT `r` TO `cdc`") == []
+
+
+def excess(*lines):
+    return excess_privileges(parse_grants(lines), USER)
+
+
+def test_a_least_privilege_user_gets_no_warning():
+    assert excess("GRANT USAGE ON *.* TO `cdc`@`%`", "GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `cdc`@`%`",
+                  "GRANT SELECT ON `shop`.* TO `cdc`@`%`", "GRANT SELECT ON `crm`.`orders` TO `cdc`@`%`") == []
+
+
+def test_privileges_beyond_capture_are_each_warned_with_the_revoke_that_takes_them_back():
+    base = "GRANT REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`"
+    (warning,) = excess(base, "GRANT SELECT, INSERT, DELETE ON `shop`.* TO `cdc`@`%`")
+    assert warning.startswith("The capture user 'cdc'@'%' holds INSERT, DELETE on `shop`.*, which capture does not "
+                              "need")
+    assert "REVOKE INSERT, DELETE ON `shop`.* FROM 'cdc'@'%';" in warning
+    # SELECT on every schema: the mysql schema with it.
+    (warning,) = excess("GRANT SELECT, REPLICATION SLAVE, REPLICATION CLIENT ON *.* TO `cdc`@`%`")
+    assert "holds SELECT on *.*, which reads every schema, the mysql schema's password hashes included" in warning
+    assert "REVOKE SELECT ON *.* FROM 'cdc'@'%'; then GRANT REPLICATION SLAVE" in warning
+    # An administrator: everything, and the right to grant it.
+    (warning,) = excess("GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION")
+    assert "holds ALL PRIVILEGES, GRANT OPTION on *.*" in warning
+    assert "REVOKE ALL PRIVILEGES ON *.* FROM 'cdc'@'%'; REVOKE GRANT OPTION ON *.* FROM 'cdc'@'%';" in warning
+    # MariaDB's finer administrative privileges, on two scopes: one warning per scope.
+    warnings = excess(base, "GRANT SELECT ON `shop`.* TO `cdc`@`%` WITH GRANT OPTION",
+                      "GRANT BINLOG ADMIN, SLAVE MONITOR ON *.* TO `cdc`@`%`")
+    assert len(warnings) == 2
+    assert any("holds GRANT OPTION on `shop`.*" in w and "REVOKE GRANT OPTION ON `shop`.* FROM" in w
+               for w in warnings)
+    assert any("holds BINLOG ADMIN, SLAVE MONITOR on *.*" in w for w in warnings)
