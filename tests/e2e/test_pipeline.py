@@ -26,6 +26,7 @@ from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.storage import WorkStore
 from tests.conftest import ROOT
+from tests.e2e.dag_run import run_dag
 from tests.e2e.test_example_dag import asset_events, latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
@@ -74,9 +75,7 @@ class Pipeline:
         return [sys.executable, "-m", "tests.e2e.dag_run", DAG_ID, logical_date, *conf]
 
     def run(self, logical_date: str, *conf: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-        result = subprocess.run(self.command(logical_date, *conf), env={**self.env, **(env or {})},
-                                capture_output=True, text=True, timeout=900, cwd=ROOT)
-        return result.returncode, result.stdout + result.stderr
+        return run_dag(DAG_ID, logical_date, *conf, env={**self.env, **(env or {})}, cwd=ROOT)
 
     def start(self, logical_date: str, new_session: bool = False) -> subprocess.Popen:
         """The run in the background. ``new_session``: in a process group of its own, so that one killpg reaches

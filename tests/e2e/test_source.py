@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from airflow_cdc_testing.hive import read_hive_tables
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from tests.conftest import ROOT
+from tests.e2e.dag_run import run_dag
 from tests.e2e.test_example_dag import outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
@@ -107,10 +106,7 @@ class Source:
                 ids.append(victim + 1000)
 
     def run(self, logical_date: str, *conf: str, env: dict[str, str] | None = None) -> tuple[int, str]:
-        result = subprocess.run([sys.executable, "-m", "tests.e2e.dag_run", DAG_ID, logical_date, *conf],
-                                env={**self.env, **(env or {})}, capture_output=True, text=True, timeout=1200,
-                                cwd=ROOT)
-        return result.returncode, result.stdout + result.stderr
+        return run_dag(DAG_ID, logical_date, *conf, env={**self.env, **(env or {})}, cwd=ROOT, timeout=1200)
 
     def hive(self, names: list[str]) -> dict[str, tuple[dict, str]]:
         read = read_hive_tables(str(self.tmp / "warehouse"), None, [f"ods.{n}" for n in names])
