@@ -61,8 +61,10 @@ def formatted(sql: str) -> str:
     return sql.replace("%", "%%")
 
 
-# Spark keeps a Hive table's columns in the metastore's field schemas, and refuses a top-level column name
-# holding a comma (HiveExternalCatalog: INVALID_HIVE_COLUMN_NAME), which Hive's readers split its column list on.
+# Spark and the metastore take any name (Spark 4.2 on Hive 2.3 created, wrote and read a table with columns
+# `a,b`, `a:b;c` and one holding a line feed), but Hive's own readers get a table's column names as one
+# comma-separated list (the serde's `columns` property): there a comma splits the name and shifts every column
+# after it. A Hive table is read by Hive too, so a comma is refused.
 _HIVE_REFUSED = {",": "a comma"}
 
 
