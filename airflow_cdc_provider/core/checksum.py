@@ -2,8 +2,8 @@
 
 To compare a Hive table with its source without shipping rows, both sides turn each row into the same text and
 hash it. The server computes the text in SQL from the stored value (``source_text``); Spark from the value the
-Hive table holds (``spark_text``), in Spark SQL where Spark can spell it the server's way, else with a Python
-function over the Hive value (``hive_text``, which also gives every other type, for tests). The texts follow
+Hive table holds (``spark_text``), with Spark's functions where Spark can spell it the server's way, else with a
+Python function over the Hive value (``hive_text``, which also gives every other type, for tests). The texts follow
 the server's own printing where the Hive value allows it:
 
 - integers, decimals, TIME (microseconds), strings, ENUM, SET, INET, UUID: their text; BIT(1) ``1``/``0``;
@@ -29,14 +29,15 @@ import json
 import struct
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
-from airflow_cdc_provider.core.identifiers import quote_identifier
+from airflow_cdc_provider.core.identifiers import formatted, quote_identifier
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, arrow_type
 from airflow_cdc_provider.core.values import EWKB_SRID_FLAG
 
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "inet4", "inet6", "uuid"}
 DATETIME_FORMAT_SQL = "%Y-%m-%d %H:%i:%s.%f"
+DATE_FORMAT_SPARK = "yyyy-MM-dd"
 DATETIME_FORMAT_SPARK = "yyyy-MM-dd HH:mm:ss.SSSSSS"
 
 
@@ -139,39 +140,46 @@ def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequ
     """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
     ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the rows' digests: the first
     64 bits of the MD5 of each row's text, unsigned). Run it with arguments (a list, perhaps empty): its own ``%``
-    are doubled for them."""
-    row = source_row_text(columns, mariadb).replace("%", "%%")
-    bucket = f"MOD(CRC32({source_key_text(columns, key, mariadb).replace('%', '%%')}), {int(buckets)})"
+    are doubled for them (in the table's name too)."""
+    row = formatted(source_row_text(columns, mariadb))
+    bucket = f"MOD(CRC32({formatted(source_key_text(columns, key, mariadb))}), {int(buckets)})"
     return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 16), 16, 10)) "
-            f"FROM {table}{' WHERE ' + where if where else ''} GROUP BY bucket")
+            f"FROM {formatted(table)}{' WHERE ' + where if where else ''} GROUP BY bucket")
 
 
 # --- Spark's side -----------------------------------------------------------------------------------------
 
-def spark_text(name: str, column_type: str, mariadb: bool, time_zone: str = "UTC") -> str | None:
-    """The Spark SQL expression of a column's text over the Hive table (its column name lower-cased), the
-    string ``python`` when ``hive_text`` must give it, or None for a column counted by its NULL flag only.
+SparkText = Literal["string", "bit1", "hex", "date", "datetime", "zoned_datetime", "python"]
+
+
+def spark_text(column_type: str, mariadb: bool, time_zone: str = "UTC") -> SparkText | None:
+    """How Spark spells a column's text over the Hive table, or None for a column counted by its NULL flag only.
+    The Spark job (``spark.verify_job``) builds each from the column object, never from an expression string:
+
+    - ``string``: the value cast to a string; ``bit1``: a boolean as ``1``/``0``; ``hex``: upper-case hex;
+    - ``date``: ``DATE_FORMAT_SPARK``; ``datetime``: ``DATETIME_FORMAT_SPARK``; ``zoned_datetime``: the same,
+      of the instant moved from UTC into ``time_zone`` first;
+    - ``python``: ``hive_text`` in a vectorised function (float, double, json, geometry).
 
     The session is in UTC. A DATETIME is held as the instant its digits name in ``time_zone`` (the
     ``hive.time_zone`` readers use), so its digits are those of that zone; a TIMESTAMP's are UTC's, as the server
     prints it."""
-    col = f"`{name.lower()}`"
     kind = kind_of(column_type)
     if kind in ("int", "decimal", "decimal_text", "year", "time", "text"):
-        return f"CAST({col} AS STRING)"
+        return "string"
     if kind == "bit1":
-        return f"CAST(CAST({col} AS INT) AS STRING)"
+        return "bit1"
     if kind in ("bits", "binary"):
-        return f"hex({col})"
+        return "hex"
     if kind == "date":
-        return f"date_format({col}, 'yyyy-MM-dd')"
+        return "date"
     if kind == "datetime" and time_zone != "UTC":
-        return f"date_format(from_utc_timestamp({col}, '{time_zone}'), '{DATETIME_FORMAT_SPARK}')"
+        return "zoned_datetime"
     if kind in ("datetime", "timestamp"):
-        return f"date_format({col}, '{DATETIME_FORMAT_SPARK}')"
+        return "datetime"
     if kind == "json" and not mariadb:
         return None
-    return "python"  # float, double, json, geometry
+    return "python"
 
 
 # --- the Hive value's text, in Python ---------------------------------------------------------------------

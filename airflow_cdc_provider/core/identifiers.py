@@ -42,10 +42,37 @@ def validate_hive_name(name: str, what: str = "Hive name") -> str:
     return name.lower()
 
 
+def backticked(name: str) -> str:
+    """``name`` between backticks, a backtick inside it doubled: a quoted identifier as MySQL and Spark SQL both read
+    it, whatever the name holds (dots, spaces, quotes, parentheses). The Spark jobs quote every column name with
+    it, in DDL and in column references; on the server, ``quote_identifier`` adds MySQL's own checks."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def quote_identifier(name: str) -> str:
     """Quote a validated name with backticks, doubling any backtick inside it."""
     validate_identifier(name)
-    return "`" + name.replace("`", "``") + "`"
+    return backticked(name)
+
+
+def formatted(sql: str) -> str:
+    """A piece of SQL without placeholders, made ready for a statement run with arguments: PyMySQL formats such a
+    statement with ``%``, so its own ``%`` are doubled. A quoted name may hold one (MySQL allows it)."""
+    return sql.replace("%", "%%")
+
+
+# Spark and the metastore take any name (Spark 4.2 on Hive 2.3 created, wrote and read a table with columns
+# `a,b`, `a:b;c` and one holding a line feed), but Hive's own readers get a table's column names as one
+# comma-separated list (the serde's `columns` property): there a comma splits the name and shifts every column
+# after it. A Hive table is read by Hive too, so a comma is refused.
+_HIVE_REFUSED = {",": "a comma"}
+
+
+def hive_column_problem(name: str) -> str | None:
+    """Why a Hive table cannot hold a column of this name, or None when it can (any other character MySQL allows
+    is carried as it is, lower-cased)."""
+    found = [f"{what} ({char!r})" for char, what in _HIVE_REFUSED.items() if char in name]
+    return f"holds {' and '.join(found)}, which a Hive table's column name cannot hold" if found else None
 
 
 def split_qualified(text: str) -> list[tuple[str, bool]]:

@@ -29,6 +29,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import hive_column_problem
 from airflow_cdc_provider.core.types import ColumnType, arrow_type, hive_type
 
 POLICIES = ("strict", "evolve")
@@ -136,6 +137,12 @@ def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None
     touched += [name for name, _, _ in change.retyped if name.lower() in keys]
     touched += [old for old, _ in change.renamed if old.lower() in keys]
     retyped = change.retyped or change.renamed_retyped()
+    unnamable = [f"{name!r} {problem}" for name in [*change.added, *(new for _, new in change.renamed)]
+                 if (problem := hive_column_problem(name))]
+    if unnamable:
+        return (f"{change.headline()} It is not taken on: the column {'; '.join(unnamable)}. Nothing was written; the "
+                "Hive table is as it was. Rename the column at the source (then trigger a run with "
+                "fresh_snapshot=true), or leave the table out of the configuration.")
     if touched:
         reason = f"it changes the key column(s) {', '.join(touched)}, so rows can no longer be matched"
     elif retyped and policy == "evolve":

@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import hive_column_problem
 from airflow_cdc_provider.core.records import RawHeader
 
 HEADER_METADATA = "cdc.header"
@@ -31,6 +32,10 @@ GEOMETRIES = {"geometry", "point", "linestring", "polygon", "multipoint", "multi
 
 class UnsupportedType(CdcError):
     """A column type with no Hive mapping: named with its column, found before anything is read."""
+
+
+class UnsupportedColumnName(CdcError):
+    """A column name a Hive table cannot hold: named with the character, found before anything is read."""
 
 
 @dataclass(frozen=True)
@@ -103,7 +108,13 @@ def arrow_type(column_type: str) -> pa.DataType:
 
 
 def check_columns(table: str, columns: Sequence[tuple[str, str]]) -> None:
-    """Raise UnsupportedType naming every column of ``table`` whose type has no mapping."""
+    """Raise UnsupportedColumnName naming every column of ``table`` whose name Hive cannot hold, then
+    UnsupportedType naming every column whose type has no mapping."""
+    names = [f"{name!r} {problem}" for name, _ in columns if (problem := hive_column_problem(name))]
+    if names:
+        raise UnsupportedColumnName(
+            f"The table {table} has columns the Hive table cannot hold: {'; '.join(names)}. Nothing was read. Rename "
+            "the column at the source, or leave the table out of the configuration (see docs/types.md).")
     problems = []
     for name, column_type in columns:
         try:

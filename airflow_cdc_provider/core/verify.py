@@ -257,10 +257,10 @@ def key_range(key: tuple[str, ...] | list[str], after: tuple[Any, ...] | None,
               until: tuple[Any, ...] | None) -> tuple[str, list[Any]]:
     """The SQL condition (and its arguments) of a range of keys, ``after`` < key <= ``until`` (either end open
     when None), spelt out for composite keys as an index range: ``(a, b) > (x, y)`` is ``a > x OR (a = x AND
-    b > y)``."""
-    from airflow_cdc_provider.core.identifiers import quote_identifier
+    b > y)``. The condition is for a statement run with its arguments: a ``%`` of a name is doubled."""
+    from airflow_cdc_provider.core.identifiers import formatted, quote_identifier
 
-    names = [quote_identifier(k) for k in key]
+    names = [formatted(quote_identifier(k)) for k in key]
     parts, args = [], []
     for bound, last, first in ((after, ">", ">"), (until, "<=", "<")):
         if bound is None:

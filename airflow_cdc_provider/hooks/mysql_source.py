@@ -29,7 +29,7 @@ from airflow_cdc_provider.core.gtid import (
     mysql_gtid_at,
     start_after,
 )
-from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
+from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
@@ -490,14 +490,15 @@ class MySqlSourceHook(BaseHook):
                     return sums
                 ranges = (int(high) - int(low)) // range_rows + 1
                 if ranges <= 4 * (bucket_count(self.estimated_rows(table), range_rows)):
+                    key = formatted(keys)
                     for start in range(int(low), int(high) + 1, range_rows):
-                        add(cursor, f"{keys} >= %s AND {keys} < %s", [start, start + range_rows])
+                        add(cursor, f"{key} >= %s AND {key} < %s", [start, start + range_rows])
                     return sums
             after: tuple[Any, ...] | None = None
             while True:
                 where, args = key_range(header.key, after, None)
-                cursor.execute(f"SELECT {keys} FROM {table.quoted}{' WHERE ' + where if where else ''} ORDER BY {keys} "
-                               f"LIMIT 1 OFFSET {int(range_rows) - 1}", args or None)
+                cursor.execute(formatted(f"SELECT {keys} FROM {table.quoted}") + (f" WHERE {where}" if where else "")
+                               + formatted(f" ORDER BY {keys}") + f" LIMIT 1 OFFSET {int(range_rows) - 1}", args)
                 until = cursor.fetchone()
                 where, args = key_range(header.key, after, until)
                 add(cursor, where, args)
@@ -516,8 +517,8 @@ class MySqlSourceHook(BaseHook):
         row = source_row_text(header.columns, self.flavor.is_mariadb)
         listed = ", ".join(str(int(b)) for b in sorted(set(which)))
         with self.cursor() as cursor:
-            cursor.execute(f"SELECT {key}, MD5({row}) FROM {table.quoted} "
-                           f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})".replace("%", "%%"), [])
+            cursor.execute(formatted(f"SELECT {key}, MD5({row}) FROM {table.quoted} "
+                                     f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})"), [])
             return {k: md5 for k, md5 in cursor.fetchall()}
 
     def estimated_rows(self, table: TableName | str) -> int:

@@ -46,6 +46,7 @@ from airflow_cdc_provider.core.merge import (
 )
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
+from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.session import hive_session
 
 
@@ -75,16 +76,16 @@ def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], sp
 
     A DATETIME holds the UTC instant of its digits in the capture files; for readers in another zone it becomes
     the instant its digits name there (the session is in UTC)."""
-    from pyspark.sql.functions import col, to_utc_timestamp
+    from pyspark.sql.functions import to_utc_timestamp
 
     frame = spark.read.parquet(*paths)
     shifted = set(spec.datetime_columns) if spec.datetime_zone != "UTC" else set()
 
-    def column(name: str, hive: str) -> Any:
-        value = col(quote_identifier(name)).cast(hive)
+    def hive_column(name: str, hive: str) -> Any:
+        value = column(name).cast(hive)
         return (to_utc_timestamp(value, spec.datetime_zone) if name.lower() in shifted else value).alias(name.lower())
 
-    return frame.select([column(name, hive) for name, hive in columns])
+    return frame.select([hive_column(name, hive) for name, hive in columns])
 
 
 def _datetimes_in_gaps(spark: Any, spec: MergeSpec) -> int:
@@ -92,7 +93,7 @@ def _datetimes_in_gaps(spark: Any, spec: MergeSpec) -> int:
     daylight-saving change. Java's time rules move it forward by the gap; the count is reported, not hidden."""
     from functools import reduce
 
-    from pyspark.sql.functions import col, from_utc_timestamp, to_utc_timestamp
+    from pyspark.sql.functions import from_utc_timestamp, to_utc_timestamp
 
     if spec.datetime_zone == "UTC" or not spec.datetime_columns:
         return 0
@@ -101,7 +102,7 @@ def _datetimes_in_gaps(spark: Any, spec: MergeSpec) -> int:
     zone = spec.datetime_zone
     # There and back: a time that exists in the zone comes back with its own digits, a skipped one does not.
     moved = [from_utc_timestamp(to_utc_timestamp(value, zone), zone) != value
-             for value in (col(quote_identifier(names[c])).cast("timestamp") for c in spec.datetime_columns
+             for value in (column(names[c]).cast("timestamp") for c in spec.datetime_columns
                            if c in names)]
     return raw.where(reduce(lambda a, b: a | b, moved)).count() if moved else 0
 
@@ -122,28 +123,26 @@ class _Clock:
 
 def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns."""
-    from pyspark.sql.functions import col
-
     if not spec.fills_file or not spec.fill_sources:
         return None, {}
     types = dict(spec.hive_columns)
-    names = [column.lower() for column, _ in spec.fill_sources]
-    frame = _hive_frame(spark, [spec.fills_file], [(column, types[column.lower()]) for column, _ in spec.fill_sources],
+    names = [added.lower() for added, _ in spec.fill_sources]
+    frame = _hive_frame(spark, [spec.fills_file], [(added, types[added.lower()]) for added, _ in spec.fill_sources],
                         spec)
-    frame = frame.select([col(quote_identifier(name)).alias(f"__fill_{name}") for name in names])
-    return frame, {column.lower(): [s.lower() for s in sources] for column, sources in spec.fill_sources}
+    frame = frame.select([column(name).alias(f"__fill_{name}") for name in names])
+    return frame, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
 
 
 def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int | None,
             columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
     """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``; just the upserts without
     an origin. ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
-    from pyspark.sql.functions import broadcast, col, lit
+    from pyspark.sql.functions import broadcast, lit
 
     key = spec.hive_key
     upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns, spec)
     have = set(upserts.columns)
-    upserts = upserts.select([col(quote_identifier(name)) if name in have else lit(None).cast(hive).alias(name)
+    upserts = upserts.select([column(name) if name in have else lit(None).cast(hive).alias(name)
                               for name, hive in columns])
     if origin_version is None:
         return upserts
@@ -162,9 +161,9 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     def origin_value(name: str, hive: str) -> Any:
         if name in sources:  # added in the range: the rows here predate it
             source = next((s for s in sources[name] if s in held), None)
-            value = col(quote_identifier(source)) if source else col(quote_identifier(f"__fill_{name}"))
+            value = column(source) if source else column(f"__fill_{name}")
         elif name in held:
-            value = col(quote_identifier(name))
+            value = column(name)
         else:
             value = lit(None)
         return value.cast(hive).alias(name)
@@ -173,7 +172,8 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     if spec.delete_file is not None:  # a snapshot's input has none
         key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
         old = old.join(_hive_frame(spark, [spec.delete_file], key_columns, spec), key, "left_anti")
-    return old.join(upserts.select(*key), key, "left_anti").unionByName(upserts)
+    # Joined on the key by name (a USING join matches names, it does not parse them).
+    return old.join(upserts.select([column(name) for name in key]), key, "left_anti").unionByName(upserts)
 
 
 def merge(spark: Any, spec: MergeSpec) -> TableMerge:
@@ -229,16 +229,15 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
             # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
             # between the two statements leaves no table; its retry (the same snapshot run) creates it.
             spark.sql(f"DROP TABLE {spec.qualified_table}")
-        ddl = ", ".join(f"{quote_identifier(name)} {hive}" for name, hive in columns)
-        spark.sql(f"CREATE TABLE {spec.qualified_table} ({ddl}) STORED AS PARQUET LOCATION '{_literal(path)}'")
+        spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}) STORED AS PARQUET "
+                  f"LOCATION '{_literal(path)}'")
     else:
         spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
         failpoint("merge.driver.switched")
         if added:
             # After the switch: until the ADD, readers see the columns they knew, over the new rows. A job killed
             # in between is not recorded as committed; its retry merges again and adds them.
-            ddl = ", ".join(f"{quote_identifier(name)} {hive}" for name, hive in added)
-            spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({ddl})")
+            spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
             print(f"cdc-merge: added the columns {added}", flush=True)
     clock.lap("commit")
     print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)

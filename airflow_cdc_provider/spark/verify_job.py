@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from airflow_cdc_provider.core.checksum import hive_text, spark_text
+from airflow_cdc_provider.core.checksum import DATE_FORMAT_SPARK, DATETIME_FORMAT_SPARK, hive_text, spark_text
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     SourceSums,
@@ -31,6 +31,7 @@ from airflow_cdc_provider.core.verify import (
 )
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
+from airflow_cdc_provider.spark.names import column
 from airflow_cdc_provider.spark.session import hive_session
 
 
@@ -54,10 +55,23 @@ def _text(name: str, column_type: str, mariadb: bool, time_zone: str) -> Any:
     """A column's text (``core.checksum``) as a Spark column, or None for a column counted by its NULL flag."""
     from pyspark.sql import functions as F
 
-    expression = spark_text(name, column_type, mariadb, time_zone)
-    if expression == "python":
-        return _python_text(column_type, mariadb)(F.col(f"`{name.lower()}`"))
-    return None if expression is None else F.expr(expression)
+    rule = spark_text(column_type, mariadb, time_zone)
+    value = column(name.lower())  # the Hive table's name
+    if rule is None:
+        return None
+    if rule == "python":
+        return _python_text(column_type, mariadb)(value)
+    if rule == "string":
+        return value.cast("string")
+    if rule == "bit1":
+        return value.cast("int").cast("string")
+    if rule == "hex":
+        return F.hex(value)
+    if rule == "date":
+        return F.date_format(value, DATE_FORMAT_SPARK)
+    if rule == "zoned_datetime":
+        value = F.from_utc_timestamp(value, time_zone)
+    return F.date_format(value, DATETIME_FORMAT_SPARK)
 
 
 def key_text(columns: Any, key: Any, mariadb: bool, time_zone: str) -> Any:
@@ -80,7 +94,7 @@ def row_frame(spark: Any, job: VerifyJob) -> Any:
     from pyspark.sql import functions as F
 
     texts = [t for name, ctype in job.columns if (t := _text(name, ctype, job.mariadb, job.time_zone)) is not None]
-    flags = F.concat(*[F.when(F.col(f"`{name.lower()}`").isNull(), F.lit("1")).otherwise(F.lit("0"))
+    flags = F.concat(*[F.when(column(name.lower()).isNull(), F.lit("1")).otherwise(F.lit("0"))
                        for name, _ in job.columns])
     row_text = F.concat_ws("#", *texts, flags)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)

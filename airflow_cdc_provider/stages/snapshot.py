@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pymysql
 
 from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
-from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
+from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema
@@ -73,12 +73,13 @@ def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
     """``SELECT … WHERE key > last ORDER BY key LIMIT n``, the comparison spelt out for composite keys.
 
     ``(a, b) > (x, y)`` becomes ``a > x OR (a = x AND b > y)``, a form every MySQL and MariaDB plans as an
-    index range; never OFFSET, whose cost grows with every chunk.
+    index range; never OFFSET, whose cost grows with every chunk. Run it with ``keyset_args`` (a list, empty for the
+    first chunk): the names' own ``%`` are doubled for them.
     """
     table = TableName.parse(header.table)
     columns = ", ".join(snapshot_select(name, column_type) for name, column_type in header.columns)
-    keys = [quote_identifier(k) for k in header.key]
-    sql = f"SELECT {columns} FROM {table.quoted}"
+    keys = [formatted(quote_identifier(k)) for k in header.key]
+    sql = formatted(f"SELECT {columns} FROM {table.quoted}")
     if after:
         terms = []
         for i, key in enumerate(keys):
@@ -182,7 +183,7 @@ def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: in
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
     with pq.ParquetWriter(tmp, schema) as writer, reads.cursor() as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
-                       keyset_args(last_key) if last_key is not None else None)
+                       keyset_args(last_key) if last_key is not None else [])
         while batch := cursor.fetchmany(FETCH_ROWS):
             last_row = list(batch[-1])  # the key as the server gave it, for the next chunk's WHERE
             if normalisers:

@@ -14,9 +14,10 @@ import json
 import sys
 
 import pyarrow.parquet as pq
-from pyspark.sql.functions import col, date_format
+from pyspark.sql.functions import date_format
 from pyspark.sql.types import TimestampType
 
+from airflow_cdc_provider.spark.names import column
 from airflow_cdc_provider.spark.session import hive_session
 
 
@@ -32,8 +33,8 @@ def main(argv: list[str]) -> int:
         details = {row[0]: row[1] for row in spark.sql(f"DESCRIBE TABLE EXTENDED {table}").collect()}
         frame = spark.table(table)
         if zone:
-            frame = frame.select([date_format(col(f"`{f.name}`"), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(f.name)
-                                  if isinstance(f.dataType, TimestampType) else col(f"`{f.name}`")
+            frame = frame.select([date_format(column(f.name), "yyyy-MM-dd HH:mm:ss.SSSSSS").alias(f.name)
+                                  if isinstance(f.dataType, TimestampType) else column(f.name)
                                   for f in frame.schema])
         pq.write_table(frame.toArrow(), out)
         with open(f"{out}.json", "w") as meta:

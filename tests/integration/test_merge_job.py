@@ -11,6 +11,7 @@ import time
 import pytest
 from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 
+from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import plain
@@ -20,10 +21,21 @@ from tests.integration.test_capture import fill, items, random_change  # noqa: F
 pytestmark = pytest.mark.spark
 
 
+# Names MySQL allows that an expression would misread: SQL after a backtick (a part of the key), a struct path
+# and spaces, quotes, a placeholder, Hive's type separators.
+AWKWARD_NAMES = {"region": "x`) AS STRING)||(SELECT 1)||CAST((`", "seen_at": "a.b sp ace",
+                 "payload": "q'uote dq\"uote (p) %s :;"}
+
+
 def test_initial_load_then_merges_equal_the_source_and_old_versions_go(mariadb, items, capture_conn, tmp_path):
+    # The columns the changes below do not name are renamed: the snapshot, the binlog, the merge (its join on the
+    # key included) and the read carry them like any other.
+    mariadb.execute(f"ALTER TABLE {items.quoted} " + ", ".join(
+        f"RENAME COLUMN {old} TO {quote_identifier(new)}" for old, new in AWKWARD_NAMES.items()))
     fill(mariadb, items.quoted, 300)
     hook = MySqlSourceHook(capture_conn)
     table = Table(hook, hook.raw_header(items), tmp_path)
+    assert table.header.key == (AWKWARD_NAMES["region"], "id")
     run, spec = table.prepare()
     first = table.merge(spec)
     assert first["status"] == "committed" and first["version"] == 1 and first["rows"] == 300

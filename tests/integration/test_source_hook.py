@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.errors import (
 from airflow_cdc_provider.core.flavor import Flavor
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_position
+from airflow_cdc_provider.core.types import UnsupportedColumnName
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 
@@ -206,10 +207,11 @@ def test_tables_the_user_cannot_see_are_not_found(make_user):
 @pytest.mark.usefixtures("key_tables")
 def test_many_tables_described_at_once_as_one_by_one(mariadb, capture_conn):
     mariadb.execute("CREATE TABLE IF NOT EXISTS keys_db.doc (id INT PRIMARY KEY, body JSON, at DATETIME(3))",
+                    "CREATE TABLE IF NOT EXISTS keys_db.comma (id INT PRIMARY KEY, `a,b` INT)",
                     "CREATE OR REPLACE VIEW keys_db.v AS SELECT 1 AS one")
     hook = MySqlSourceHook(capture_conn)
     assert [str(t) for t in hook.base_tables(["keys_db"])] == [
-        "keys_db.doc", "keys_db.nokey", "keys_db.nullable_uk", "keys_db.pk", "keys_db.uk"], "views left out"
+        "keys_db.comma", "keys_db.doc", "keys_db.nokey", "keys_db.nullable_uk", "keys_db.pk", "keys_db.uk"], "views left out"
     names = [*hook.base_tables(["keys_db"]), TableName("keys_db", "missing")]
     described = hook.raw_headers(names)
     for name in names:
@@ -220,3 +222,6 @@ def test_many_tables_described_at_once_as_one_by_one(mariadb, capture_conn):
         else:
             assert described[name] == expected
     assert described[TableName("keys_db", "doc")].columns[1] == ("body", "json")
+    # A name Hive cannot hold stops the table at the check, before anything is read, naming the column.
+    refused = described[TableName("keys_db", "comma")]
+    assert isinstance(refused, UnsupportedColumnName) and "'a,b' holds a comma" in str(refused)

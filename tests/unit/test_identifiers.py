@@ -1,12 +1,41 @@
 import pytest
 
 from airflow_cdc_provider.core.errors import InvalidIdentifier
-from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
+from airflow_cdc_provider.core.identifiers import (
+    TableName,
+    backticked,
+    formatted,
+    hive_column_problem,
+    quote_identifier,
+    split_qualified,
+)
+
+# Names MySQL allows that break a name pasted into an expression: an injection, a struct path, quotes, a format.
+AWKWARD = ["x`) AS STRING)||(SELECT 1)||CAST((`", "a.b", "sp ace", "q'uote", 'dq"uote', "``", "(p)", "pct%s"]
 
 
 def test_quote_doubles_backticks():
     assert quote_identifier("orders") == "`orders`"
     assert quote_identifier("we`ird") == "`we``ird`"
+
+
+@pytest.mark.parametrize("name", AWKWARD)
+def test_a_quoted_name_reads_back_as_one_name_whatever_it_holds(name):
+    # Spark SQL and MySQL read a quoted identifier the same way: the name between backticks, `` as one backtick.
+    assert split_qualified(backticked(name)) == [(name, True)]
+    assert quote_identifier(name) == backticked(name)
+    assert backticked("__fill_" + "x" * 64) == "`__fill_" + "x" * 64 + "`"  # Spark's own names: no MySQL limit
+
+
+def test_a_name_in_a_statement_run_with_arguments_keeps_its_percent_sign():
+    assert formatted(quote_identifier("pct%s")) % () == "`pct%s`"
+    assert formatted("`a`") == "`a`"
+
+
+@pytest.mark.parametrize("name", AWKWARD + ["co:lon", "semi;colon", "new\nline", "ünï"])
+def test_hive_holds_any_column_name_but_one_with_a_comma(name):
+    assert hive_column_problem(name) is None
+    assert hive_column_problem(name + ",") == "holds a comma (','), which a Hive table's column name cannot hold"
 
 
 @pytest.mark.parametrize("bad", ["", "x" * 65, "a\x00b", "trailing ", "emoji\U0001f600"])

@@ -71,6 +71,15 @@ def test_a_change_to_the_key_stops_every_policy():
         refusal(key_gone, "lenient", ["id"])
 
 
+def test_a_column_added_or_renamed_to_a_name_hive_cannot_hold_stops_every_policy():
+    for after in ((*BEFORE, ("a,b", "text")), (BEFORE[0], ("na,me", "varchar(10)"), BEFORE[2])):
+        for policy in ("strict", "evolve"):
+            message = refusal(change(*after), policy, ["id"])
+            assert message and "holds a comma (',')" in message and "the Hive table is as it was" in message
+            assert "Rename the column at the source" in message
+    assert refusal(change(*BEFORE, ("a.b`)", "text")), "strict", ["id"]) is None
+
+
 def test_landing_sees_what_changes_values():
     assert landing("set('a','b')") != landing("set('b','a')")
     assert landing("binary(4)") != landing("binary(8)")

@@ -11,8 +11,10 @@ from decimal import Decimal
 import pyarrow as pa
 import pytest
 
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.types import (
     ColumnType,
+    UnsupportedColumnName,
     UnsupportedType,
     arrow_table,
     arrow_type,
@@ -51,6 +53,17 @@ def test_a_type_without_mapping_is_named_with_its_column():
     with pytest.raises(UnsupportedType, match=r"shop.t has columns whose type has no Hive mapping: v vector\(3\)"):
         check_columns("shop.t", [("id", "int(11)"), ("v", "vector(3)")])
     check_columns("shop.t", [("id", "int(11)"), ("j", "json")])
+
+
+def test_a_column_name_hive_cannot_hold_is_named_with_its_character():
+    with pytest.raises(UnsupportedColumnName) as err:
+        check_columns("shop.t", [("id", "int(11)"), ("a,b", "int"), ("v", "vector(3)")])
+    assert "shop.t" in str(err.value) and "'a,b' holds a comma (',')" in str(err.value)
+    assert "Rename the column at the source" in str(err.value)
+    assert not isinstance(err.value, UnsupportedType) and isinstance(err.value, CdcError)  # no retry repeats it
+    # Anything else MySQL allows in a name is carried.
+    check_columns("shop.t", [("x`) AS STRING)||(SELECT 1)||CAST((`", "int"), ("a.b", "int"), ("sp ace", "int"),
+                             ("q'uote", "int"), ('dq"uote', "int"), ("co:lon;semi", "int"), ("pct%s", "int")])
 
 
 def test_column_type_parts():
