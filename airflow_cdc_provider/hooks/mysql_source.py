@@ -91,6 +91,12 @@ def _server_side_cursor(conn: pymysql.connections.Connection) -> Iterator[pymysq
     finally:
         if conn.open:
             cursor.close()
+        else:
+            # Nothing left to read: the cursor and its result stay closed, now and when they are collected.
+            result = getattr(cursor, "_result", None)
+            if result is not None:
+                result.unbuffered_active = False
+            cursor.connection = None  # type: ignore[assignment]  # as PyMySQL marks a closed cursor
 
 
 class _SourceConnection(pymysql.connections.Connection):
@@ -103,12 +109,23 @@ class _SourceConnection(pymysql.connections.Connection):
 
     def _request_authentication(self) -> None:
         # The server's capabilities are those of its greeting, read before this step (untyped in the stubs).
-        if self._tls_required and not getattr(self, "server_capabilities", 0) & CLIENT.SSL:
+        offers_tls = bool(getattr(self, "server_capabilities", 0) & CLIENT.SSL)
+        if self._tls_required and not offers_tls:
             raise TlsNotPossible(
                 f"The server {self.host}:{self.port} offers no TLS, and the connection's TLS settings require it; "
                 "nothing was sent. Configure TLS on the server (ssl_cert, ssl_key), or check that the connection "
                 f"points at the right server ({TLS_DOC}).")
-        super()._request_authentication()  # type: ignore[misc]
+        try:
+            super()._request_authentication()  # type: ignore[misc]
+        except pymysql.err.OperationalError as exc:
+            # MariaDB refuses a login in clear to a server that requires TLS as it refuses a wrong password: the
+            # message then names both causes.
+            exc.login_in_clear_to_tls_server = offers_tls and not self._tls_used  # type: ignore[attr-defined]
+            raise
+
+    @property
+    def _tls_used(self) -> bool:
+        return bool(getattr(self, "ssl", False))
 
 
 class MySqlSourceHook(BaseHook):
@@ -182,11 +199,17 @@ class MySqlSourceHook(BaseHook):
             code = exc.args[0] if exc.args else None
             reason = exc.args[1] if len(exc.args) > 1 else str(exc)
             if code in _LOGIN_REFUSED:
+                in_clear = getattr(exc, "login_in_clear_to_tls_server", False)
                 # The server's message names the user and host, never the password.
                 raise AccessDenied(
                     f"The server {host}:{port} refused the login of the Airflow connection {self.mysql_conn_id!r} "
-                    f"(MySQL error {code}: {reason}). Check the connection's login and password, and that the user "
-                    "may connect from this worker's host and is not locked; a retry would be refused the same way."
+                    f"(MySQL error {code}: {reason}). "
+                    + ("The connection uses no TLS and the server offers it: if the server requires TLS "
+                       "(require_secure_transport=ON, which MariaDB reports as a refused login), give the connection "
+                       f'an `ssl` extra, such as {{"ssl": {{"ca": "/path/to/ca.pem"}}}} ({TLS_DOC}). Else c'
+                       if in_clear else "C")
+                    + "heck the connection's login and password, and that the user may connect from this worker's host "
+                    "and is not locked; a retry would be refused the same way."
                 ) from None
             if code in _TLS_REQUIRED:
                 raise TlsNotPossible(

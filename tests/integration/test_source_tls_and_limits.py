@@ -13,7 +13,13 @@ import pytest
 from pymysqlreplication.event import XidEvent
 from pymysqlreplication.row_event import WriteRowsEvent
 
-from airflow_cdc_provider.core.errors import CdcError, SourceTimedOut, StatementTimedOut, TlsNotPossible
+from airflow_cdc_provider.core.errors import (
+    AccessDenied,
+    CdcError,
+    SourceTimedOut,
+    StatementTimedOut,
+    TlsNotPossible,
+)
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.extract import extract
@@ -84,11 +90,20 @@ def test_a_ca_that_did_not_sign_the_servers_certificate_is_refused_for_good(tls_
 
 
 def test_a_connection_without_tls_is_refused_clearly(tls_server, tls_user):
+    # MariaDB refuses it as it refuses a wrong password (MySQL has an error of its own): the message names both.
     for extra in (None, {"ssl_mode": "DISABLED"}):
-        with pytest.raises(TlsNotPossible) as caught:
+        with pytest.raises(AccessDenied) as caught:
             MySqlSourceHook(tls_user.with_extra(extra)).current_watermark()
-        assert f"The server 127.0.0.1:{tls_server.port} accepts only TLS connections" in str(caught.value)
-        assert "Give it an `ssl` extra" in str(caught.value)
+        message = str(caught.value)
+        assert f"The server 127.0.0.1:{tls_server.port} refused the login" in message
+        assert "The connection uses no TLS and the server offers it: if the server requires TLS" in message
+        assert "give the connection an `ssl` extra" in message and "Else check the connection's login" in message
+    # A wrong password over TLS is told as before.
+    wrong = tls_user.with_extra({"ssl": {"ca": str(tls_server.tls.ca)}})
+    os.environ[conn_env(wrong)] = json.dumps({**json.loads(os.environ[conn_env(wrong)]), "password": "wrong"})
+    with pytest.raises(AccessDenied) as caught:
+        MySqlSourceHook(wrong).current_watermark()
+    assert "uses no TLS" not in str(caught.value) and "Check the connection's login" in str(caught.value)
 
 
 def test_tls_required_of_a_server_without_tls_is_refused_before_the_login(mariadb, make_user, monkeypatch):
@@ -120,7 +135,8 @@ def test_a_streamed_read_slow_to_be_consumed_is_not_stopped_by_the_statement_tim
                                                                                           request):
     # More rows than the server and the sockets buffer: the server is still sending while the reader dawdles.
     # (Kept out of the shared server's binlog, and dropped after.)
-    mariadb.execute("SET SESSION sql_log_bin = 0", "CREATE DATABASE IF NOT EXISTS slow_db",
+    mariadb.execute("SET SESSION sql_log_bin = 0", "SET SESSION max_recursive_iterations = 100000",
+                    "CREATE DATABASE IF NOT EXISTS slow_db",
                     "CREATE TABLE slow_db.wide (id INT PRIMARY KEY, pad VARCHAR(2000) NOT NULL)",
                     "INSERT INTO slow_db.wide WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n "
                     "WHERE i < 20000) SELECT i, REPEAT('x', 2000) FROM n")
@@ -149,7 +165,8 @@ def test_a_silent_server_fails_reads_the_binlog_reader_and_a_new_connection_with
     hook = MySqlSourceHook(tls_user.verified, statement_timeout_seconds=1, read_timeout_seconds=1)
     start = hook.current_watermark()
     # A binlog longer than the sockets hold, so that the server is still sending when it stops.
-    tls_server.execute("INSERT INTO tls_db.items WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n "
+    tls_server.execute("SET SESSION max_recursive_iterations = 100000",
+                       "INSERT INTO tls_db.items WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n "
                        "WHERE i < 30099) SELECT i, REPEAT('y', 1000) FROM n")
     stream = hook.binlog_stream(start, 7777, [WriteRowsEvent, XidEvent], ["tls_db"], ["items"])
     pid = tls_server.process.pid
