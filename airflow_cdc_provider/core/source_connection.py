@@ -184,7 +184,8 @@ class SourceLimits(Model):
     ``statement_seconds`` stops a statement on the server (``core.flavor``'s session setting) on the connections
     that run short statements: catalog, status, binlog listings, verify's sums. Streamed reads (snapshot chunks,
     re-reads) are left out of it: the server counts the time the rows wait for the client as the statement's, so a
-    slow consumer would see a chunk killed; their length is bounded by their chunk instead. ``read_seconds``
+    slow consumer would see a chunk killed; a snapshot chunk is bounded by its rows instead, and every streamed
+    read's silence by the read timeout below (tested on MariaDB 10.11). ``read_seconds``
     bounds silence: the binlog reader waits that long for the next event (the pass reads to a known end, so a
     silent connection means a hung server), and a statement's connection waits for an answer as long as the
     statement may run, and ``read_seconds`` more.
