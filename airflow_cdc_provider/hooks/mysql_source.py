@@ -55,6 +55,10 @@ def _table_not_found(table: TableName) -> TableNotFound:
     )
 
 
+# The session of every connection that reads tables: times in UTC, so values do not depend on the server's zone.
+_SESSION: dict[str, Any] = {"autocommit": True, "charset": "utf8mb4",
+                            "init_command": "SET SESSION time_zone = '+00:00'"}
+
 # A login refused because the connection is not encrypted: MySQL's ER_SECURE_TRANSPORT_REQUIRED.
 _TLS_REQUIRED = frozenset({3159})
 
@@ -227,8 +231,7 @@ class MySqlSourceHook(BaseHook):
     def get_conn(self) -> pymysql.connections.Connection:
         """A new connection for statements: its session reads times in UTC, so values do not depend on the server's
         zone, and the server stops a statement at the statement time limit."""
-        conn = self._connect(self.limits.answer_seconds, "connection for statements", autocommit=True,
-                             charset="utf8mb4", init_command="SET SESSION time_zone = '+00:00'")
+        conn = self._connect(self.limits.answer_seconds, "connection for statements", **_SESSION)
         try:
             with self._failures(), conn.cursor() as cursor:
                 # The handshake's version names the flavor, which the session setting depends on.
@@ -268,8 +271,7 @@ class MySqlSourceHook(BaseHook):
         """One connection for reads streamed one after another (a snapshot's chunks, a re-read), closed on
         leaving. No statement time limit: the server would count the time its rows wait for the reader (each read
         is one chunk); the server may stay silent for the statement time limit and the read time limit."""
-        conn = self._connect(self.limits.answer_seconds, "connection for streamed reads", autocommit=True,
-                             charset="utf8mb4", init_command="SET SESSION time_zone = '+00:00'")
+        conn = self._connect(self.limits.answer_seconds, "connection for streamed reads", **_SESSION)
         try:
             yield StreamingReads(conn, self._failures)
         finally:
