@@ -203,18 +203,17 @@ class MySqlSourceHook(BaseHook):
             code = exc.args[0] if exc.args else None
             reason = exc.args[1] if len(exc.args) > 1 else str(exc)
             if code in _LOGIN_REFUSED:
-                in_clear = getattr(exc, "login_in_clear_to_tls_server", False)
+                check = ("check the connection's login and password, and that the user may connect from this "
+                         "worker's host and is not locked; a retry would be refused the same way.")
+                if getattr(exc, "login_in_clear_to_tls_server", False):
+                    check = ("The connection uses no TLS and the server offers it: if the server requires TLS "
+                             "(require_secure_transport=ON, which MariaDB reports as a refused login), give the "
+                             f'connection an `ssl` extra, such as {{"ssl": {{"ca": "/path/to/ca.pem"}}}} ({TLS_DOC}). '
+                             f"Else {check}")
                 # The server's message names the user and host, never the password.
                 raise AccessDenied(
                     f"The server {host}:{port} refused the login of the Airflow connection {self.mysql_conn_id!r} "
-                    f"(MySQL error {code}: {reason}). "
-                    + ("The connection uses no TLS and the server offers it: if the server requires TLS "
-                       "(require_secure_transport=ON, which MariaDB reports as a refused login), give the connection "
-                       f'an `ssl` extra, such as {{"ssl": {{"ca": "/path/to/ca.pem"}}}} ({TLS_DOC}). Else c'
-                       if in_clear else "C")
-                    + "heck the connection's login and password, and that the user may connect from this worker's host "
-                    "and is not locked; a retry would be refused the same way."
-                ) from None
+                    f"(MySQL error {code}: {reason}). {check[0].upper()}{check[1:]}") from None
             if code in _TLS_REQUIRED:
                 raise TlsNotPossible(
                     f"The server {host}:{port} accepts only TLS connections (MySQL error {code}: {reason}), and the "
