@@ -105,24 +105,27 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
            task_kwargs: dict[str, Any]) -> TaskGroup:
     retry: dict[str, Any] = {"retries": config.run.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
     conn: dict[str, Any] = {"mysql_conn_id": config.source.mysql_conn_id}
+    # The tasks that talk to the source, with its time limits.
+    source: dict[str, Any] = {**conn, "statement_timeout_seconds": config.source.statement_timeout_seconds,
+                              "read_timeout_seconds": config.source.read_timeout_seconds}
     work: dict[str, Any] = {"work_conn_id": config.work.conn_id}
     lease: dict[str, Any] = {"lock_lease_seconds": config.run.lock_lease_seconds}
     hive = config.hive
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
         check = CaptureCheckOperator(task_id="check", tables=tables, hive=hive, work_dir=config.work.dir,
-                                     schema_changes=config.run.schema_changes, **conn, **work, **retry)
+                                     schema_changes=config.run.schema_changes, **source, **work, **retry)
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work.dir,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
                                on_purged_binlog=config.run.on_purged_binlog,
                                on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
-                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **conn, **retry)
+                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **source, **retry)
         progress: dict[str, Any] = {"progress_seconds": config.source.progress_seconds}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.source.snapshot_concurrency,
-                                         chunk_rows=config.source.snapshot_chunk_rows, **conn, **work, **lease,
+                                         chunk_rows=config.source.snapshot_chunk_rows, **source, **work, **lease,
                                          **progress, **retry)
-        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **conn, **work, **lease, **progress,
+        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
                                              **retry)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
                                    memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
@@ -145,7 +148,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         verify = CdcVerifyOperator(
             task_id="verify", plan=plan.output, outcomes=outcomes, verify=config.verify,
             force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", conf=config.spark.verify_settings(), **spark,
-            **conn, **work, **retry,
+            **source, **work, **retry,
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.

@@ -62,7 +62,8 @@ _LONGEST_FIRST = ["test_scheduler", "test_source", "test_faults", "test_pipeline
 _STAGE_BY_DIRECTORY = {"e2e": 0, "integration": 1}
 # Modules whose tests share something costly to start (a module-scoped server or Spark environment, the session's
 # Spark cluster and metastore service): their tests stay on one worker, which starts it once.
-_ONE_WORKER = {"test_cluster", "test_binlog_columns", "test_merge_spark35", "test_source_hook"}
+_ONE_WORKER = {"test_cluster", "test_binlog_columns", "test_merge_spark35", "test_source_hook",
+               "test_source_tls_and_limits"}
 
 
 def _expected_length_rank(item: pytest.Item) -> tuple[int, int]:

@@ -31,10 +31,11 @@ def _template_data_dir() -> Path:
 
 
 def start_server(base_dir: str | Path, overrides: Mapping[str, Any] | None = None,
-                 environment: Mapping[str, str] | None = None) -> ThrowawayServer:
-    """``ThrowawayServer.start`` in ``base_dir``, its data directory a copy of the session's template."""
+                 environment: Mapping[str, str] | None = None, tls: bool = False) -> ThrowawayServer:
+    """``ThrowawayServer.start`` in ``base_dir``, its data directory a copy of the session's template; ``tls``:
+    with TLS required (``ThrowawayServer.start``)."""
     base = Path(base_dir)
     base.mkdir(parents=True, exist_ok=True)
     if not (base / "data").exists():
         shutil.copytree(_template_data_dir(), base / "data", symlinks=True)
-    return ThrowawayServer.start(base, overrides, environment=environment)
+    return ThrowawayServer.start(base, overrides, environment=environment, tls=tls)

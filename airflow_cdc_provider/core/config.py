@@ -130,6 +130,12 @@ class SourceConfig(_Section):
                                      "snapshot resumes after its last finished chunk")
     progress_seconds: float = Field(10.0, ge=0, description="how often a snapshot and a binlog pass log how far "
                                     "they are (rows, rate, share done, time left); 0 logs every chunk")
+    statement_timeout_seconds: int = Field(3600, ge=1, description="the longest a statement may run on the server "
+                                           "before the server stops it and the task fails (a verify's sums, a "
+                                           "binlog listing; snapshot chunks and re-reads are streamed and left out)")
+    read_timeout_seconds: int = Field(600, ge=1, description="the longest the server may stay silent: on the binlog "
+                                      "connection, and on a statement's beyond the statement time limit; past it "
+                                      "the connection is closed and the task fails (its retries try again)")
 
 
 class WorkConfig(_Section):

@@ -47,11 +47,24 @@ class AccessDenied(CdcError):
     """The server refused the capture user's login: a wrong user or password, or a host it may not come from."""
 
 
+class TlsNotPossible(CdcError):
+    """A connection to the source cannot be made as its TLS settings ask: the certificate does not verify, the
+    server offers no TLS, or the server requires TLS and the connection has none."""
+
+
+class StatementTimedOut(CdcError):
+    """The server stopped a statement at the configured statement time limit: a retry would run it as long."""
+
+
 # Not CdcErrors: a retry of the task may get through, so they must not fail it for good.
 
 
 class SourceConnectionLost(ConnectionError):
     """The connection to the source server broke mid-read (it restarted, went away, or dropped the reader)."""
+
+
+class SourceTimedOut(SourceConnectionLost):
+    """The source sent nothing within the read time limit: a hung server or network (closed; a retry may pass)."""
 
 
 class WorkDirFull(OSError):

@@ -17,6 +17,8 @@ class Flavor(Enum):
 
 # binlog_row_metadata, which names the columns of every row event, exists from MySQL 8.0.1 and MariaDB 10.5.
 _MINIMUM = {"mysql": (8, 0, 1), "mariadb": (10, 5, 0)}
+# A statement stopped by that limit: MariaDB's ER_STATEMENT_TIMEOUT, MySQL's ER_QUERY_TIMEOUT.
+STATEMENT_TIMEOUT_ERRORS = frozenset({1969, 3024})
 _VERSION = re.compile(r"^(?:5\.5\.5-)?(\d+)\.(\d+)\.(\d+)")
 
 
@@ -48,6 +50,19 @@ class ServerFlavor:
         if self.is_mariadb:
             return ("binlog_expire_logs_seconds", "expire_logs_days")
         return ("binlog_expire_logs_seconds",)
+
+    def statement_time_limit(self, seconds: int) -> str:
+        """The statement that makes the server stop a statement of this session that has run ``seconds``.
+
+        MariaDB's ``max_statement_time`` (seconds) applies to every statement; MySQL's ``max_execution_time``
+        (milliseconds) to read-only SELECTs only, which are all the statements that can run long here (the rest
+        are SHOW statements, bounded by the connection's read timeout).
+        """
+        if int(seconds) < 1:
+            raise ValueError(f"A statement time limit is a whole number of seconds, at least 1, not {seconds!r}.")
+        if self.is_mariadb:
+            return f"SET SESSION max_statement_time = {int(seconds)}"
+        return f"SET SESSION max_execution_time = {int(seconds) * 1000}"
 
     def __str__(self) -> str:
         return f"{self.flavor.value} ({'.'.join(map(str, self.version))})"

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+import functools
+import ssl
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
 import pymysql
 import pymysql.cursors
 from airflow.sdk import BaseHook
+from pymysql.constants import CLIENT
 from pymysqlreplication import BinLogStreamReader
 
 from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
@@ -17,9 +20,12 @@ from airflow_cdc_provider.core.errors import (
     AccessDenied,
     CaptureNotPossible,
     CdcError,
+    SourceTimedOut,
+    StatementTimedOut,
     TableNotFound,
+    TlsNotPossible,
 )
-from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
+from airflow_cdc_provider.core.flavor import STATEMENT_TIMEOUT_ERRORS, ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.grants import Grants, excess_privileges, missing_capture_privileges, parse_grants
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
@@ -35,6 +41,8 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
 from airflow_cdc_provider.core.settings import required_settings, settings_problems
+from airflow_cdc_provider.core.source_connection import DOC as TLS_DOC
+from airflow_cdc_provider.core.source_connection import InvalidTlsSettings, SourceLimits, SourceTls, tls_from_extra
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
 from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
 from airflow_cdc_provider.core.watermark import Watermark
@@ -47,6 +55,13 @@ def _table_not_found(table: TableName) -> TableNotFound:
     )
 
 
+# The session of every connection that reads tables: times in UTC, so values do not depend on the server's zone.
+_SESSION: dict[str, Any] = {"autocommit": True, "charset": "utf8mb4",
+                            "init_command": "SET SESSION time_zone = '+00:00'"}
+
+# A login refused because the connection is not encrypted: MySQL's ER_SECURE_TRANSPORT_REQUIRED.
+_TLS_REQUIRED = frozenset({3159})
+
 # Errors of a login the server refuses for good: access denied (1045, 1044, 1698), password expired (1862),
 # account locked (MySQL 3118, MariaDB 4151).
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
@@ -56,13 +71,13 @@ class StreamingReads:
     """Reads on one connection of the source hook, one statement after another: each through a server-side
     cursor, whose rows come as they are fetched (a table is read without holding it in memory)."""
 
-    def __init__(self, conn: pymysql.connections.Connection) -> None:
-        self._conn = conn
+    def __init__(self, conn: pymysql.connections.Connection, failures: Callable[[], Any]) -> None:
+        self._conn, self._failures = conn, failures
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[pymysql.cursors.SSCursor]:
         """A server-side cursor; its result is read to the end before the connection's next statement."""
-        with self._conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        with self._failures(), _server_side_cursor(self._conn) as cursor:
             yield cursor
 
     def rollback(self) -> None:
@@ -70,12 +85,61 @@ class StreamingReads:
         self._conn.rollback()
 
 
+@contextlib.contextmanager
+def _server_side_cursor(conn: pymysql.connections.Connection) -> Iterator[pymysql.cursors.SSCursor]:
+    """A server-side cursor of ``conn``, closed (its result read to the end) unless the connection was lost
+    mid-read: PyMySQL would then try to read the rest from a closed socket, and hide the error that lost it."""
+    cursor = conn.cursor(pymysql.cursors.SSCursor)
+    try:
+        yield cursor
+    finally:
+        if conn.open:
+            cursor.close()
+        else:
+            # Nothing left to read: the cursor and its result stay closed, now and when they are collected.
+            result = getattr(cursor, "_result", None)
+            if result is not None:
+                result.unbuffered_active = False
+            cursor.connection = None  # type: ignore[assignment]  # as PyMySQL marks a closed cursor
+
+
+class _SourceConnection(pymysql.connections.Connection):
+    """A PyMySQL connection that will not log in without TLS when its settings require TLS. (PyMySQL itself goes
+    on in clear when the server offers no TLS: the login would then cross the network unprotected.)"""
+
+    def __init__(self, *, tls_required: bool = False, **settings: Any) -> None:
+        self._tls_required = tls_required
+        super().__init__(**settings)
+
+    def _request_authentication(self) -> None:
+        # The server's capabilities are those of its greeting, read before this step (untyped in the stubs).
+        offers_tls = bool(getattr(self, "server_capabilities", 0) & CLIENT.SSL)
+        if self._tls_required and not offers_tls:
+            raise TlsNotPossible(
+                f"The server {self.host}:{self.port} offers no TLS, and the connection's TLS settings require it; "
+                "nothing was sent. Configure TLS on the server (ssl_cert, ssl_key), or check that the connection "
+                f"points at the right server ({TLS_DOC}).")
+        try:
+            super()._request_authentication()  # type: ignore[misc]
+        except pymysql.err.OperationalError as exc:
+            # MariaDB refuses a login in clear to a server that requires TLS as it refuses a wrong password: the
+            # message then names both causes.
+            exc.login_in_clear_to_tls_server = offers_tls and not self._tls_used  # type: ignore[attr-defined]
+            raise
+
+    @property
+    def _tls_used(self) -> bool:
+        return bool(getattr(self, "ssl", False))
+
+
 class MySqlSourceHook(BaseHook):
     """Talks to the source server: its flavor, binlog settings, watermark, binlogs and table keys.
 
     :param mysql_conn_id: Airflow connection of conn_type ``mysql`` (host, port, login, password) for the
-        capture user.
+        capture user; TLS as its extra says (``ssl``, ``ssl_mode``: ``core.source_connection``).
     :param connect_timeout: seconds to wait for the server to answer a connection.
+    :param statement_timeout_seconds: the longest a statement may run on the server (``core.source_connection``).
+    :param read_timeout_seconds: the longest the server may stay silent on a connection beyond that.
     """
 
     conn_name_attr = "mysql_conn_id"
@@ -83,10 +147,12 @@ class MySqlSourceHook(BaseHook):
     conn_type = "mysql"
     hook_name = "MySQL binlog source"
 
-    def __init__(self, mysql_conn_id: str = default_conn_name, connect_timeout: int = 10) -> None:
+    def __init__(self, mysql_conn_id: str = default_conn_name, connect_timeout: int = 10,
+                 statement_timeout_seconds: int = 3600, read_timeout_seconds: int = 600) -> None:
         super().__init__()
         self.mysql_conn_id = mysql_conn_id
         self.connect_timeout = connect_timeout
+        self.limits = SourceLimits(statement_seconds=statement_timeout_seconds, read_seconds=read_timeout_seconds)
 
     # --- connection -------------------------------------------------------------------------------------
 
@@ -95,47 +161,106 @@ class MySqlSourceHook(BaseHook):
         """The server's host and port, as the connection names them (no secret: fit for logs and lineage)."""
         return self._settings["host"], self._settings["port"]
 
+    @property
+    def tls(self) -> SourceTls | None:
+        """The TLS the connection's extra asks for (None: none)."""
+        tls: SourceTls | None = self._settings["tls"]
+        return tls
+
     @cached_property
     def _settings(self) -> dict[str, Any]:
-        # Host, port, user and password of the capture user: they never leave the hook (the stages get cursors
-        # and the binlog stream from it). Looked up once per hook: the snapshot's threads share the hook, and one
-        # lookup serves them all.
+        # Host, port, user and password of the capture user, and its TLS: they never leave the hook (the stages
+        # get cursors and the binlog stream from it). Looked up once per hook: the snapshot's threads share the
+        # hook, and one lookup serves them all.
         conn = self.get_connection(self.mysql_conn_id)
+        tls = tls_from_extra(conn.extra_dejson, self.mysql_conn_id)
         return {
             "host": conn.host or "localhost",
             "port": int(conn.port or 3306),
             "user": conn.login,
             "password": conn.password or "",
+            "tls": tls,
         }
 
-    def get_conn(self) -> pymysql.connections.Connection:
-        """A new connection whose session reads times in UTC, so values do not depend on the server's zone."""
-        settings = self._settings
+    @cached_property
+    def _tls_context(self) -> ssl.SSLContext | None:
+        # Made when the first connection is opened (reading the CA's file), not when the address is asked for.
+        tls = self.tls
+        return _ssl_context(tls, self.mysql_conn_id) if tls is not None and tls.used else None
+
+    def _connect(self, read_timeout: int, purpose: str, **settings: Any) -> pymysql.connections.Connection:
+        """Every connection to the source: the capture user's login, TLS as the connection says, reads and writes
+        that give up after ``read_timeout`` seconds of silence; failures that say what happened. ``settings`` are
+        PyMySQL's (the binlog reader adds its own); ``purpose`` names the connection in messages."""
+        own = self._settings
+        host, port = own["host"], own["port"]
         try:
-            return pymysql.connect(
-                **settings,
-                connect_timeout=self.connect_timeout,
-                autocommit=True,
-                charset="utf8mb4",
-                init_command="SET SESSION time_zone = '+00:00'",
-            )
-        except pymysql.err.OperationalError as exc:
+            return _SourceConnection(
+                host=host, port=port, user=own["user"], password=own["password"],
+                connect_timeout=self.connect_timeout, read_timeout=read_timeout, write_timeout=self.limits.read_seconds,
+                ssl=self._tls_context, tls_required=bool(own["tls"] and own["tls"].required), **settings)
+        except pymysql.err.MySQLError as exc:
             code = exc.args[0] if exc.args else None
-            if code not in _LOGIN_REFUSED:
-                raise  # the server went away, a timeout: a retry may get through
-            # The server's message names the user and host, never the password.
-            raise AccessDenied(
-                f"The server {settings['host']}:{settings['port']} refused the login of the Airflow connection "
-                f"{self.mysql_conn_id!r} (MySQL error {code}: {exc.args[1] if len(exc.args) > 1 else exc}). Check "
-                "the connection's login and password, and that the user may connect from this worker's host and is "
-                "not locked; a retry would be refused the same way."
-            ) from None
+            reason = exc.args[1] if len(exc.args) > 1 else str(exc)
+            if code in _LOGIN_REFUSED:
+                check = ("check the connection's login and password, and that the user may connect from this "
+                         "worker's host and is not locked; a retry would be refused the same way.")
+                if getattr(exc, "login_in_clear_to_tls_server", False):
+                    check = ("The connection uses no TLS and the server offers it: if the server requires TLS "
+                             "(require_secure_transport=ON, which MariaDB reports as a refused login), give the "
+                             f'connection an `ssl` extra, such as {{"ssl": {{"ca": "/path/to/ca.pem"}}}} ({TLS_DOC}). '
+                             f"Else {check}")
+                # The server's message names the user and host, never the password.
+                raise AccessDenied(
+                    f"The server {host}:{port} refused the login of the Airflow connection {self.mysql_conn_id!r} "
+                    f"(MySQL error {code}: {reason}). {check[0].upper()}{check[1:]}") from None
+            if code in _TLS_REQUIRED:
+                raise TlsNotPossible(
+                    f"The server {host}:{port} accepts only TLS connections (MySQL error {code}: {reason}), and the "
+                    f"Airflow connection {self.mysql_conn_id!r} asks for none. Give it an `ssl` extra, such as "
+                    f'{{"ssl": {{"ca": "/path/to/ca.pem"}}}} ({TLS_DOC}).') from None
+            original = getattr(exc, "original_exception", None)
+            if isinstance(original, ssl.SSLError):
+                raise TlsNotPossible(_tls_failure(original, (host, port), self.mysql_conn_id, own["tls"])) from None
+            if _timed_out(exc):
+                raise SourceTimedOut(self.limits.read_timed_out((host, port), read_timeout,
+                                                                f"a new {purpose}")) from None
+            raise  # the server went away, refused the connection: a retry may get through
+
+    def get_conn(self) -> pymysql.connections.Connection:
+        """A new connection for statements: its session reads times in UTC, so values do not depend on the server's
+        zone, and the server stops a statement at the statement time limit."""
+        conn = self._connect(self.limits.answer_seconds, "connection for statements", **_SESSION)
+        try:
+            with self._failures(), conn.cursor() as cursor:
+                # The handshake's version names the flavor, which the session setting depends on.
+                version = conn.get_server_info()  # type: ignore[no-untyped-call]
+                cursor.execute(detect_flavor(version).statement_time_limit(self.limits.statement_seconds))
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    @contextlib.contextmanager
+    def _failures(self) -> Iterator[None]:
+        """A statement stopped at the statement time limit, or a server silent past the read time limit, as an
+        error that names the limit and the key that sets it."""
+        try:
+            yield
+        except pymysql.err.MySQLError as exc:
+            code = exc.args[0] if exc.args else None
+            if code in STATEMENT_TIMEOUT_ERRORS:
+                raise StatementTimedOut(self.limits.statement_timed_out(self.address)) from None
+            if _timed_out(exc):
+                raise SourceTimedOut(self.limits.read_timed_out(self.address, self.limits.answer_seconds,
+                                                                "a statement")) from None
+            raise
 
     @contextlib.contextmanager
     def cursor(self) -> Iterator[pymysql.cursors.Cursor]:
         conn = self.get_conn()
         try:
-            with conn.cursor() as cursor:
+            with self._failures(), conn.cursor() as cursor:
                 yield cursor
         finally:
             conn.close()
@@ -143,10 +268,11 @@ class MySqlSourceHook(BaseHook):
     @contextlib.contextmanager
     def streaming_reads(self) -> Iterator[StreamingReads]:
         """One connection for reads streamed one after another (a snapshot's chunks, a re-read), closed on
-        leaving."""
-        conn = self.get_conn()
+        leaving. No statement time limit: the server would count the time its rows wait for the reader (each read
+        is one chunk); the server may stay silent for the statement time limit and the read time limit."""
+        conn = self._connect(self.limits.answer_seconds, "connection for streamed reads", **_SESSION)
         try:
-            yield StreamingReads(conn)
+            yield StreamingReads(conn, self._failures)
         finally:
             conn.close()
 
@@ -154,11 +280,13 @@ class MySqlSourceHook(BaseHook):
                       only_schemas: Sequence[str], only_tables: Sequence[str]) -> BinLogStreamReader:
         """A reader of the binlog from ``start`` on, as replica ``server_id``, on one replication connection of
         its own (opened when the first event is asked for). It does not block at the end of the log: the caller
-        stops it by coordinates (``stages.extract``)."""
-        settings = self._settings
+        stops it by coordinates (``stages.extract``). Its connections are this hook's (TLS, the login), each
+        giving up after the read time limit of silence: the server sends events until the end of the log, so
+        silence means it hangs. (The reader reconnects once after a lost connection.)"""
         return BinLogStreamReader(
-            connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
-                                 "password": settings["password"]},
+            # The login and TLS are added by the hook's own connect: the reader never holds the credentials.
+            connection_settings={},
+            pymysql_wrapper=functools.partial(self._connect, self.limits.read_seconds, "binlog connection"),
             server_id=server_id,
             resume_stream=True,
             log_file=start.file,
@@ -246,7 +374,7 @@ class MySqlSourceHook(BaseHook):
         ``limit`` events, or those before offset ``until``, or all (streamed: a file holds millions)."""
         mariadb = self.flavor.is_mariadb
         start, events = ("[]" if mariadb else ""), []
-        with conn.cursor(pymysql.cursors.SSCursor) as cursor:
+        with _server_side_cursor(conn) as cursor:
             cursor.execute("SHOW BINLOG EVENTS IN %s" + (f" LIMIT {int(limit)}" if limit else ""), (name,))
             # Rows: Log_name, Pos, Event_type, Server_id, End_log_pos, Info. Read to the end even after
             # ``until``: the connection serves the next statement.
@@ -271,10 +399,11 @@ class MySqlSourceHook(BaseHook):
             return current
         conn = self.get_conn()
         try:
-            # Where each file begins is in its first few events; only the files from the one holding the position
-            # on are read whole.
-            first = first_file(position, [(f.name, self._gtid_file(conn, f.name, limit=4).start) for f in files])
-            found = start_after(position, [self._gtid_file(conn, f.name) for f in files[first:]])
+            with self._failures():
+                # Where each file begins is in its first few events; only the files from the one holding the
+                # position on are read whole.
+                first = first_file(position, [(f.name, self._gtid_file(conn, f.name, limit=4).start) for f in files])
+                found = start_after(position, [self._gtid_file(conn, f.name) for f in files[first:]])
         finally:
             conn.close()
         return current if found is None else self.watermark_at(*found)
@@ -536,6 +665,64 @@ class MySqlSourceHook(BaseHook):
         key = quote_identifier(header.key[0])
         ((low, high),) = self._query(f"SELECT MIN({key}), MAX({key}) FROM {TableName.parse(header.table).quoted}")
         return (int(low), int(high)) if low is not None else None
+
+
+def _ssl_context(tls: SourceTls, conn_id: str) -> ssl.SSLContext:
+    """The SSL context of ``tls``: what of the server's certificate is checked, and the client's certificate."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    if tls.verifies_certificate:
+        try:
+            if tls.ca or tls.capath:
+                context.load_verify_locations(cafile=tls.ca, capath=tls.capath)
+            else:
+                context.load_default_certs()  # a server certificate signed by a CA the system trusts
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidTlsSettings(f"The CA of the Airflow connection {conn_id!r} cannot be read "
+                                     f"({tls.ca or tls.capath}: {exc}). Give the path of the PEM file of the CA "
+                                     "that signed the server's certificate, readable on every worker "
+                                     f"({TLS_DOC}).") from None
+        # As the MySQL clients do: the certificates a server makes for itself lack extensions Python's strict mode
+        # wants.
+        context.verify_flags &= ~ssl.VERIFY_X509_STRICT
+        context.check_hostname = tls.checks_host_name
+        context.verify_mode = ssl.CERT_REQUIRED
+    else:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    if tls.cert:
+        try:
+            context.load_cert_chain(tls.cert, keyfile=tls.key)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidTlsSettings(f"The client certificate of the Airflow connection {conn_id!r} cannot be read "
+                                     f"(cert {tls.cert}, key {tls.key or 'in the cert file'}: {exc}). Give the paths "
+                                     f"of PEM files readable on every worker ({TLS_DOC}).") from None
+    if tls.cipher:
+        try:
+            context.set_ciphers(tls.cipher)
+        except ssl.SSLError as exc:
+            raise InvalidTlsSettings(f"The cipher list {tls.cipher!r} of the Airflow connection {conn_id!r} names no "
+                                     f"cipher this client has ({exc}).") from None
+    return context
+
+
+def _tls_failure(exc: ssl.SSLError, address: tuple[str, int], conn_id: str, tls: SourceTls | None) -> str:
+    asked = tls.describe() if tls is not None else "TLS"
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (f"The certificate of the server {address[0]}:{address[1]} does not verify ({exc.verify_message}) "
+                f"with the TLS settings of the Airflow connection {conn_id!r} ({asked}). Give as `ca` the CA that "
+                "signed the server's certificate; with VERIFY_IDENTITY the certificate must also name the host the "
+                f"connection uses. A retry would fail the same way ({TLS_DOC}).")
+    return (f"The TLS handshake with the server {address[0]}:{address[1]} failed ({exc.reason or exc}) with the TLS "
+            f"settings of the Airflow connection {conn_id!r} ({asked}). Check the server's TLS setup and the "
+            f"connection's client certificate and ciphers ({TLS_DOC}).")
+
+
+def _timed_out(exc: pymysql.err.MySQLError) -> bool:
+    """A read or write that gave up at the connection's time limit: PyMySQL reports it as a lost connection (2013)
+    or a server gone (2006), with the socket's "timed out"."""
+    code = exc.args[0] if exc.args else None
+    return code in (2006, 2013) and "timed out" in str(exc.args[-1])
 
 
 def _one(cursor: Any) -> tuple[Any, ...]:

@@ -42,6 +42,7 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
+from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.stages.extract import ExtractResult, added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
@@ -71,7 +72,7 @@ def _header(table: TablePlan) -> RawHeader:
     return RawHeader(table.source, table.table.columns, table.table.key)
 
 
-class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
+class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     """Load the tables the plan gives a snapshot: each read whole, with the binlog watermark taken before the
     read, into upsert files.
 
@@ -87,6 +88,9 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param progress_seconds: how often each table's read logs how far it is (``core.progress``).
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     template_fields = ("plan",)
@@ -94,8 +98,10 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
                  chunk_rows: int = 50_000, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
-                 **kwargs: Any) -> None:
+                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.progress_seconds = progress_seconds
@@ -110,7 +116,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
         if not tables:
             self.log.info("No table needs a snapshot in this run.")
             return Captured().to_xcom()
-        hook = MySqlSourceHook(self.mysql_conn_id)
+        hook = self._source_hook()
         # The connection and the server's flavor looked up once, here, rather than by each thread.
         _ = hook.address, hook.flavor
         transient: list[str] = []
@@ -159,7 +165,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
         return chunk_done
 
 
-class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
+class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     """Read the row events of every incremental table of the run in one binlog pass, into raw files per table.
 
     The pass runs from the earliest committed watermark among the tables; a table whose watermark lies later
@@ -175,14 +181,19 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param progress_seconds: how often the pass logs how far it is (``core.progress``).
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 progress_seconds: float = 10.0, **kwargs: Any) -> None:
+                 progress_seconds: float = 10.0, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
         self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
 
@@ -196,7 +207,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
         if not tables:
             self.log.info("No table reads the binlog in this run.")
             return Extraction().to_xcom()
-        hook = MySqlSourceHook(self.mysql_conn_id)
+        hook = self._source_hook()
         failed: list[TableFailure] = []
         starts = self._starts(hook, tables, failed)
         readable = [t for t in tables if t.source in starts]

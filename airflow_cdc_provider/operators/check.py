@@ -15,9 +15,10 @@ from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 
 
-class CaptureCheckOperator(BaseOperator):
+class CaptureCheckOperator(ReadsSource, BaseOperator):
     """Find the tables to capture now, and check that they can be: the server's binlog settings, the capture
     user's privileges, each table's key and column types.
 
@@ -35,14 +36,19 @@ class CaptureCheckOperator(BaseOperator):
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param schema_changes: the policy of tables whose entry sets none.
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     ui_color = "#e8f4fd"
 
     def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
                  mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
-                 work_conn_id: str | None = None, **kwargs: Any) -> None:
+                 work_conn_id: str | None = None, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
         self.work_conn_id = work_conn_id
         self.mysql_conn_id, self.schema_changes = mysql_conn_id, schema_changes
@@ -52,7 +58,7 @@ class CaptureCheckOperator(BaseOperator):
         return self._check().to_xcom()
 
     def _check(self) -> CheckResult:
-        hook = MySqlSourceHook(self.mysql_conn_id)
+        hook = self._source_hook()
         kept = work_store(self.work_dir, self.work_conn_id).read_text(
             SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog)
         previous = StoredCatalog.parse(kept).previous() if kept else {}

@@ -31,12 +31,13 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
+from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
 from airflow_cdc_provider.storage import WorkStore
 
 
-class CdcPlanOperator(BaseOperator):
+class CdcPlanOperator(ReadsSource, BaseOperator):
     """Lock each table of the run, plan what the run does to it, and record the plan in its ledger.
 
     - A table's first run, or one with ``fresh_snapshot``, loads a snapshot.
@@ -68,6 +69,9 @@ class CdcPlanOperator(BaseOperator):
         parameter, or ``verify: repair:``).
     :param reread: tables to read again, each with a condition (as after WHERE; empty for the whole table), as
         the ``reread`` parameter gives them: ``{"shop.orders": "id BETWEEN 10 AND 20"}`` (templated).
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     template_fields = ("check", "fresh_snapshot", "repair", "reread")
@@ -75,8 +79,10 @@ class CdcPlanOperator(BaseOperator):
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
                  on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 repair: Any = False, reread: Any = None, **kwargs: Any) -> None:
+                 repair: Any = False, reread: Any = None, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
@@ -157,7 +163,7 @@ class CdcPlanOperator(BaseOperator):
         if not conditions:
             return {}
         known = {t.source: t for t in tables}
-        hook = MySqlSourceHook(self.mysql_conn_id)
+        hook = self._source_hook()
         for source, where in conditions.items():
             if where:
                 with hook.streaming_reads() as reads:
@@ -185,6 +191,6 @@ class CdcPlanOperator(BaseOperator):
         watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == INCREMENTAL}
         if not watermarks:
             return {}
-        facts = MySqlSourceHook(self.mysql_conn_id).binlog_facts(list(watermarks.values()))
+        facts = self._source_hook().binlog_facts(list(watermarks.values()))
         found = dict(zip(watermarks, read_positions(list(watermarks.values()), facts)))
         return snapshots_instead(run, plans, found, self.on_purged_binlog, self.on_server_change)

@@ -44,6 +44,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.params import parse_flag
+from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
 from airflow_cdc_provider.stages.verify import changed_keys
@@ -76,7 +77,7 @@ def settle_repair(store: WorkStore, table: TableDir, replaced: Replaced) -> None
         store.delete(table.repair)
 
 
-class CdcVerifyOperator(CdcSparkSubmitOperator):
+class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     """Verify the committed Hive version of each table of the run against the source, when it is due.
 
     A table is due every ``verify.every`` runs, or in a run triggered with the ``verify`` parameter. For each,
@@ -95,6 +96,9 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
     :param verify: the ``verify:`` settings.
     :param force: verify every table of the run now (templated: the ``verify`` trigger parameter).
     :param time_zone: ``hive.time_zone``: the zone whose digits a DATETIME's instant holds.
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "outcomes", "force")
@@ -102,9 +106,11 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
     def __init__(self, *, plan: Any, outcomes: Any, verify: VerifyConfig, warehouse_dir: str,
                  metastore_uri: str | None, force: Any = False, time_zone: str = "UTC",
                  mysql_conn_id: str = MySqlSourceHook.default_conn_name, work_conn_id: str | None = None,
-                 **kwargs: Any) -> None:
+                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-verify")
         super().__init__(application=VERIFY_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri, **kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.outcomes, self.verify, self.force = plan, outcomes, verify, force
         self.time_zone, self.mysql_conn_id, self.work_conn_id = time_zone, mysql_conn_id, work_conn_id
 
@@ -144,7 +150,7 @@ class CdcVerifyOperator(CdcSparkSubmitOperator):
 
     def _verify(self, context: Any, tables: list[TablePlan], outcomes: dict[str, TableOutcome],
                 store: WorkStore) -> list[TableVerification]:
-        hook = MySqlSourceHook(self.mysql_conn_id)
+        hook = self._source_hook()
         mariadb = hook.flavor.is_mariadb
         found: dict[str, TableVerification] = {}
         checks: list[_Check] = []

@@ -60,6 +60,86 @@ class CaptureUser:
     password: str = field(repr=False)
 
 
+@dataclass(frozen=True)
+class TlsFiles:
+    """A CA and a server certificate it signed, for 127.0.0.1 and localhost, made for one server (PEM files).
+    ``other_ca`` is a CA that signed nothing of it: a client that trusts only that one must refuse the server."""
+
+    directory: Path
+
+    @property
+    def ca(self) -> Path:
+        return self.directory / "ca.pem"
+
+    @property
+    def other_ca(self) -> Path:
+        return self.directory / "other-ca.pem"
+
+    @property
+    def server_cert(self) -> Path:
+        return self.directory / "server-cert.pem"
+
+    @property
+    def server_key(self) -> Path:
+        return self.directory / "server-key.pem"
+
+    @classmethod
+    def make(cls, directory: Path) -> TlsFiles:
+        # The cryptography package comes with Airflow; imported here so that servers without TLS do not need it.
+        import ipaddress
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        files = cls(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        now = dt.datetime.now(dt.UTC)
+
+        def name(text: str) -> x509.Name:
+            return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, text)])
+
+        def pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+            return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                     serialization.NoEncryption())
+
+        def ca(title: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
+            key = ec.generate_private_key(ec.SECP256R1())
+            cert = (x509.CertificateBuilder().subject_name(name(title)).issuer_name(name(title))
+                    .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                    .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+                    .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+                    .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                                 content_commitment=False, key_encipherment=False,
+                                                 data_encipherment=False, key_agreement=False, encipher_only=False,
+                                                 decipher_only=False), critical=True)
+                    .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                    .sign(key, hashes.SHA256()))
+            return key, cert
+
+        ca_key, ca_cert = ca("cdc test CA")
+        _, other_cert = ca("cdc test CA that signed nothing")
+        server_key = ec.generate_private_key(ec.SECP256R1())
+        server_cert = (
+            x509.CertificateBuilder().subject_name(name("localhost")).issuer_name(ca_cert.subject)
+            .public_key(server_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(minutes=5)).not_valid_after(now + dt.timedelta(days=2))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost"),
+                                                        x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                           critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+        files.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+        files.other_ca.write_bytes(other_cert.public_bytes(serialization.Encoding.PEM))
+        files.server_cert.write_bytes(server_cert.public_bytes(serialization.Encoding.PEM))
+        files.server_key.write_bytes(pem(server_key))
+        files.server_key.chmod(0o600)
+        return files
+
+
 @dataclass
 class ThrowawayServer:
     """A running server. ``settings`` are its server options; ``log_bin=False`` starts it without a binlog."""
@@ -70,6 +150,7 @@ class ThrowawayServer:
     process: subprocess.Popen | None = None
     owns_dir: bool = False
     environment: dict[str, str] = field(default_factory=dict)  # e.g. {"TZ": "America/New_York"}: its system zone
+    tls: TlsFiles | None = None  # TLS on, and required of every TCP client (require_secure_transport)
 
     @property
     def data_dir(self) -> Path:
@@ -86,13 +167,19 @@ class ThrowawayServer:
     @classmethod
     def start(
         cls, base_dir: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None, timeout: float = 60,
-        environment: Mapping[str, str] | None = None,
+        environment: Mapping[str, str] | None = None, tls: bool = False,
     ) -> ThrowawayServer:
+        """``tls``: the server has a certificate of a CA made for it (``server.tls``) and refuses TCP clients
+        without TLS (``require_secure_transport=ON``; root's socket connection is unaffected)."""
         settings = {**CAPTURE_SETTINGS, **(overrides or {})}
         owns = base_dir is None
         base = Path(base_dir or tempfile.mkdtemp(prefix="cdc-mariadb-")).resolve()
         base.mkdir(parents=True, exist_ok=True)
-        server = cls(base, _free_port(), settings, owns_dir=owns, environment=dict(environment or {}))
+        files = TlsFiles.make(base / "tls") if tls else None
+        if files is not None:
+            settings.update(ssl_ca=files.ca, ssl_cert=files.server_cert, ssl_key=files.server_key,
+                            require_secure_transport="ON")
+        server = cls(base, _free_port(), settings, owns_dir=owns, environment=dict(environment or {}), tls=files)
         server._install()
         server._launch(timeout)
         return server
@@ -212,9 +299,13 @@ class ThrowawayServer:
         return CaptureUser(user, password)
 
     def connection_uri(self, login: CaptureUser) -> dict[str, Any]:
-        """An Airflow connection (conn_type mysql) for ``login``, as the JSON form of AIRFLOW_CONN_<ID>."""
-        return {"conn_type": "mysql", "host": "127.0.0.1", "port": self.port, "login": login.user,
-                "password": login.password}
+        """An Airflow connection (conn_type mysql) for ``login``, as the JSON form of AIRFLOW_CONN_<ID>; on a
+        server with TLS, with the extra that verifies its certificate (as the MySQL provider spells it)."""
+        uri: dict[str, Any] = {"conn_type": "mysql", "host": "127.0.0.1", "port": self.port, "login": login.user,
+                               "password": login.password}
+        if self.tls is not None:
+            uri["extra"] = {"ssl": {"ca": str(self.tls.ca)}, "ssl_mode": "VERIFY_IDENTITY"}
+        return uri
 
     def restart(self, kill: bool = False, timeout: float = 60) -> None:
         """Stop the server (shut down, or SIGKILLed as a crash) and start it again on the same data and port."""

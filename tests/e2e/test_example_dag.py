@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import DAGS, conn_env
+from tests.conftest import DAGS, SAMPLE_SCHEMA, conn_env
+from tests.servers import start_server
 
 
 def test_every_dag_file_imports_without_errors():
@@ -86,8 +87,23 @@ def _value(stored):
         return stored
 
 
+@pytest.fixture
+def tls_source(tmp_path, make_user):
+    """A server of this test's own that takes only TLS connections, the sample schema loaded, and a capture user
+    whose connection verifies the server's certificate (the ``ssl`` extra): (server, connection id)."""
+    server = start_server(tmp_path / "tls-server", tls=True)
+    try:
+        server.run_script(SAMPLE_SCHEMA)
+        yield server, make_user(server=server)
+    finally:
+        server.stop()
+
+
 @pytest.mark.usefixtures("airflow_home")
-def test_example_dag_loads_each_table_in_a_real_cli_run(mariadb, capture_conn, tmp_path):
+def test_example_dag_loads_each_table_in_a_real_cli_run(tls_source, tmp_path):
+    # Through TLS: the server refuses a connection without it, and the connection checks its certificate.
+    server, capture_conn = tls_source
+    assert json.loads(os.environ[conn_env(capture_conn)])["extra"]["ssl_mode"] == "VERIFY_IDENTITY"
     config = {"mysql_conn_id": capture_conn, "spark_conn_id": "spark_cli", "work_dir": str(tmp_path / "work"),
               "hive": {"warehouse_dir": str(tmp_path / "warehouse")},
               "tables": [{"source": "shop.orders"}, {"source": "shop.customers"}]}

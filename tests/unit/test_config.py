@@ -322,6 +322,8 @@ source:
   snapshot_concurrency: 2
   snapshot_chunk_rows: 20000
   progress_seconds: 30
+  statement_timeout_seconds: 900
+  read_timeout_seconds: 120
 work:
   dir: s3://bucket/cdc
   conn_id: aws_cdc
@@ -356,7 +358,7 @@ FLAT = """
 mysql_conn_id: mysql_prod
 snapshot_concurrency: 2
 progress_seconds: 30
-source: {snapshot_chunk_rows: 20000}
+source: {snapshot_chunk_rows: 20000, statement_timeout_seconds: 900, read_timeout_seconds: 120}
 work_dir: s3://bucket/cdc
 work_conn_id: aws_cdc
 hive: {database: raw}

@@ -29,6 +29,8 @@ def _uses(tree: ast.AST) -> list[tuple[int, str]]:
             names = [node.attr]
             if node.attr == "connect" and isinstance(node.value, ast.Name) and node.value.id == "pymysql":
                 found.append((node.lineno, "pymysql.connect"))
+            if node.attr == "Connection" and ast.unparse(node.value) in ("pymysql", "pymysql.connections"):
+                found.append((node.lineno, "pymysql.Connection"))  # connecting by the class (or a subclass)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             names = [node.name]
         elif isinstance(node, ast.arg):
@@ -61,6 +63,7 @@ def test_only_the_hooks_hold_credentials_or_open_connections():
 def test_the_rule_sees_the_hooks_own_uses():
     # The words the rule looks for are the ones the hook really uses: otherwise it would pass whatever happened.
     seen = {what for what in (w for _, w in _uses(ast.parse((HOOKS / "mysql_source.py").read_text())))}
-    assert {"'password'", "pymysql.connect", "BinLogStreamReader", "get_conn"} <= seen, seen
-    sample = ast.parse('def f(s):\n    stage(s["password"], passwd=1)\n    return pymysql.connect(**s)\n')
-    assert {w for _, w in _uses(sample)} == {"'password'", "passwd", "pymysql.connect"}
+    assert {"'password'", "pymysql.Connection", "BinLogStreamReader", "get_conn"} <= seen, seen
+    sample = ast.parse('def f(s):\n    stage(s["password"], passwd=1)\n    return pymysql.connect(**s)\n'
+                       'class C(pymysql.connections.Connection): ...\n')
+    assert {w for _, w in _uses(sample)} == {"'password'", "passwd", "pymysql.connect", "pymysql.Connection"}

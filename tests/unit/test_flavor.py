@@ -37,3 +37,21 @@ def test_too_old_servers_are_refused_naming_the_version(version):
 def test_unreadable_version():
     with pytest.raises(UnsupportedServer, match="'banana'"):
         detect_flavor("banana")
+
+
+@pytest.mark.parametrize(("version", "statement"), [
+    ("10.11.6-MariaDB-0+deb12u1-log", "SET SESSION max_statement_time = 90"),
+    ("5.5.5-10.6.12-MariaDB", "SET SESSION max_statement_time = 90"),
+    ("8.0.36", "SET SESSION max_execution_time = 90000"),
+    ("8.4.3", "SET SESSION max_execution_time = 90000"),
+])
+def test_the_statement_time_limit_is_the_flavors_own_setting_in_its_unit(version, statement):
+    # MariaDB counts seconds for every statement; MySQL milliseconds, for read-only SELECTs.
+    assert detect_flavor(version).statement_time_limit(90) == statement
+
+
+@pytest.mark.parametrize("seconds", [0, -5])
+def test_a_statement_time_limit_below_a_second_is_refused(seconds):
+    # 0 would mean no limit on both servers: never what a caller of the limit means.
+    with pytest.raises(ValueError, match="at least 1"):
+        detect_flavor("10.11.6-MariaDB").statement_time_limit(seconds)

@@ -20,6 +20,10 @@ def test_the_configurations_settings_reach_the_tasks_and_the_submit_command(monk
     snapshot, replay = tasks["cdc.snapshot"], tasks["cdc.replay"]
     assert (snapshot.concurrency, snapshot.chunk_rows, snapshot.progress_seconds) == (2, 20000, 30.0)
     assert replay.memory_budget == 256 * 1024 * 1024
+    # The source's time limits reach every task that talks to it, and its hook.
+    for name in ("check", "plan", "snapshot", "extract", "verify"):
+        limits = tasks[f"cdc.{name}"]._source_hook().limits
+        assert (limits.statement_seconds, limits.read_seconds) == (900, 120), name
     merge, verify = tasks["cdc.merge"], tasks["cdc.verify"]
     assert merge.conf == config.spark.merge_settings() and verify.conf == config.spark.verify_settings()
     assert not merge.class_archive and not verify.class_archive
