@@ -38,6 +38,34 @@ class StorageError(CdcError):
     """The work directory cannot be used as given."""
 
 
+class UnsafeWorkDir(StorageError):
+    """A directory or file of the work state that another user could write: its content cannot be trusted."""
+
+
+# Whoever can write the work directory decides what the Spark job switches and deletes (the merge job file), which
+# rows reach the table (raw files) and whether a table runs at all (its lock). Another user may write there when a
+# directory is group- or world-writable or is theirs; a file of the work state that is not ours was planted.
+_WRITABLE_BY_OTHERS = 0o022
+
+
+def access_problem(path: str, mode: int, owner: int, our_uid: int, directory: bool = True) -> str | None:
+    """Why another user than ours could have written ``path`` (a directory of the work state, or a file with
+    ``directory`` false), given its ``st_mode`` and ``st_uid``; None when only we can. The message says what to
+    do."""
+    kind = "directory" if directory else "file"
+    if owner != our_uid:
+        return (f"The {kind} {path} belongs to the user id {owner}, not to this process's ({our_uid}): whoever owns "
+                f"the work state can change what the runs write to Hive. Give it to the user the tasks run as "
+                f"(`chown -R {our_uid} {path}`), or use a directory of that user's own.")
+    if mode & _WRITABLE_BY_OTHERS:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("every user", 0o002)) if mode & bit)
+        fix = f"chmod 700 {path}" if directory else f"chmod 600 {path}"
+        return (f"The {kind} {path} can be written by {who} (mode {mode & 0o7777:04o}): another user could plant "
+                f"files there that the runs would trust. Make it this user's alone (`{fix}`), or use a directory "
+                f"of its own.")
+    return None
+
+
 def scheme_of(location: str) -> str:
     """The URI scheme of ``location`` ("" for a plain path)."""
     if "://" not in location:
