@@ -96,6 +96,26 @@ def check_work_dir(location: str, where: str = "`work_dir:`") -> str:
     return location
 
 
+def location_problem(location: str, what: str) -> str | None:
+    """Why ``location`` (a path or URI a job names) cannot be used in a job, or None."""
+    if not isinstance(location, str) or not location.strip():
+        return f"The {what} {location!r} is empty: a job names every file by its full path or URI."
+    if any(ord(ch) < 0x20 or ch in "'\\" for ch in location):
+        return (f"The {what} {location!r} holds a quote, a backslash or a control character, which the job's "
+                "statements cannot carry: choose a location without them.")
+    if has_dot_segments(location):
+        return f"The {what} {location!r} holds a `.` or `..` segment: a job names every location plainly."
+    if not location.startswith("/") and "://" not in location and not location.startswith("file:/"):
+        return f"The {what} {location!r} is neither an absolute path nor a URI."
+    return None
+
+
+def has_dot_segments(location: str) -> bool:
+    """Whether ``location`` holds a ``.`` or ``..`` segment, by which a path names a place other than it seems."""
+    return any(part in (".", "..") for part in urlsplit(location).path.split("/")) or \
+        any(part in (".", "..") for part in location.split("/"))
+
+
 # Names of the files a stage writes into a directory it is given (locally, or in a scratch directory uploaded
 # under the run's directory afterwards).
 UPSERT_FILE = "upsert.parquet"
