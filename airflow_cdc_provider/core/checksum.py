@@ -155,7 +155,7 @@ def spark_text(name: str, column_type: str, mariadb: bool, time_zone: str = "UTC
     The session is in UTC. A DATETIME is held as the instant its digits name in ``time_zone`` (the
     ``hive.time_zone`` readers use), so its digits are those of that zone; a TIMESTAMP's are UTC's, as the server
     prints it."""
-    col = f"`{name.lower()}`"
+    col = quote_identifier(name.lower())  # a backtick in the name doubled, as Spark reads it too
     kind = kind_of(column_type)
     if kind in ("int", "decimal", "decimal_text", "year", "time", "text"):
         return f"CAST({col} AS STRING)"

@@ -116,6 +116,23 @@ def has_dot_segments(location: str) -> bool:
         any(part in (".", "..") for part in location.split("/"))
 
 
+def place(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a location: "" for a plain path's scheme, s3a and s3n as s3."""
+    parts = urlsplit(location)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(parts.scheme.lower(), parts.scheme.lower())
+    return scheme, parts.netloc if scheme not in ("", "file") else "", parts.path.rstrip("/")
+
+
+def within(location: str, directory: str) -> bool:
+    """Whether ``location`` is ``directory`` or under it. A plain path is on the cluster's default filesystem,
+    whatever its scheme, so a plain path on either side is compared by its path alone."""
+    scheme, authority, path = place(location)
+    home_scheme, home_authority, home = place(directory)
+    if scheme and home_scheme and (scheme, authority) != (home_scheme, home_authority):
+        return False
+    return not has_dot_segments(location) and (path == home or path.startswith(f"{home}/"))
+
+
 # Names of the files a stage writes into a directory it is given (locally, or in a scratch directory uploaded
 # under the run's directory afterwards).
 UPSERT_FILE = "upsert.parquet"

@@ -19,6 +19,7 @@ from typing import Any
 import pandas as pd
 
 from airflow_cdc_provider.core.checksum import hive_text, spark_text
+from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     SourceSums,
@@ -56,7 +57,7 @@ def _text(name: str, column_type: str, mariadb: bool, time_zone: str) -> Any:
 
     expression = spark_text(name, column_type, mariadb, time_zone)
     if expression == "python":
-        return _python_text(column_type, mariadb)(F.col(f"`{name.lower()}`"))
+        return _python_text(column_type, mariadb)(F.col(quote_identifier(name.lower())))
     return None if expression is None else F.expr(expression)
 
 
@@ -80,7 +81,7 @@ def row_frame(spark: Any, job: VerifyJob) -> Any:
     from pyspark.sql import functions as F
 
     texts = [t for name, ctype in job.columns if (t := _text(name, ctype, job.mariadb, job.time_zone)) is not None]
-    flags = F.concat(*[F.when(F.col(f"`{name.lower()}`").isNull(), F.lit("1")).otherwise(F.lit("0"))
+    flags = F.concat(*[F.when(F.col(quote_identifier(name.lower())).isNull(), F.lit("1")).otherwise(F.lit("0"))
                        for name, _ in job.columns])
     row_text = F.concat_ws("#", *texts, flags)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
