@@ -15,6 +15,11 @@ The ledger's lock needs two atomic operations, and each accepted scheme has them
 Other schemes (``hdfs://``, ``gs://``, ``abfs://``…) are refused: their lock could not be tested here.
 Stages write each file whole: locally in place, on an object store into a local scratch directory uploaded
 when the stage's table is done (``staging``); the replay downloads the raw files first (``fetched``).
+
+On a disk the work state is this user's alone, whatever the umask of the process that writes it: directories are
+made with mode 0700, files created exclusively with mode 0600 without following a link planted at their name
+(``new_file``), and a work directory that another user owns or can write is refused (``check_dir``), as is a
+document of the work state that is not ours. An object store has no modes: its bucket's policy protects it.
 """
 
 from __future__ import annotations
@@ -24,11 +29,12 @@ import errno
 import fcntl
 import os
 import shutil
+import stat
 import tempfile
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, BinaryIO, Literal, TextIO, overload
 
 from airflow_cdc_provider.core.errors import WorkDirFull
 from airflow_cdc_provider.core.model import M, Model
@@ -37,6 +43,8 @@ from airflow_cdc_provider.core.workdir import (  # noqa: F401  (the names storag
     OBJECT_SCHEMES,
     SCHEMES,
     StorageError,
+    UnsafeWorkDir,
+    access_problem,
     check_work_dir,
     join,
     scheme_of,
@@ -48,10 +56,34 @@ class WorkStore:
     """Files of the work directory by location (a path or a URI under ``work_dir``).
 
     :param fs: the fsspec filesystem of the locations' scheme (``None``: the local disk).
+    :param root: on the local disk, the directory the store was opened on (``hooks.work_store``): it and every
+        directory under it that a write goes through must be this user's alone (``check_dir``).
     """
 
-    def __init__(self, fs: Any = None) -> None:
+    def __init__(self, fs: Any = None, root: str | None = None) -> None:
         self.fs = fs
+        self.root = Path(_local(root)) if root is not None and fs is None else None
+
+    def open_root(self) -> WorkStore:
+        """Make the root directory if it is missing (mode 0700) and refuse it if another user could write it."""
+        if self.root is not None:
+            make_dirs(self.root)
+            check_dir(self.root)
+        return self
+
+    def _make_dirs(self, path: Path) -> None:
+        """``path``'s missing directories made (0700), and each level under the root checked as ``check_dir``."""
+        make_dirs(path)
+        if self.root is None:
+            return
+        try:
+            below = path.relative_to(self.root)
+        except ValueError:
+            return  # outside the directory the store was opened on: only made, as without a root
+        level = self.root
+        for part in below.parts:
+            level = level / part
+            check_dir(level, follow=False)
 
     @property
     def is_local(self) -> bool:
@@ -77,7 +109,8 @@ class WorkStore:
     def read_text(self, location: str) -> str | None:
         if self.is_local:
             try:
-                return Path(self._key(location)).read_text()
+                with _open_own(self._key(location), os.O_RDONLY) as file:
+                    return file.read().decode()
             except FileNotFoundError:
                 return None
         try:
@@ -89,7 +122,8 @@ class WorkStore:
         """Replace the file whole: readers see the old text or the new one."""
         if self.is_local:
             path = Path(self._key(location))
-            os.replace(_written_beside(path, text), path)
+            self._make_dirs(path.parent)
+            os.replace(_written_beside(path, text), path)  # a rename replaces a link at the name, never its target
         else:
             self.fs.pipe_file(self._key(location), text.encode())  # a PUT is atomic
 
@@ -97,9 +131,10 @@ class WorkStore:
         """Write the file only if there is none; whether it was written. Atomic (see the module's notes)."""
         if self.is_local:
             path = Path(self._key(location))
+            self._make_dirs(path.parent)
             tmp = _written_beside(path, text)
             try:
-                os.link(tmp, path)
+                os.link(tmp, path)  # fails on any name there, a link included
                 return True
             except FileExistsError:
                 return False
@@ -124,11 +159,10 @@ class WorkStore:
             # an exclusive lock of a guard file beside it, so that of two swappers only the first finds what it
             # read. The kernel drops the guard's lock with its process: a killed swapper blocks nobody.
             guard = path.with_name(f".{path.name}.guard")
-            with open(guard, "a") as held_guard:
+            with own_file(str(guard)) as held_guard:
                 fcntl.flock(held_guard, fcntl.LOCK_EX)
-                try:
-                    held = path.read_text()
-                except FileNotFoundError:
+                held = self.read_text(location)
+                if held is None:
                     return False
                 if held != expected:
                     return False
@@ -211,7 +245,7 @@ class WorkStore:
         nothing, and its retry starts over)."""
         if self.is_local:
             path = Path(self._key(location))
-            path.mkdir(parents=True, exist_ok=True)
+            self._make_dirs(path)
             yield path
             return
         with tempfile.TemporaryDirectory(prefix="cdc-stage-") as scratch:
@@ -254,10 +288,91 @@ class WorkStore:
 
 def _written_beside(path: Path, text: str) -> Path:
     """``text`` in a new file of a unique name beside ``path``, to be renamed or linked into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
-    tmp.write_text(text)
+    with new_file(tmp) as file:
+        file.write(text.encode())
     return tmp
+
+
+# Local files of the work state -------------------------------------------------------------------------------
+
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def make_dirs(path: str | os.PathLike[str]) -> None:
+    """Make ``path`` and its missing parents with mode 0700 (the umask can only narrow it)."""
+    missing = []
+    level = Path(path)
+    while not os.path.lexists(level) and level != level.parent:
+        missing.append(level)
+        level = level.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another worker made it first: check_dir judges it
+            os.mkdir(directory, 0o700)
+
+
+def check_dir(path: str | os.PathLike[str], follow: bool = True) -> None:
+    """Refuse (``UnsafeWorkDir``) a directory of the work state that another user owns or can write, or, with
+    ``follow`` false, a link in place of the directory. One stat."""
+    try:
+        found = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        raise UnsafeWorkDir(f"The directory {path} of the work state vanished while it was used: another process "
+                            "removed it. Check who else uses the work directory; run the task again.") from None
+    if not stat.S_ISDIR(found.st_mode):
+        what = "a symbolic link" if stat.S_ISLNK(found.st_mode) else "not a directory"
+        raise UnsafeWorkDir(f"{path} is {what}, where the work state keeps a directory of its own: another user may "
+                            "have planted it. Remove it, check who can write the work directory, and run the task "
+                            "again.")
+    problem = access_problem(str(path), found.st_mode, found.st_uid, os.geteuid())
+    if problem:
+        raise UnsafeWorkDir(problem)
+
+
+@overload
+def new_file(path: str | os.PathLike[str], text: Literal[False] = ..., replace: bool = ...) -> BinaryIO: ...
+@overload
+def new_file(path: str | os.PathLike[str], text: Literal[True], replace: bool = ...) -> TextIO: ...
+def new_file(path: str | os.PathLike[str], text: bool = False, replace: bool = False) -> IO[Any]:
+    """A file created for writing with mode 0600, only if nothing is at its name: never through a link planted
+    there, nor into a file someone else opened first. ``replace``: a file or link left at the name (a killed
+    attempt's) is removed first; the creation still fails if one appears again in between."""
+    if replace:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)  # a link itself, not what it points at
+    fd = os.open(path, _NEW_FILE, 0o600)
+    if text:
+        return os.fdopen(fd, "w", encoding="utf-8", newline="\n")
+    return os.fdopen(fd, "wb")
+
+
+def own_file(path: str) -> contextlib.AbstractContextManager[IO[bytes]]:
+    """A file of the work state or the warehouse held open for a ``flock``: created (0600) if missing, refused
+    when another user owns it or can write it, never followed through a link."""
+    return _open_own(path, os.O_RDWR | os.O_CREAT)
+
+
+@contextlib.contextmanager
+def _open_own(path: str, flags: int) -> Iterator[IO[bytes]]:
+    """A file of the work state opened without following a link, refused (``UnsafeWorkDir``) when it is not ours
+    or another user can write it: a planted lock or ledger would decide what the runs do."""
+    try:
+        fd = os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        raise UnsafeWorkDir(f"{path} is a symbolic link, where the work state keeps a file of its own: another user "
+                            "may have planted it. Remove it, check who can write the work directory, and run the "
+                            "task again.") from None
+    file = os.fdopen(fd, "r+b" if flags & os.O_RDWR else "rb")
+    try:
+        found = os.fstat(fd)
+        problem = access_problem(path, found.st_mode, found.st_uid, os.geteuid(), directory=False)
+        if problem:
+            raise UnsafeWorkDir(problem)
+        yield file
+    finally:
+        file.close()
 
 
 def _call(fs: Any, method: str, **kwargs: Any) -> Any:

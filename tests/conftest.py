@@ -185,3 +185,29 @@ def s3_server() -> Iterator[S3Server]:
     finally:
         os.environ.pop(conn_env(S3_CONN_ID), None)
         server.stop()
+
+
+# `work: dir` and `hive: warehouse_dir` have no default; configurations in the tests that are about something else
+# get these (never created: nothing here runs a task on them).
+WORK_DIRS = {"work": {"dir": "/srv/cdc/work"}, "hive": {"warehouse_dir": "/srv/cdc/warehouse"}}
+
+
+def with_dirs(data: object) -> object:
+    """``data`` (a configuration mapping) with a work directory and a warehouse unless it gives its own."""
+    if not isinstance(data, dict):
+        return data
+    filled = dict(data)
+    for section, values in WORK_DIRS.items():
+        if section == "work" and "work_dir" in data:
+            continue
+        given = data.get(section)
+        if given is None or isinstance(given, dict):
+            filled[section] = {**values, **(given or {})}
+    return filled
+
+
+def read_config(data: object, origin: str = "the configuration") -> object:
+    """``CdcConfig.from_dict`` of ``with_dirs(data)``."""
+    from airflow_cdc_provider.core.config import CdcConfig
+
+    return CdcConfig.from_dict(with_dirs(data), origin)

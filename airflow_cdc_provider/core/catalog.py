@@ -33,11 +33,11 @@ class Resolution:
 
 
 _NOTHING: Mapping[TableName, str] = MappingProxyType({})
-_DEFAULT_HIVE = HiveConfig()  # frozen: one value serves every call
+_DEFAULT_DATABASE = str(HiveConfig.model_fields["database"].default)
 
 
 def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[TableName],
-            previous: Mapping[TableName, str] = _NOTHING, hive: HiveConfig = _DEFAULT_HIVE) -> Resolution:
+            previous: Mapping[TableName, str] = _NOTHING, hive: HiveConfig | None = None) -> Resolution:
     """The tables to capture now.
 
     ``found`` is every base table the capture user can see. A named entry selects its table when found (else it
@@ -45,6 +45,7 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     options even when a pattern matches it too; among patterns the first that matches wins. ``previous`` maps
     each source of the last resolution to its Hive table; those not found now are ``gone``.
     """
+    database = hive.database if hive is not None else _DEFAULT_DATABASE
     entries = tuple(entries)
     present = set(found)
     chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]] = {}
@@ -72,13 +73,13 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
         if other != name:
             raise ConfigError(
                 f"The tables {other} ({_origin(chosen[other][1])}) and {name} ({_origin(entry)}) would both be "
-                f"copied into the Hive table {hive.database}.{table.target}: set `target:` for one of them (an "
+                f"copied into the Hive table {database}.{table.target}: set `target:` for one of them (an "
                 "entry of its own with `target:`, or a pattern's `target:` template such as '{schema}__{table}')."
             )
     named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
-                      named=named, gone=gone, database=hive.database, unusable=tuple(unusable))
+                      named=named, gone=gone, database=database, unusable=tuple(unusable))
 
 
 def _origin(entry: TableConfig | TablePattern) -> str:

@@ -30,7 +30,7 @@ from airflow_cdc_provider.core.identifiers import (
     validate_identifier,
 )
 from airflow_cdc_provider.core.schema import POLICIES
-from airflow_cdc_provider.core.workdir import StorageError, check_work_dir
+from airflow_cdc_provider.core.workdir import StorageError, check_work_dir, location_problem
 
 
 class ConfigError(CdcError, ValueError):
@@ -141,8 +141,11 @@ class SourceConfig(_Section):
 class WorkConfig(_Section):
     """Where each table's ledger, lock and run files live (``docs/runs.md``)."""
 
-    dir: str = Field("/tmp/cdc/work", description="raw, upsert and delete files, ledgers and locks: an absolute "
-                     "path every worker sees, a file:// URI, or s3://bucket/prefix")
+    # Required: no default is right. Under /tmp any user could make it first, own it and plant the files the
+    # runs trust; and only the deployment knows what every worker and the Spark side see.
+    dir: str = Field(description="raw, upsert and delete files, ledgers and locks: an absolute path every worker "
+                     "sees, a file:// URI, or s3://bucket/prefix; a directory of the tasks' user alone (mode 700; "
+                     "docs/security.md)", json_schema_extra={"example": "/var/lib/airflow-cdc/work"})
     conn_id: str | None = Field(None, description="the Airflow connection of an s3:// dir (conn_type aws); none "
                                 "for a disk")
 
@@ -159,8 +162,9 @@ class HiveConfig(_Section):
     """Where the tables are written, and how many versions of each are kept."""
 
     database: str = Field("ods", description="the Hive database of the tables (lower-cased, as Hive keeps it)")
-    warehouse_dir: str = Field("/tmp/cdc/warehouse", description="the warehouse the table versions are written "
-                               "under; the embedded metastore lives in it")
+    warehouse_dir: str = Field(description="the warehouse the table versions are written under; the embedded "
+                               "metastore lives in it. On this machine's disk, writable by the tasks' user alone",
+                               json_schema_extra={"example": "/var/lib/airflow-cdc/warehouse"})
     metastore_uri: str | None = Field(None, description="thrift://host:port of a Hive metastore service; null: an "
                                       "embedded metastore at `warehouse_dir`/metastore_db, for one machine")
     time_zone: str = Field("UTC", description="the zone the tables' readers use (their spark.sql.session.timeZone):"
@@ -172,6 +176,15 @@ class HiveConfig(_Section):
     @classmethod
     def _database(cls, value: str) -> str:
         return validate_hive_name(value, "Hive database name")
+
+    @field_validator("warehouse_dir")
+    @classmethod
+    def _warehouse_dir(cls, value: str) -> str:
+        problem = location_problem(value, "warehouse directory")
+        if problem:
+            raise _Invalid(f"is {value!r}: {problem} Give an absolute path or a URI, for example "
+                           "/var/lib/airflow-cdc/warehouse or hdfs://namenode/warehouse.")
+        return value
 
     @field_validator("time_zone", mode="before")
     @classmethod
@@ -399,8 +412,8 @@ class CdcConfig(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, arbitrary_types_allowed=True)
 
     source: SourceConfig = SourceConfig()
-    work: WorkConfig = WorkConfig()
-    hive: HiveConfig = HiveConfig()
+    work: WorkConfig  # its `dir` has no default
+    hive: HiveConfig  # its `warehouse_dir` has no default
     spark: SparkConfig = SparkConfig()
     run: RunConfig = RunConfig()
     verify: VerifyConfig = VerifyConfig()
@@ -487,6 +500,10 @@ def _config_error(exc: ValidationError, origin: str, labels: dict[tuple[str, str
         if model is None:  # `tables`, whose entries are read before: cannot happen, but say it plainly
             messages.append(f"`{section}:` in {origin}: {error['msg']}.")
             continue
+        if error["type"] == "missing":
+            keys = [str(loc[1])] if len(loc) > 1 else [k for k, f in model.model_fields.items() if f.is_required()]
+            messages += [_missing(section, key, model, origin) for key in keys]
+            continue
         if len(loc) == 1:
             messages.append(f"`{section}:` in {origin} must be a mapping of {', '.join(model.model_fields)}, "
                             f"got {error['input']!r} "
@@ -512,6 +529,13 @@ def _config_error(exc: ValidationError, origin: str, labels: dict[tuple[str, str
                         f"{_did_you_mean(keys, known_keys)}; the keys of `{section}:` are "
                         f"{', '.join(sorted(known_keys))} (see {DOC}).")
     return ConfigError("\n".join(messages))
+
+
+def _missing(section: str, key: str, model: type[BaseModel], origin: str) -> str:
+    field = model.model_fields[key]
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return (f"`{section}: {key}:` is missing in {origin}: it has no default. Give {field.description}, for example "
+            f"`{section}: {{{key}: {extra.get('example')}}}` (see {DOC}).")
 
 
 def expectation(field: Any) -> str:

@@ -32,6 +32,8 @@ def type_name(annotation: Any) -> str:
 
 
 def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
     value = field.get_default(call_default_factory=True)
     if value is None:
         return "null" if field.annotation is not type(None) else ""
@@ -94,7 +96,9 @@ def reference() -> str:
         f"Regenerate this page from the model with `{COMMAND}`; a unit test fails when the two differ.",
         "",
         ("The configuration is a YAML file (the example DAG reads `dags/cdc_config.yaml`, or the file `CDC_CONFIG` "
-         "names) with one mapping per section below and a `tables:` list. Every key is optional except `tables:`. "
+         "names) with one mapping per section below and a `tables:` list. Every key is optional except `tables:`, "
+         "`work: dir:` and `hive: warehouse_dir:` (the work directory and the warehouse: see "
+         "[security.md](security.md)). "
          "A key the model does not know, or a value it refuses, fails the DAG's parsing with a message naming the "
          "key, the file, the value and what it must be."),
         "",

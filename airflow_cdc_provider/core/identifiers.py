@@ -30,12 +30,13 @@ def validate_identifier(name: str, what: str = "identifier") -> str:
     return name
 
 
-_HIVE_NAME = re.compile(r"^[A-Za-z0-9_]{1,128}$")
+# fullmatch, not match with `$`: `$` also matches before a trailing newline, which would let "t\n" through.
+_HIVE_NAME = re.compile(r"[A-Za-z0-9_]{1,128}")
 
 
 def validate_hive_name(name: str, what: str = "Hive name") -> str:
     """A Hive database or table name, lower-cased as the metastore keeps it; Hive allows letters, digits, _."""
-    if not isinstance(name, str) or not _HIVE_NAME.match(name):
+    if not isinstance(name, str) or not _HIVE_NAME.fullmatch(name):
         raise InvalidIdentifier(
             f"The {what} {name!r} is not a valid Hive name: use 1 to 128 letters, digits and underscores."
         )

@@ -15,13 +15,14 @@ from typing import Literal
 from pydantic import model_validator
 
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
-from airflow_cdc_provider.core.identifiers import quote_identifier, validate_identifier
+from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
 from airflow_cdc_provider.core.model import Instant, Model
-from airflow_cdc_provider.core.types import ColumnType, hive_type
+from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
 from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.core.workdir import location_problem, place, within
 
-_VERSION_DIR = re.compile(r"^v(\d{6,})$")
+_VERSION_DIR = re.compile(r"v(\d{6,})")
 
 
 def version_dir_name(version: int) -> str:
@@ -30,8 +31,40 @@ def version_dir_name(version: int) -> str:
 
 def parse_version_dir(name: str) -> int | None:
     """The version number of a directory named like ``v000012``, or None for any other name."""
-    match = _VERSION_DIR.match(name.rstrip("/").rsplit("/", 1)[-1])
+    match = _VERSION_DIR.fullmatch(name.rstrip("/").rsplit("/", 1)[-1])
     return int(match[1]) if match else None
+
+
+# What the Spark jobs are handed is checked again where they read it: whoever could change a job file between the
+# task that wrote it and the application that reads it would otherwise choose the tables switched, the directories
+# deleted and the text of the statements. The rules live on the models, so every reader applies them.
+
+
+# A zone name as the configuration admits them (``core.config.time_zone``): the verify job pastes it into an
+# expression.
+_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*")
+
+
+def zone_problem(zone: str) -> str | None:
+    """Why ``zone`` cannot be a readers' zone in a job, or None."""
+    if isinstance(zone, str) and _ZONE_NAME.fullmatch(zone):
+        return None
+    return f"The time zone {zone!r} is not a zone name such as UTC or Asia/Shanghai."
+
+
+def version_dir_problem(path: str, warehouse_dir: str, table: str) -> str | None:
+    """Why the merge may not write or delete ``path`` as a version directory of the Hive table ``table`` (its
+    name without the database), or None: it must be ``<table>/vNNNNNN`` under the warehouse."""
+    problem = location_problem(path, "version directory")  # first: urlsplit drops tabs and newlines unseen
+    if problem:
+        return problem
+    parts = place(path)[2].split("/")
+    if parse_version_dir(parts[-1]) is None or len(parts) < 2 or parts[-2] != table:
+        return f"{path} is not a version directory of the table {table} (<table>/vNNNNNN)."
+    if not within(path, warehouse_dir):
+        return (f"{path} is not under the warehouse {warehouse_dir}: the merge writes and deletes version "
+                "directories there only. Keep the table's database in the warehouse (`hive: warehouse_dir:`).")
+    return None
 
 
 def versions_to_remove(versions: dict[int, bool], committed: int, keep: int,
@@ -84,12 +117,32 @@ class MergeSpec(Model):
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
-        validate_identifier(self.database, "Hive database name")
-        validate_identifier(self.table, "Hive table name")
-        for name, _ in self.columns:
+        for name, what in ((self.database, "Hive database name"), (self.table, "Hive table name")):
+            if validate_hive_name(name, what) != name:
+                raise ValueError(f"The {what} {name!r} must be in lower case, as the metastore keeps it.")
+        for name, hive in self.columns:
             validate_identifier(name, "column name")
-        if not self.key or set(self.key) - {name for name, _ in self.columns}:
+            if not is_hive_type(hive):
+                raise ValueError(f"The column {name!r} has the type {hive!r}, which is not a Hive type the merge "
+                                 "writes.")
+        names = {name for name, _ in self.columns}
+        for column, sources in self.fill_sources:
+            for name in (column, *sources):
+                validate_identifier(name, "column name")
+        if not self.key or set(self.key) - names:
             raise ValueError(f"The key {list(self.key)} must be a non-empty subset of the columns.")
+        if set(self.datetime_columns) - {name.lower() for name in names}:
+            raise ValueError(f"The DATETIME columns {list(self.datetime_columns)} must be columns of the table.")
+        problem = location_problem(self.warehouse_dir, "warehouse directory") or zone_problem(self.datetime_zone)
+        if problem:
+            raise ValueError(problem)
+        for file in (*self.upsert_files, self.delete_file, self.fills_file):
+            problem = location_problem(file, "capture file") if file is not None else None
+            if problem:
+                raise ValueError(problem)
+        for key, _ in self.spark_conf:
+            if not key.startswith("spark.sql."):
+                raise ValueError(f"The table's setting {key!r} is not a runtime SQL setting (spark.sql.*).")
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
         return self
 
@@ -124,6 +177,19 @@ class MergeJob(Model):
     metastore_uri: str | None
     tables: tuple[MergeSpec, ...]
     result_file: str
+
+    @model_validator(mode="after")
+    def _valid(self) -> MergeJob:
+        problem = location_problem(self.result_file, "result file") or location_problem(
+            self.warehouse_dir, "warehouse directory")
+        if problem:
+            raise ValueError(problem)
+        for spec in self.tables:
+            if (spec.warehouse_dir, spec.metastore_uri) != (self.warehouse_dir, self.metastore_uri):
+                raise ValueError(f"The table {spec.database}.{spec.table} names another warehouse or metastore "
+                                 f"({spec.warehouse_dir}, {spec.metastore_uri}) than its job's: one application "
+                                 "has one.")
+        return self
 
 
 class TableMerge(Model):

@@ -168,6 +168,11 @@ def hive_type(column_type: str) -> str:
     return _HIVE[str(arrow)]
 
 
+def is_hive_type(text: str) -> bool:
+    """Whether ``text`` is a Hive type ``hive_type`` gives: the merge writes it into a CREATE TABLE."""
+    return text in _HIVE.values() or re.fullmatch(r"decimal\((\d{1,2}),(\d{1,2})\)", text) is not None
+
+
 _HIVE = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigint", "float": "float",
          "double": "double", "bool": "boolean", "string": "string", "binary": "binary", "date32[day]": "date",
          "timestamp[us]": "timestamp", "timestamp[us, tz=UTC]": "timestamp", "duration[us]": "bigint"}

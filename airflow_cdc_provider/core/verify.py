@@ -20,6 +20,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import model_validator
+
 from airflow_cdc_provider.core.contract import (
     KEYS_LISTED,
     KeyDifference,
@@ -28,8 +30,12 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
 )
+from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed
+from airflow_cdc_provider.core.merge import version_dir_problem, zone_problem
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.types import ColumnType
+from airflow_cdc_provider.core.workdir import location_problem
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,28 @@ class VerifyJob(Model):
     source: Sums | None = None  # the server's sums
     source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
     detail_limit: int = 1000
+
+    @model_validator(mode="after")
+    def _valid(self) -> VerifyJob:
+        # Checked where the Spark half reads it too: its names and zone go into Spark expressions, its location is
+        # read as the table (see core.merge).
+        database, _, table = self.table.partition(".")
+        for name, what in ((database, "Hive database name"), (table, "Hive table name")):
+            if validate_hive_name(name, what) != name:
+                raise ValueError(f"The {what} {name!r} must be in lower case, as the metastore keeps it.")
+        for name, column_type in self.columns:
+            validate_identifier(name, "column name")
+            ColumnType.parse(column_type)
+        if not self.key or set(self.key) - {name for name, _ in self.columns}:
+            raise ValueError(f"The key {list(self.key)} must be a non-empty subset of the columns.")
+        problem = (location_problem(self.warehouse_dir, "warehouse directory")
+                   or location_problem(self.result_file, "result file")
+                   or (location_problem(self.source_file, "source sums file") if self.source_file else None)
+                   or (version_dir_problem(self.location, self.warehouse_dir, table) if self.location else None)
+                   or zone_problem(self.time_zone))
+        if problem:
+            raise ValueError(problem)
+        return self
 
     def source_sums(self) -> dict[int, BucketSum]:
         return bucket_sums(self.source or {})

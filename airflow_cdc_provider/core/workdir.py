@@ -38,6 +38,34 @@ class StorageError(CdcError):
     """The work directory cannot be used as given."""
 
 
+class UnsafeWorkDir(StorageError):
+    """A directory or file of the work state that another user could write: its content cannot be trusted."""
+
+
+# Whoever can write the work directory decides what the Spark job switches and deletes (the merge job file), which
+# rows reach the table (raw files) and whether a table runs at all (its lock). Another user may write there when a
+# directory is group- or world-writable or is theirs; a file of the work state that is not ours was planted.
+_WRITABLE_BY_OTHERS = 0o022
+
+
+def access_problem(path: str, mode: int, owner: int, our_uid: int, directory: bool = True) -> str | None:
+    """Why another user than ours could have written ``path`` (a directory of the work state, or a file with
+    ``directory`` false), given its ``st_mode`` and ``st_uid``; None when only we can. The message says what to
+    do."""
+    kind = "directory" if directory else "file"
+    if owner != our_uid:
+        return (f"The {kind} {path} belongs to the user id {owner}, not to this process's ({our_uid}): whoever owns "
+                f"the work state can change what the runs write to Hive. Give it to the user the tasks run as "
+                f"(`chown -R {our_uid} {path}`), or use a directory of that user's own.")
+    if mode & _WRITABLE_BY_OTHERS:
+        who = " and ".join(w for w, bit in (("its group", 0o020), ("every user", 0o002)) if mode & bit)
+        fix = f"chmod 700 {path}" if directory else f"chmod 600 {path}"
+        return (f"The {kind} {path} can be written by {who} (mode {mode & 0o7777:04o}): another user could plant "
+                f"files there that the runs would trust. Make it this user's alone (`{fix}`), or use a directory "
+                f"of its own.")
+    return None
+
+
 def scheme_of(location: str) -> str:
     """The URI scheme of ``location`` ("" for a plain path)."""
     if "://" not in location:
@@ -66,6 +94,43 @@ def check_work_dir(location: str, where: str = "`work_dir:`") -> str:
         raise StorageError(f"{where} is {location!r}: give an absolute path, so that every worker finds the same "
                            "directory.")
     return location
+
+
+def location_problem(location: str, what: str) -> str | None:
+    """Why ``location`` (a path or URI a job names) cannot be used in a job, or None."""
+    if not isinstance(location, str) or not location.strip():
+        return f"The {what} {location!r} is empty: a job names every file by its full path or URI."
+    if any(ord(ch) < 0x20 or ch in "'\\" for ch in location):
+        return (f"The {what} {location!r} holds a quote, a backslash or a control character, which the job's "
+                "statements cannot carry: choose a location without them.")
+    if has_dot_segments(location):
+        return f"The {what} {location!r} holds a `.` or `..` segment: a job names every location plainly."
+    if not location.startswith("/") and "://" not in location and not location.startswith("file:/"):
+        return f"The {what} {location!r} is neither an absolute path nor a URI."
+    return None
+
+
+def has_dot_segments(location: str) -> bool:
+    """Whether ``location`` holds a ``.`` or ``..`` segment, by which a path names a place other than it seems."""
+    return any(part in (".", "..") for part in urlsplit(location).path.split("/")) or \
+        any(part in (".", "..") for part in location.split("/"))
+
+
+def place(location: str) -> tuple[str, str, str]:
+    """(scheme, authority, path) of a location: "" for a plain path's scheme, s3a and s3n as s3."""
+    parts = urlsplit(location)
+    scheme = {"s3a": "s3", "s3n": "s3"}.get(parts.scheme.lower(), parts.scheme.lower())
+    return scheme, parts.netloc if scheme not in ("", "file") else "", parts.path.rstrip("/")
+
+
+def within(location: str, directory: str) -> bool:
+    """Whether ``location`` is ``directory`` or under it. A plain path is on the cluster's default filesystem,
+    whatever its scheme, so a plain path on either side is compared by its path alone."""
+    scheme, authority, path = place(location)
+    home_scheme, home_authority, home = place(directory)
+    if scheme and home_scheme and (scheme, authority) != (home_scheme, home_authority):
+        return False
+    return not has_dot_segments(location) and (path == home or path.startswith(f"{home}/"))
 
 
 # Names of the files a stage writes into a directory it is given (locally, or in a scratch directory uploaded

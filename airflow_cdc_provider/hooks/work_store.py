@@ -11,11 +11,13 @@ def work_store(location: str, conn_id: str | None = None) -> WorkStore:
 
     On an object store the filesystem comes from Airflow's ``ObjectStoragePath``: ``s3://`` needs the Amazon
     provider (the ``s3`` extra) and takes its credentials and endpoint from the ``aws`` connection ``conn_id``
-    (the ``work_conn_id:`` setting; None: the provider's default credentials).
+    (the ``work_conn_id:`` setting; None: the provider's default credentials). On a disk ``location`` is made
+    if missing (mode 0700) and refused if another user owns it or can write it (``storage.check_dir``), as is
+    each directory under it that a write goes through.
     """
     check_work_dir(location)
     if scheme_of(location) in LOCAL_SCHEMES:
-        return WorkStore()
+        return WorkStore(root=location).open_root()
     from airflow.sdk import ObjectStoragePath
 
     return WorkStore(ObjectStoragePath(location, conn_id=conn_id).fs)

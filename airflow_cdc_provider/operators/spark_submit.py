@@ -21,6 +21,7 @@ from airflow_cdc_provider.compat import AirflowNotFoundException
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
+from airflow_cdc_provider.storage import check_dir, make_dirs, own_file
 
 
 class CdcSparkSubmitOperator(SparkSubmitOperator):
@@ -96,8 +97,12 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             yield
             return
         path = Path(self.warehouse_dir).absolute() / ".cdc-embedded-metastore.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(path, "a") as turn:
+        # The embedded metastore's warehouse is on this machine's disk, written by this user's applications only:
+        # whoever else could write it could replace a table's files or the metastore itself. (A thrift metastore's
+        # warehouse is the cluster's storage, with the cluster's users and rules.)
+        make_dirs(path.parent)
+        check_dir(path.parent)
+        with own_file(str(path)) as turn:
             try:
                 fcntl.flock(turn, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

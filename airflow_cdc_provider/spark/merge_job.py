@@ -42,6 +42,7 @@ from airflow_cdc_provider.core.merge import (
     check_datetime_zone,
     next_columns,
     parse_version_dir,
+    version_dir_problem,
     versions_to_remove,
 )
 from airflow_cdc_provider.failpoints import failpoint
@@ -210,7 +211,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
             "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
         )
     version = max([*existing, current.version if current else 0]) + 1
-    path = files.version_path(version)
+    path = _version_dir(files, version, spec)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
     _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
@@ -248,11 +249,22 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
               "daylight-saving change): moved forward by the gap", flush=True)
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
     for number in removed:
-        files.delete(files.version_path(number))
+        files.delete(_version_dir(files, number, spec))
     clock.lap("cleanup")
     return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
                       reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases)
+
+
+def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:
+    """The version directory ``number`` of the table, refused unless it is one of the table's under the warehouse:
+    the job writes and deletes nothing else, whatever the metastore's locations say."""
+    path = files.version_path(number)
+    problem = version_dir_problem(path, spec.warehouse_dir, spec.table)
+    if problem:
+        raise LedgerConflict(f"The merge of {spec.database}.{spec.table} stopped before it wrote or deleted anything "
+                             f"there: {problem}")
+    return path
 
 
 def _literal(text: str) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from airflow_cdc_provider.core.records import RawHeader, format_record
+from airflow_cdc_provider.storage import make_dirs, new_file
 
 MAX_RAW_BYTES = 256 * 1024 * 1024
 
@@ -22,7 +23,7 @@ class RawFileWriter:
     def __init__(self, directory: str | os.PathLike[str], prefix: str, header: RawHeader,
                  max_bytes: int = MAX_RAW_BYTES):
         self.directory, self.prefix, self.header, self.max_bytes = Path(directory), prefix, header, max_bytes
-        self.directory.mkdir(parents=True, exist_ok=True)
+        make_dirs(self.directory)
         self.files: list[str] = []
         self.counts = {"I": 0, "U": 0, "D": 0}
         self._written = 0
@@ -31,7 +32,8 @@ class RawFileWriter:
     def _open(self) -> TextIO:
         path = self.directory / f"{self.prefix}-{len(self.files) + 1:05d}.raw"
         self._path = path
-        self._file = open(path.with_suffix(".raw.tmp"), "w", encoding="utf-8", newline="\n")
+        # A killed attempt's .tmp is replaced; a raw file holds whole rows, so only this user may read it.
+        self._file = new_file(path.with_suffix(".raw.tmp"), text=True, replace=True)
         self._written = self._file.write(self.header.format())
         return self._file
 

@@ -30,7 +30,7 @@ from airflow_cdc_provider.core.schema import Fill, layout_plans
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
 from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
 from airflow_cdc_provider.failpoints import failpoint
-from airflow_cdc_provider.storage import room_for
+from airflow_cdc_provider.storage import make_dirs, new_file, room_for
 
 FILLS_METADATA = "cdc.fills"
 
@@ -129,8 +129,9 @@ class _Output:
         self.schema = file_schema(header)
         self.key_indexes = header.key_indexes()
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
-        self.upsert_writer = pq.ParquetWriter(upsert_path, self.schema)
-        self.delete_writer = pq.ParquetWriter(delete_path, self.delete_schema)
+        self.sinks = [new_file(upsert_path), new_file(delete_path)]
+        self.upsert_writer = pq.ParquetWriter(self.sinks[0], self.schema)
+        self.delete_writer = pq.ParquetWriter(self.sinks[1], self.delete_schema)
         self.upserts: list[list[Any]] = []
         self.deletes: list[list[Any]] = []
         self.upsert_count = self.delete_count = 0
@@ -158,11 +159,15 @@ class _Output:
             self.deletes = []
 
     def close(self) -> None:
-        self._flush_upserts()
-        self._flush_deletes()
-        self.upsert_writer.close()
-        failpoint("replay.write")
-        self.delete_writer.close()
+        try:
+            self._flush_upserts()
+            self._flush_deletes()
+            self.upsert_writer.close()
+            failpoint("replay.write")
+            self.delete_writer.close()
+        finally:
+            for sink in self.sinks:  # the writers leave a file they were handed open
+                sink.close()
 
 
 class _OverBudget(Exception):
@@ -244,7 +249,7 @@ def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int,
                     part = work / f"part-{digit}-{p:05d}-{os.urandom(4).hex()}.raw"
                     layouts.of[part] = layout
                     groups[p].append(part)
-                    outs.append(open(part, "wb"))
+                    outs.append(new_file(part))
                     outs[-1].write(header)
             for block in blocks_forwards(path, block_size):
                 which = uid_buckets(block, digit, parts)
@@ -260,7 +265,7 @@ def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int,
 
 def _concat(parts: Sequence[Path], target: Path) -> None:
     schema = pq.read_schema(parts[0])
-    with pq.ParquetWriter(target, schema) as writer:
+    with new_file(target) as sink, pq.ParquetWriter(sink, schema) as writer:
         for part in parts:
             for batch in pq.ParquetFile(part).iter_batches(BATCH_ROWS):
                 writer.write_batch(batch)
@@ -273,7 +278,8 @@ def write_fills(path: Path, header: RawHeader, fills: Sequence[Fill]) -> None:
     columns = [types[f.column.lower()] for f in fills]
     schema = arrow_schema(columns).with_metadata(
         {FILLS_METADATA: json.dumps([{"column": f.column, "sources": list(f.sources)} for f in fills])})
-    pq.write_table(arrow_table([[f.value for f in fills]], schema), path)
+    with new_file(path) as sink:
+        pq.write_table(arrow_table([[f.value for f in fills]], schema), sink)
 
 
 def replay(
@@ -306,7 +312,7 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file:
     header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)
     key_limit = max(1024, memory_budget // BYTES_PER_KEY)
-    upsert_path.parent.mkdir(parents=True, exist_ok=True)
+    make_dirs(upsert_path.parent)
     work = Path(tempfile.mkdtemp(prefix=".replay-", dir=upsert_path.parent))
     try:
         result = ReplayResult(str(upsert_path), str(delete_path), columns=header.columns, key=header.key)

@@ -32,6 +32,7 @@ from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser
 from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
+from airflow_cdc_provider.storage import make_dirs, new_file
 
 FETCH_ROWS = 10_000
 REREAD_PREFIX = "reread"
@@ -143,7 +144,7 @@ def drop_keys(files: Iterable[str], uids: set[str]) -> int:
                 else:
                     kept.append(line)
         tmp = path.with_suffix(".raw.tmp")
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        with new_file(tmp, text=True, replace=True) as f:
             f.write(header)
             f.writelines(kept)
         os.replace(tmp, path)
@@ -157,7 +158,7 @@ def buckets_of(raw_files: list[str], header: RawHeader, buckets: int, work: str 
 
     if not raw_files:
         return set()
-    Path(work).mkdir(parents=True, exist_ok=True)
+    make_dirs(work)
     replayed = replay(raw_files, Path(work) / UPSERT_FILE, Path(work) / DELETE_FILE)
     return {bucket_of(key, buckets) for key in key_texts((replayed.upsert_file, replayed.delete_file),
                                                                     header)}

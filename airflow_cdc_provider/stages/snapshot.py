@@ -32,7 +32,7 @@ from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
-from airflow_cdc_provider.storage import WorkStore, room_for
+from airflow_cdc_provider.storage import WorkStore, make_dirs, new_file, room_for
 
 FETCH_ROWS = 10_000
 
@@ -131,7 +131,7 @@ def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str],
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
     ``progress`` is called after each chunk."""
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dirs(out)
     with room_for(out, f"the snapshot of {header.table}"):
         return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None))
 
@@ -181,7 +181,7 @@ def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: in
     tmp = path.with_suffix(".parquet.tmp")
     rows, last_row = 0, None
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
-    with pq.ParquetWriter(tmp, schema) as writer, reads.cursor() as cursor:
+    with new_file(tmp, replace=True) as sink, pq.ParquetWriter(sink, schema) as writer, reads.cursor() as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
                        keyset_args(last_key) if last_key is not None else [])
         while batch := cursor.fetchmany(FETCH_ROWS):

@@ -46,8 +46,9 @@ def schema(mariadb):
 
 def check(entries, conn_id, tmp_path) -> CheckResult:
     with DAG("ops", schedule=None):
-        operator = CaptureCheckOperator(task_id="check", tables=entries, hive=HiveConfig(), work_dir=str(tmp_path),
-                                        mysql_conn_id=conn_id)
+        operator = CaptureCheckOperator(task_id="check", tables=entries,
+                                        hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse")),
+                                        work_dir=str(tmp_path), mysql_conn_id=conn_id)
     return CheckResult.model_validate(operator.execute({}))
 
 

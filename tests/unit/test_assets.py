@@ -9,6 +9,7 @@ import pytest
 from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri
 from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.watermark import Watermark
+from tests.conftest import read_config
 
 
 def test_uris_name_the_metastore_or_the_embedded_one_and_the_source():
@@ -31,10 +32,9 @@ def test_a_commits_extra_carries_version_watermark_as_of_and_counts():
 
 
 def test_a_downstream_dag_finds_a_tables_asset_from_the_configuration():
-    from airflow_cdc_provider.core.config import CdcConfig
     from airflow_cdc_provider.task_groups import table_asset
 
-    config = CdcConfig.from_dict({"tables": [{"source": "shop.orders", "target": "orders"}, "shop.c*"],
+    config = read_config({"tables": [{"source": "shop.orders", "target": "orders"}, "shop.c*"],
                                   "hive": {"database": "ods", "metastore_uri": "thrift://hms:9083"}})
     assert table_asset(config, "shop.orders").uri == "hive://hms:9083/ods/orders"
     assert table_asset(config, "shop.customers").uri == "hive://hms:9083/ods/shop_customers"  # by the pattern

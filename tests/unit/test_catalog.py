@@ -11,10 +11,11 @@ from airflow_cdc_provider.core.catalog import (
     StoredCatalogError,
     resolve,
 )
-from airflow_cdc_provider.core.config import CdcConfig, ConfigError, HiveConfig, TableConfig
+from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig
 from airflow_cdc_provider.core.identifiers import TableName
+from tests.conftest import read_config
 
-HIVE = HiveConfig(database="ods")
+HIVE = HiveConfig(database="ods", warehouse_dir="/srv/cdc/warehouse")
 
 
 def names(*texts):
@@ -22,7 +23,7 @@ def names(*texts):
 
 
 def run(tables, found, previous=None, **rest):
-    config = CdcConfig.from_dict({"tables": tables, **rest})
+    config = read_config({"tables": tables, **rest})
     return resolve(config.tables, names(*found), previous or {}, config.hive)
 
 
@@ -117,7 +118,7 @@ def test_json_round_trip():
     assert json.loads(stored.to_text()) == {"tables": {"`my.db`.`x*`": "raw.x", "shop.a": "raw.shop_a"}}
     previous = StoredCatalog.parse(stored.to_text()).previous()
     assert previous == {TableName("my.db", "x*"): "raw.x", TableName("shop", "a"): "raw.shop_a"}
-    assert resolve(r.tables, [TableName("shop", "a")], previous, HiveConfig(database="raw")).gone == (
+    assert resolve(r.tables, [TableName("shop", "a")], previous, HiveConfig(database="raw", warehouse_dir="/srv/cdc/warehouse")).gone == (
         (TableName("my.db", "x*"), "raw.x"),)
     assert StoredCatalog.parse('{"tables": {}}').previous() == {}
 

@@ -142,7 +142,7 @@ def test_verify_jobs_go_to_the_spark_application_and_back_as_they_were():
 
     sums = {0: BucketSum(3, 7), 4: BucketSum(1, 2**64 - 1)}
     job = VerifyJob("/w", "thrift://m:9083", "ods.t", (("id", "int"), ("at", "datetime")), ("id",), True, 5,
-                    "file:///r.json", location="/w/ods.db/t/v3", time_zone="Europe/Paris", source=sums_of(sums),
+                    "file:///r.json", location="/w/ods.db/t/v000003", time_zone="Europe/Paris", source=sums_of(sums),
                     detail_limit=7)
     (back,) = VerifyJobs.from_text(VerifyJobs(jobs=(job,)).to_text()).jobs
     assert back.source_sums() == sums

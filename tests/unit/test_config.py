@@ -13,18 +13,18 @@ from airflow_cdc_provider.core.config import (
 )
 from airflow_cdc_provider.core.errors import InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
-from tests.conftest import DAGS
+from tests.conftest import DAGS, read_config
 
 
 def test_example_config_reads():
-    config = CdcConfig.from_dict(yaml.safe_load((DAGS / "cdc_config.yaml").read_text()))
+    config = read_config(yaml.safe_load((DAGS / "cdc_config.yaml").read_text()))
     assert config.source.mysql_conn_id == "mysql_cdc" and config.hive.metastore_uri is None
     assert config.tables[0].source == TableName("shop", "orders")
     assert config.tables[0].target == "shop_orders"
 
 
 def test_target_and_short_form():
-    config = CdcConfig.from_dict({"tables": ["shop.a", {"source": "shop.b", "target": "bee"}]})
+    config = read_config({"tables": ["shop.a", {"source": "shop.b", "target": "bee"}]})
     assert [t.target for t in config.tables] == ["shop_a", "bee"]
     assert [t.group_id for t in config.tables] == ["shop__a", "shop__b"]
 
@@ -43,46 +43,46 @@ def test_target_and_short_form():
 )
 def test_bad_configs_say_what_is_wrong(data, message):
     with pytest.raises(ConfigError, match=message):
-        CdcConfig.from_dict(data)
+        read_config(data)
 
 
 def test_bad_table_name():
     with pytest.raises(InvalidIdentifier, match="'orders'"):
-        CdcConfig.from_dict({"tables": ["orders"]})
+        read_config({"tables": ["orders"]})
 
 
 def test_hive_names_are_checked_and_lower_cased():
-    config = CdcConfig.from_dict({"tables": [{"source": "Shop.Orders"}], "hive": {"database": "ODS"}})
+    config = read_config({"tables": [{"source": "Shop.Orders"}], "hive": {"database": "ODS"}})
     assert config.hive.database == "ods" and config.tables[0].hive_table(config.hive) == "ods.shop_orders"
     with pytest.raises(ConfigError,
                        match=r"'shop_order-lines' is not a valid Hive name.*Set `target:` for shop.order-lines"):
-        CdcConfig.from_dict({"tables": ["shop.`order-lines`"]})
+        read_config({"tables": ["shop.`order-lines`"]})
     with pytest.raises(InvalidIdentifier, match="'my.db' is not a valid Hive name"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"database": "my.db"}})
+        read_config({"tables": ["shop.a"], "hive": {"database": "my.db"}})
 
 
 @pytest.mark.parametrize(("key", "value"),
                          [("keep_versions", 1), ("retries", -1), ("retries", "2"), ("keep_versions", True)])
 def test_counts_must_be_whole_numbers_in_range(key, value):
     with pytest.raises(ConfigError, match=f"`{key}:`.*got {value!r}"):
-        CdcConfig.from_dict({"tables": ["shop.a"], key: value})
+        read_config({"tables": ["shop.a"], key: value})
 
 
 def test_schema_changes_is_strict_unless_set_for_all_or_per_table():
-    config = CdcConfig.from_dict({"schema_changes": "evolve",
+    config = read_config({"schema_changes": "evolve",
                                   "tables": ["shop.a", {"source": "shop.b", "schema_changes": "strict"}]})
     assert [config.policy(t) for t in config.tables] == ["evolve", "strict"]
-    assert CdcConfig.from_dict({"tables": ["shop.a"]}).policy(TableConfig(TableName("shop", "a"), "a")) == "strict"
+    assert read_config({"tables": ["shop.a"]}).policy(TableConfig(TableName("shop", "a"), "a")) == "strict"
     with pytest.raises(ConfigError, match="`schema_changes:` of shop.a in the configuration must be one of strict, "
                                           "evolve, got 'loose'"):
-        CdcConfig.from_dict({"tables": [{"source": "shop.a", "schema_changes": "loose"}]})
+        read_config({"tables": [{"source": "shop.a", "schema_changes": "loose"}]})
 
 
 # Patterns: one entry selecting many tables, resolved at each run (core.catalog).
 
 
 def entries(*tables, **rest):
-    return CdcConfig.from_dict({"tables": list(tables), **rest}).tables
+    return read_config({"tables": list(tables), **rest}).tables
 
 
 def test_every_yaml_form_of_an_entry():
@@ -99,7 +99,7 @@ tables:
   - regex: 'shop\.(orders|customers)_\d+'
     exclude: ['shop\.orders_0+']
 """
-    tables = CdcConfig.from_dict(yaml.safe_load(text)).tables
+    tables = read_config(yaml.safe_load(text)).tables
     assert tables[:2] == (TableConfig(TableName("shop", "orders"), "shop_orders"),
                           TableConfig(TableName("shop", "customers"), "shop_customers"))
     assert tables[2] == TablePattern("shop", "order_*")
@@ -111,11 +111,11 @@ tables:
 
 
 def test_named_tables_and_has_patterns():
-    config = CdcConfig.from_dict({"tables": ["shop.*", "shop.a", {"source": "shop.b", "target": "bee"}]})
+    config = read_config({"tables": ["shop.*", "shop.a", {"source": "shop.b", "target": "bee"}]})
     assert config.named_tables() == (TableConfig(TableName("shop", "a"), "shop_a"),
                                      TableConfig(TableName("shop", "b"), "bee"))
     assert config.has_patterns
-    assert not CdcConfig.from_dict({"tables": ["shop.a"]}).has_patterns
+    assert not read_config({"tables": ["shop.a"]}).has_patterns
 
 
 @pytest.mark.parametrize(("source", "schema", "table"), [
@@ -190,7 +190,7 @@ def test_target_template_and_table_config():
                                                                               "raw_shop__orders_1", "evolve")
     (default,) = entries("shop.*")
     assert default.table_config(TableName("shop", "a")).target == "shop_a"
-    assert default.table_config(TableName("shop", "a")).hive_table(HiveConfig()) == "ods.shop_a"
+    assert default.table_config(TableName("shop", "a")).hive_table(HiveConfig(warehouse_dir="/srv/cdc/warehouse")) == "ods.shop_a"
 
 
 def test_a_template_that_makes_a_bad_hive_name_says_which_table_and_what_to_do():
@@ -268,39 +268,39 @@ def test_identical_patterns_are_refused_but_different_excludes_are_not():
 @pytest.mark.parametrize(("key", "section", "default"), [("snapshot_concurrency", "source", 4),
                                                        ("merge_applications", "spark", 1)])
 def test_concurrency_settings(key, section, default):
-    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"]}), section), key) == default
-    assert getattr(getattr(CdcConfig.from_dict({"tables": ["shop.a"], key: 7}), section), key) == 7
+    assert getattr(getattr(read_config({"tables": ["shop.a"]}), section), key) == default
+    assert getattr(getattr(read_config({"tables": ["shop.a"], key: 7}), section), key) == 7
     for bad in (0, -1, "2", True, 1.5):
         with pytest.raises(ConfigError, match=f"`{key}:` in the configuration must be a whole number >= 1, "
                                               f"got {bad!r}"):
-            CdcConfig.from_dict({"tables": ["shop.a"], key: bad})
+            read_config({"tables": ["shop.a"], key: bad})
 
 
 def test_the_readers_time_zone_is_utc_unless_set_to_a_region():
-    assert CdcConfig.from_dict({"tables": ["shop.a"]}).hive.time_zone == "UTC"
-    config = CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shanghai"}})
+    assert read_config({"tables": ["shop.a"]}).hive.time_zone == "UTC"
+    config = read_config({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shanghai"}})
     assert config.hive.time_zone == "Asia/Shanghai"
     with pytest.raises(ConfigError, match=r"`hive: time_zone:` in the configuration is 'Asia/Shangai', which is not "
                                           r"a time zone name: use an IANA name such as UTC, Asia/Shanghai"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shangai"}})
+        read_config({"tables": ["shop.a"], "hive": {"time_zone": "Asia/Shangai"}})
     with pytest.raises(ConfigError, match="'EST': use a region name such as America/New_York"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": "EST"}})
+        read_config({"tables": ["shop.a"], "hive": {"time_zone": "EST"}})
     with pytest.raises(ConfigError, match="must be a zone name"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "hive": {"time_zone": 8}})
+        read_config({"tables": ["shop.a"], "hive": {"time_zone": 8}})
 
 
 def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
     with pytest.raises(ConfigError, match=r"`lock_lease_seconds:` in dag.yaml is 60, shorter than a retry's wait"):
-        CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
-    assert CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
+        read_config({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 60}, "dag.yaml")
+    assert read_config({"tables": [{"source": "shop.orders"}], "lock_lease_seconds": 15,
                                 "retries": 0}).run.lock_lease_seconds == 15
 
 
 def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_named():
     from airflow_cdc_provider.core.config import VerifyConfig
 
-    assert CdcConfig.from_dict({"tables": ["shop.a"]}).verify == VerifyConfig(every=0, on_difference="fail")
-    config = CdcConfig.from_dict({"tables": ["shop.a"], "verify": {"every": 24, "on_difference": "warn",
+    assert read_config({"tables": ["shop.a"]}).verify == VerifyConfig(every=0, on_difference="fail")
+    config = read_config({"tables": ["shop.a"], "verify": {"every": 24, "on_difference": "warn",
                                                                    "bucket_rows": 500}})
     assert (config.verify.every, config.verify.on_difference, config.verify.bucket_rows) == (24, "warn", 500)
     for verify, message in (({"every": -1}, r"`verify: every:` .* >= 0, got -1"),
@@ -311,7 +311,7 @@ def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_name
                                           r"every, on_difference, repair"),
                             ("daily", r"must be a mapping")):
         with pytest.raises(ConfigError, match=message):
-            CdcConfig.from_dict({"tables": ["shop.a"], "verify": verify})
+            read_config({"tables": ["shop.a"], "verify": verify})
 
 
 # Sections, the flat keys of earlier versions, and the Spark settings.
@@ -383,8 +383,8 @@ tables:
 
 
 def test_sections_and_the_earlier_flat_keys_read_the_same():
-    config = CdcConfig.from_dict(yaml.safe_load(SECTIONED), "cdc.yaml")
-    assert CdcConfig.from_dict(yaml.safe_load(FLAT), "cdc.yaml") == config
+    config = read_config(yaml.safe_load(SECTIONED), "cdc.yaml")
+    assert read_config(yaml.safe_load(FLAT), "cdc.yaml") == config
     assert (config.source.mysql_conn_id, config.source.snapshot_chunk_rows, config.source.progress_seconds) == (
         "mysql_prod", 20000, 30.0)
     assert (config.work.dir, config.work.conn_id, config.hive.database, config.hive.keep_versions) == (
@@ -405,15 +405,15 @@ def test_every_flat_key_lands_in_its_section():
 
 def test_a_flat_key_and_its_section_key_both_set_are_refused():
     with pytest.raises(ConfigError, match=r"cdc.yaml sets `work_dir:` and `work: dir:` both: keep one, under `work:`"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "work_dir": "/a", "work": {"dir": "/b"}}, "cdc.yaml")
+        read_config({"tables": ["shop.a"], "work_dir": "/a", "work": {"dir": "/b"}}, "cdc.yaml")
 
 
 def test_an_unknown_key_in_a_section_is_named_with_a_suggestion():
     with pytest.raises(ConfigError, match=r"`spark:` in cdc.yaml has unknown keys \['confs'\] \(did you mean `conf`\?\)"
                                           r"; the keys of `spark:` are class_archive, conf, conn_id"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"confs": {}}}, "cdc.yaml")
+        read_config({"tables": ["shop.a"], "spark": {"confs": {}}}, "cdc.yaml")
     with pytest.raises(ConfigError, match=r"`run:` in cdc.yaml must be a mapping of retries, .*got 3"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "run": 3}, "cdc.yaml")
+        read_config({"tables": ["shop.a"], "run": 3}, "cdc.yaml")
 
 
 CHOICES = [(section, name) for section, model in SECTIONS.items() for name, field in model.model_fields.items()
@@ -430,7 +430,7 @@ def test_every_choice_refuses_other_values_naming_the_key_the_value_and_the_choi
         forms.append(({flat: "maybe"}, f"`{flat}:`"))
     for data, label in forms:
         with pytest.raises(ConfigError) as err:
-            CdcConfig.from_dict({"tables": ["shop.a"], **data}, "cdc.yaml")
+            read_config({"tables": ["shop.a"], **data}, "cdc.yaml")
         message = str(err.value)
         assert message.startswith(f"{label} in cdc.yaml must be ") and "got 'maybe'" in message, message
         for choice, meaning in choices.items():
@@ -446,7 +446,7 @@ BOUNDS = [(section, name, next(m.ge for m in field.metadata if getattr(m, "ge", 
 def test_every_bound_refuses_a_value_below_it_and_a_value_of_another_type(section, key, least):
     for bad in (least - 1, "7", True):
         with pytest.raises(ConfigError) as err:
-            CdcConfig.from_dict({"tables": ["shop.a"], section: {key: bad}}, "cdc.yaml")
+            read_config({"tables": ["shop.a"], section: {key: bad}}, "cdc.yaml")
         assert str(err.value).startswith(f"`{section}: {key}:` in cdc.yaml must be a "), str(err.value)
         assert f">= {least}, got {bad!r} (" in str(err.value)
 
@@ -457,7 +457,7 @@ def test_the_work_dir_rule_is_core_and_storage_shares_it():
 
     assert storage.check_work_dir is workdir.check_work_dir and storage.StorageError is workdir.StorageError
     with pytest.raises(ConfigError, match=r"`work: dir:` in cdc.yaml is 'relative/dir': give an absolute path"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "work": {"dir": "relative/dir"}}, "cdc.yaml")
+        read_config({"tables": ["shop.a"], "work": {"dir": "relative/dir"}}, "cdc.yaml")
 
 
 @pytest.mark.parametrize("key", ["spark.hadoop.fs.s3a.access.key", "spark.hadoop.fs.s3a.secret.key",
@@ -466,7 +466,7 @@ def test_the_work_dir_rule_is_core_and_storage_shares_it():
 @pytest.mark.parametrize("where", ["conf", "merge_conf", "verify_conf"])
 def test_a_spark_setting_that_carries_a_credential_is_refused(key, where):
     with pytest.raises(ConfigError) as err:
-        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {where: {key: "x"}}}, "cdc.yaml")
+        read_config({"tables": ["shop.a"], "spark": {where: {key: "x"}}}, "cdc.yaml")
     message = str(err.value)
     assert message.startswith(f"`spark: {where}:` in cdc.yaml has the key {key!r}, which carries a credential")
     assert "Spark connection" in message and "spark-defaults.conf" in message and "'x'" not in message
@@ -474,7 +474,7 @@ def test_a_spark_setting_that_carries_a_credential_is_refused(key, where):
 
 def test_a_credential_inside_a_settings_value_is_refused_too():
     with pytest.raises(ConfigError, match=r"'spark.driver.extraJavaOptions', which carries a credential"):
-        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"conf": {
+        read_config({"tables": ["shop.a"], "spark": {"conf": {
             "spark.driver.extraJavaOptions": "-Ddb.password=hunter2"}}})
 
 
@@ -487,7 +487,7 @@ def test_a_credential_inside_a_settings_value_is_refused_too():
 ])
 def test_bad_spark_settings_say_what_is_wrong(conf, message):
     with pytest.raises(ConfigError, match=r"`spark: conf:` in the configuration " + message):
-        CdcConfig.from_dict({"tables": ["shop.a"], "spark": {"conf": conf}})
+        read_config({"tables": ["shop.a"], "spark": {"conf": conf}})
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -500,7 +500,7 @@ def test_bad_spark_settings_say_what_is_wrong(conf, message):
 ])
 def test_a_tables_spark_conf_holds_runtime_sql_settings_only(entry, message):
     with pytest.raises(ConfigError, match=message):
-        CdcConfig.from_dict({"tables": [entry]}, "cdc.yaml")
+        read_config({"tables": [entry]}, "cdc.yaml")
 
 
 def test_a_patterns_spark_conf_goes_to_each_table_it_selects():
@@ -526,3 +526,26 @@ def test_the_reference_of_every_key_is_the_models():
         for name, field in model.model_fields.items():
             assert field.description, f"{section}: {name} needs a description"
             assert f"| `{name}`" in written
+
+
+def test_the_work_directory_and_the_warehouse_have_no_default_and_their_absence_is_named_with_an_example():
+    with pytest.raises(ConfigError) as err:
+        CdcConfig.from_dict({"tables": ["shop.a"]}, "cdc.yaml")
+    message = str(err.value)
+    assert "`work: dir:` is missing in cdc.yaml: it has no default" in message
+    assert "for example `work: {dir: /var/lib/airflow-cdc/work}`" in message
+    assert "`hive: warehouse_dir:` is missing in cdc.yaml" in message
+    assert "for example `hive: {warehouse_dir: /var/lib/airflow-cdc/warehouse}`" in message
+    with pytest.raises(ConfigError, match=r"^`hive: warehouse_dir:` is missing in cdc.yaml") as err:
+        CdcConfig.from_dict({"tables": ["shop.a"], "work_dir": "/srv/cdc/work", "hive": {"database": "raw"}},
+                            "cdc.yaml")
+    assert "work: dir" not in str(err.value), "the flat `work_dir:` gave it"
+    with pytest.raises(ConfigError, match=r"`hive: warehouse_dir:` in cdc.yaml is 'warehouse': .*neither an absolute "
+                                          r"path nor a URI"):
+        read_config({"tables": ["shop.a"], "hive": {"warehouse_dir": "warehouse"}}, "cdc.yaml")
+
+
+def test_no_example_or_default_puts_the_work_directory_under_tmp():
+    texts = [(DAGS / "cdc_config.yaml").read_text(), (DAGS / "cdc_config.docker.yaml").read_text(),
+             (DAGS.parent / "README.md").read_text()]
+    assert not any("/tmp/cdc" in text for text in texts)

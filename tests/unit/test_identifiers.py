@@ -63,3 +63,12 @@ def test_table_name_needs_exactly_schema_and_table(bad):
 @pytest.mark.parametrize("table", [TableName("shop", "orders"), TableName("my.db", "t`x"), TableName("a", "b.c")])
 def test_table_name_text_round_trips(table):
     assert TableName.parse(str(table)) == table
+
+
+@pytest.mark.parametrize("bad", ["orders\n", "ods\r\n", "\norders", "or ders", "my.db", "a" * 129, ""])
+def test_a_hive_name_is_letters_digits_and_underscores_only_a_trailing_newline_included(bad):
+    from airflow_cdc_provider.core.identifiers import validate_hive_name
+
+    with pytest.raises(InvalidIdentifier, match="not a valid Hive name"):
+        validate_hive_name(bad)
+    assert validate_hive_name("Orders_2") == "orders_2"

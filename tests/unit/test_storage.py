@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_cdc_provider.core.config import CdcConfig, ConfigError
+from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.storage import StorageError, WorkStore, check_work_dir, join
+from tests.conftest import read_config
 
 
 @pytest.mark.parametrize("location", ["/srv/cdc/work", "file:///srv/cdc/work", "s3://bucket/cdc/work",
@@ -28,8 +29,8 @@ def test_other_locations_are_refused_saying_why(location, says):
 
 def test_the_configuration_refuses_a_work_dir_whose_lock_cannot_be_atomic():
     with pytest.raises(ConfigError, match=r"`work_dir:` in dag.yaml is 'hdfs://nn/cdc'.*atomic create-if-absent"):
-        CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "work_dir": "hdfs://nn/cdc"}, "dag.yaml")
-    config = CdcConfig.from_dict({"tables": [{"source": "shop.orders"}], "work_dir": "s3://b/cdc",
+        read_config({"tables": [{"source": "shop.orders"}], "work_dir": "hdfs://nn/cdc"}, "dag.yaml")
+    config = read_config({"tables": [{"source": "shop.orders"}], "work_dir": "s3://b/cdc",
                                   "work_conn_id": "aws_cdc"})
     assert (config.work.dir, config.work.conn_id) == ("s3://b/cdc", "aws_cdc")
 

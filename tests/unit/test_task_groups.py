@@ -6,14 +6,14 @@ import json
 import yaml
 from airflow.sdk import DAG
 
-from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
+from tests.conftest import read_config
 from tests.unit.test_config import SECTIONED
 
 
 def test_the_configurations_settings_reach_the_tasks_and_the_submit_command(monkeypatch):
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", json.dumps({"conn_type": "spark", "host": "yarn"}))
-    config = CdcConfig.from_dict(yaml.safe_load(SECTIONED), "cdc.yaml")
+    config = read_config(yaml.safe_load(SECTIONED), "cdc.yaml")
     with DAG("cdc_settings", schedule=None, params=cdc_params()) as dag:
         cdc_source_group(config)
     tasks = {t.task_id: t for t in dag.tasks}

@@ -151,3 +151,38 @@ def test_the_rule_lets_through_what_is_not_the_work_state():
     clean = ('"""Docstrings may tell of ledger/lock.json."""\nname = location.rstrip("/").rsplit("/", 1)[-1]\n'
              'target = table.run_dir.raw\nmode = "snapshot"\nout = local / UPSERT_FILE\n')
     assert violations(clean, "operators/example.py") == []
+
+
+# Who may write the work state: the decision, on a directory's or a file's mode and owner.
+
+from airflow_cdc_provider.core.workdir import access_problem  # noqa: E402
+
+OURS, OTHER = 1000, 65534
+
+
+@pytest.mark.parametrize("mode", [0o40700, 0o40755, 0o40750, 0o40711])
+def test_a_directory_of_ours_that_nobody_else_can_write_is_fine(mode):
+    assert access_problem("/srv/cdc/work", mode, OURS, OURS) is None
+
+
+@pytest.mark.parametrize(("mode", "who"), [(0o40770, "its group"), (0o40775, "its group"),
+                                           (0o40757, "every user"), (0o40777, "its group and every user"),
+                                           (0o41777, "its group and every user")])  # /tmp's own mode
+def test_a_directory_others_can_write_is_refused_with_its_mode_and_the_chmod_that_fixes_it(mode, who):
+    problem = access_problem("/srv/cdc/work", mode, OURS, OURS)
+    assert problem is not None and f"can be written by {who} (mode {mode & 0o7777:04o})" in problem
+    assert "`chmod 700 /srv/cdc/work`" in problem and "/srv/cdc/work" in problem
+
+
+def test_a_directory_or_file_of_another_user_is_refused_whatever_its_mode():
+    problem = access_problem("/srv/cdc/work", 0o40700, OTHER, OURS)
+    assert problem is not None and "belongs to the user id 65534, not to this process's (1000)" in problem
+    assert "`chown -R 1000 /srv/cdc/work`" in problem
+    problem = access_problem("/srv/cdc/work/ods.t/ledger/lock.json", 0o100600, OTHER, OURS, directory=False)
+    assert problem is not None and problem.startswith("The file /srv/cdc/work/ods.t/ledger/lock.json belongs to")
+
+
+def test_a_file_others_can_write_is_refused_and_one_they_can_only_read_is_not():
+    assert access_problem("/w/lock.json", 0o100644, OURS, OURS, directory=False) is None
+    problem = access_problem("/w/lock.json", 0o100666, OURS, OURS, directory=False)
+    assert problem is not None and "`chmod 600 /w/lock.json`" in problem

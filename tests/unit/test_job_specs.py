@@ -1,0 +1,103 @@
+"""What the Spark jobs are handed, checked by the models every reader goes through: Hive names by Hive's rules,
+column names by MySQL's, the zone and the locations before they reach a statement, an expression or a delete."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec, version_dir_problem
+from airflow_cdc_provider.core.verify import VerifyJob
+from airflow_cdc_provider.core.workdir import location_problem, within
+from tests.unit.test_contract import merge_input, table_plan
+
+WAREHOUSE = "/srv/cdc/warehouse"
+
+
+def spec() -> MergeSpec:
+    return merge_spec(table_plan(), merge_input(), WAREHOUSE, None, 3)
+
+
+def spec_with(**changes) -> str:
+    """The spec's file text with ``changes``, as someone who could write the job file might have made it."""
+    return json.dumps({**json.loads(spec().to_text()), **changes})
+
+
+def test_a_spec_made_by_the_merge_task_reads_back():
+    assert MergeSpec.from_text(spec().to_text()) == spec()
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"database": "ods\n"}, "not a valid Hive name"),
+    ({"table": "orders; DROP TABLE x"}, "not a valid Hive name"),
+    ({"table": "Orders"}, "must be in lower case"),
+    ({"columns": [["id", "int"], ["bad\x00", "string"]]}, "contains a NUL character"),
+    ({"columns": [["id", "int) LOCATION '/etc"]]}, "not a Hive type the merge writes"),
+    ({"warehouse_dir": "/srv/cdc/warehouse/../../etc"}, r"holds a `\.` or `\.\.` segment"),
+    ({"warehouse_dir": "relative/warehouse"}, "neither an absolute path nor a URI"),
+    ({"upsert_files": ["file:///srv/cdc/work/ods.orders/runs/r/../../../other/upsert.parquet"]}, r"`\.\.`"),
+    ({"delete_file": "/srv/x'; DROP"}, "holds a quote"),
+    ({"datetime_zone": "UTC') OR (1=1"}, "not a zone name"),
+    ({"spark_conf": [["spark.executor.memory", "1g"]]}, "not a runtime SQL setting"),
+])
+def test_a_spec_whose_names_or_locations_break_the_rules_is_refused_where_it_is_read(changes, says):
+    with pytest.raises(ValidationError, match=says):
+        MergeSpec.from_text(spec_with(**changes))
+
+
+def test_a_job_has_one_warehouse_and_a_result_file_it_may_write():
+    job = MergeJob(warehouse_dir=WAREHOUSE, metastore_uri=None, tables=(spec(),),
+                   result_file="/srv/cdc/work/ods.orders/runs/r/merge-result-1.json")
+    assert MergeJob.from_text(job.to_text()) == job
+    with pytest.raises(ValidationError, match="names another warehouse"):
+        MergeJob(warehouse_dir="/elsewhere", metastore_uri=None, tables=(spec(),), result_file=job.result_file)
+    with pytest.raises(ValidationError, match=r"`\.\.` segment"):
+        MergeJob(warehouse_dir=WAREHOUSE, metastore_uri=None, tables=(spec(),), result_file="/srv/cdc/work/../x.json")
+
+
+@pytest.mark.parametrize(("path", "fine"), [
+    ("file:/srv/cdc/warehouse/ods.db/orders/v000004", True),
+    ("/srv/cdc/warehouse/ods.db/orders/v000004", True),
+    ("hdfs://nn/srv/cdc/warehouse/orders/v000012", True),  # a plain warehouse path is on the default filesystem
+    ("file:/srv/cdc/warehouse/ods.db/customers/v000004", False),  # another table's version
+    ("file:/srv/cdc/warehouse/ods.db/orders", False),  # the table's directory itself
+    ("file:/srv/cdc/warehouse/ods.db/orders/v4", False),
+    ("file:/srv/cdc/warehouse/ods.db/orders/v000004\n", False),
+    ("file:/srv/other/ods.db/orders/v000004", False),  # outside the warehouse
+    ("file:/srv/cdc/warehouse-old/orders/v000004", False),  # a sibling whose name starts alike
+    ("file:/srv/cdc/warehouse/../../etc/orders/v000004", False),
+])
+def test_the_merge_writes_and_deletes_only_the_tables_own_version_directories_in_the_warehouse(path, fine):
+    assert (version_dir_problem(path, WAREHOUSE, "orders") is None) == fine
+
+
+def test_within_compares_schemes_and_buckets_when_the_directory_names_them():
+    assert within("s3a://bucket/wh/ods.db/t", "s3://bucket/wh") and not within("s3://other/wh/t", "s3://bucket/wh")
+    assert not within("hdfs://nn/wh/t", "file:///wh") and within("file:/wh/t", "file:///wh")
+    assert location_problem("s3://bucket/wh", "warehouse") is None and location_problem("/wh", "warehouse") is None
+
+
+def verify_job(**changes) -> VerifyJob:
+    fields = {"warehouse_dir": WAREHOUSE, "metastore_uri": None, "table": "ods.orders",
+              "columns": (("id", "int"), ("at", "datetime")), "key": ("id",), "mariadb": True, "buckets": 4,
+              "result_file": "/srv/cdc/work/ods.orders/runs/r/verify-result.json",
+              "location": f"file:{WAREHOUSE}/ods.db/orders/v000003", "time_zone": "Europe/Paris"}
+    return VerifyJob.model_validate_json(json.dumps({**fields, **changes}))
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    ({"table": "ods.orders\n"}, "not a valid Hive name"),
+    ({"table": "ods"}, "not a valid Hive name"),
+    ({"columns": [["id`) OR 1=1 --\x00", "int"]], "key": ["id`) OR 1=1 --\x00"]}, "NUL character"),
+    ({"columns": [["id", "int"], ["at", "datetime; DROP"]]}, "Cannot read the column type"),
+    ({"time_zone": "UTC', 'x"}, "not a zone name"),
+    ({"location": f"file:{WAREHOUSE}/ods.db/customers/v000003"}, "not a version directory of the table orders"),
+    ({"location": "file:/etc/orders/v000003"}, "not under the warehouse"),
+    ({"source_file": "/srv/cdc/work/./x.json"}, r"`\.` or `\.\.` segment"),
+])
+def test_a_verify_job_whose_names_or_locations_break_the_rules_is_refused(changes, says):
+    assert verify_job().table == "ods.orders"
+    with pytest.raises(Exception, match=says):
+        verify_job(**changes)
