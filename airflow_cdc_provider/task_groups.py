@@ -52,7 +52,12 @@ def cdc_params() -> dict[str, Param]:
                                 description="Read again the rows the tables' last verify found different."),
             REREAD_PARAM: Param({}, type="object", title="Read again",
                                 description='Tables to read again, each with a condition as after WHERE (empty: '
-                                            'the whole table), e.g. {"shop.orders": "id BETWEEN 10 AND 20"}.')}
+                                            'the whole table), e.g. {"shop.orders": "id BETWEEN 10 AND 20"}. A '
+                                            "condition may use only the table's own columns, literals (numbers, "
+                                            "'strings', NULL, TRUE, FALSE; dates as strings), = <> != < <= > >= "
+                                            "<=>, BETWEEN, IN (literals), IS [NOT] NULL, LIKE, AND, OR, NOT and "
+                                            "parentheses. Refused unless the configuration sets "
+                                            "`run: allow_reread: true`.")}
 
 
 def cdc_source_group(config: CdcConfig, group_id: str = "cdc", **task_kwargs: Any) -> TaskGroup:
@@ -119,7 +124,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                on_purged_binlog=config.run.on_purged_binlog,
                                on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
-                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **source, **retry)
+                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}",
+                               allow_reread=config.run.allow_reread, **source, **retry)
         progress: dict[str, Any] = {"progress_seconds": config.source.progress_seconds}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.source.snapshot_concurrency,

@@ -249,6 +249,10 @@ class RunConfig(_Section):
                                        "snapshot": "a fresh snapshot in the same run, with a warning"}})
     replay_memory_mb: int = Field(512, ge=16, description="megabytes of keys the replay keeps in memory per "
                                   "table before it splits the table's changes into hash partitions on disk")
+    allow_reread: bool = Field(False, description="whether a run may be triggered with the `reread` parameter: "
+                               "its conditions are written by whoever triggers the run and read on the source, as "
+                               "plain conditions on the table's own columns (docs/security.md); while false, such a "
+                               "run is refused before it takes any lock")
 
 
 class VerifyConfig(_Section):

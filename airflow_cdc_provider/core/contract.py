@@ -65,7 +65,9 @@ class Reread(Model):
 
     buckets: int = 0  # how many buckets the table was verified in
     which: tuple[int, ...] = ()  # the buckets read again and replaced
-    where: str | None = None  # a condition, as after WHERE (the ``reread`` parameter); "" for the whole table
+    # A condition as the ``reread`` parameter gave it ("" for the whole table), as text: each task that sends SQL
+    # parses it again (``core.condition``) and sends only what it writes from it.
+    where: str | None = None
     reason: str = ""
 
 

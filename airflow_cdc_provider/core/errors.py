@@ -43,6 +43,10 @@ class WatermarkNotReadable(CdcError):
     """A watermark whose binlog file has been purged or is from another server."""
 
 
+class BadRereadCondition(CdcError):
+    """A reread condition that is not a plain condition on the table's own columns (``core.condition``)."""
+
+
 class AccessDenied(CdcError):
     """The server refused the capture user's login: a wrong user or password, or a host it may not come from."""
 

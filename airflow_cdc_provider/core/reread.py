@@ -1,29 +1,36 @@
 """What a run reads again of a table from the source besides its binlog range (``stages.reread`` reads it): the
-rows the ``reread`` parameter selects, the buckets the table's last verify found different, or both; and what
-comes of it once the range is read (the buckets held back, the order of the files).
+rows the ``reread`` parameter selects, the buckets the table's last verify found different, or both; the SQL
+condition of those rows; and what comes of it once the range is read (the buckets held back, the order of the files).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
+from airflow_cdc_provider.core.checksum import source_key_text
+from airflow_cdc_provider.core.condition import Clause, SqlValue, literal_percent, parse_condition, to_sql
 from airflow_cdc_provider.core.config import ConfigError
-from airflow_cdc_provider.core.contract import Reread, TablePlan
+from airflow_cdc_provider.core.contract import CapturedTable, Reread, TablePlan
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT
+from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import RepairRequest
 from airflow_cdc_provider.core.watermark import Watermark
 
 _EXAMPLE = '{"shop.orders": "id BETWEEN 100 AND 200", "shop.customers": ""}'
+ALLOW_KEY = "run: allow_reread:"
 
 
-def reread_conditions(asked: object, sources: Collection[str]) -> dict[str, str]:
+def reread_conditions(asked: object, tables: Sequence[CapturedTable], allowed: bool) -> dict[str, str]:
     """The ``reread`` parameter as the template renders it (JSON text, or a mapping): each table it names and
     its condition, stripped ("" reads the whole table).
 
-    It is refused unless it maps tables to conditions, and unless every table it names is one of this run's
-    ``sources``: a condition meant for a table the run does not capture would otherwise be dropped without a
-    word. The caller checks this before any lock is taken, so that a bad parameter changes nothing.
+    It is refused unless the configuration ``allowed`` it (``run: allow_reread:``: whoever may trigger a run is not
+    always who may edit the DAG), unless it maps tables to conditions, unless every table it names is one of this
+    run's ``tables`` (a condition meant for a table the run does not capture would otherwise be dropped without a
+    word), and unless each condition is a plain condition on its table's columns (``core.condition``). The caller
+    checks this before any lock is taken, so that a bad parameter changes nothing.
     """
     given = asked
     if isinstance(given, str):
@@ -33,14 +40,54 @@ def reread_conditions(asked: object, sources: Collection[str]) -> dict[str, str]
             pass  # refused below, as any other form
     if not given:
         return {}
+    if not allowed:
+        raise ConfigError(f"This run was triggered with the parameter reread ({_shown(asked)}), which this "
+                          f"source's configuration does not allow: `{ALLOW_KEY}` is false, as by default. A reread "
+                          "condition is written by whoever triggers the run and is read on the source server; to "
+                          f"allow it, set `{ALLOW_KEY} true` in the configuration (docs/security.md), or trigger the "
+                          "run without it. Nothing was changed.")
     if not isinstance(given, dict) or not all(isinstance(v, str) or v is None for v in given.values()):
         raise ConfigError(f"The parameter reread must map tables to conditions, like {_EXAMPLE} (an empty "
                           f"condition reads the whole table), got {asked!r}. Nothing was changed.")
+    sources = {t.source: t for t in tables}
     unknown = sorted(set(given) - set(sources))
     if unknown:
         raise ConfigError(f"The parameter reread names {', '.join(unknown)}, which this run does not capture; "
                           f"its tables are {', '.join(sorted(sources))}. Nothing was changed.")
-    return {source: (where or "").strip() for source, where in given.items()}
+    conditions = {source: (where or "").strip() for source, where in given.items()}
+    for source, where in conditions.items():
+        if where:
+            where_clause(where, source, sources[source].columns)  # refused here, before the server sees it
+    return conditions
+
+
+def _shown(asked: object) -> str:
+    text = asked if isinstance(asked, str) else repr(asked)
+    return text if len(text) <= 200 else text[:200] + "…"
+
+
+def where_clause(where: str, source: str, columns: Iterable[tuple[str, str]]) -> Clause:
+    """A reread condition on ``source`` (whose columns are ``columns``) as the provider writes it: parsed into the
+    accepted forms only (``core.condition``, or ``BadRereadCondition``), names quoted, values bound."""
+    return to_sql(parse_condition(where, TableName.parse(source), [name for name, _ in columns]))
+
+
+def reread_clause(header: RawHeader, buckets: int, which: Iterable[int], where: str | None,
+                  mariadb: bool) -> Clause:
+    """The SQL condition of the rows to read again: the buckets ``which`` of ``buckets`` (``core.verify``), or
+    the rows ``where`` selects (``where_clause``); TRUE for the whole table. Every number and literal is bound."""
+    parts: list[str] = []
+    args: list[SqlValue] = []
+    chosen = sorted({int(b) for b in which})
+    if buckets and chosen:
+        key = literal_percent(source_key_text(header.columns, header.key, mariadb))
+        parts.append(f"MOD(CRC32({key}), %s) IN ({', '.join(['%s'] * len(chosen))})")
+        args.extend([int(buckets), *chosen])
+    if where is not None and where.strip():
+        clause = where_clause(where, header.table, header.columns)
+        parts.append(f"({clause.sql})")
+        args.extend(clause.args)
+    return Clause(" OR ".join(parts) if parts else "TRUE", tuple(args))
 
 
 def reread_for(mode: str, repair: RepairRequest | None, where: str | None) -> Reread | None:

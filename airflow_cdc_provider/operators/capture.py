@@ -33,7 +33,14 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.reread import held_buckets, replaced, replay_order, reread_waits, second_pass_needed
+from airflow_cdc_provider.core.reread import (
+    held_buckets,
+    replaced,
+    replay_order,
+    reread_clause,
+    reread_waits,
+    second_pass_needed,
+)
 from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
@@ -51,7 +58,6 @@ from airflow_cdc_provider.stages.reread import (
     drop_keys,
     raw_uids,
     reread,
-    reread_condition,
 )
 from airflow_cdc_provider.stages.snapshot import SnapshotResult, snapshot
 
@@ -330,9 +336,10 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                                  ask.reason)
                 continue
             header = _header(table)
-            condition = reread_condition(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
             with hook.streaming_reads() as reads:
                 try:
+                    # Parsed again here from the plan's text: what reaches the server is only ever the provider's SQL.
+                    condition = reread_clause(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
                     done[table.source] = reread(reads, header, condition, local[table.source])
                 except CdcError as exc:
                     self.log.error("%s: %s", table.source, exc)

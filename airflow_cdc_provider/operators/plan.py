@@ -21,6 +21,7 @@ from airflow_cdc_provider.core.ledger import (
     run_target,
 )
 from airflow_cdc_provider.core.planning import may_snapshot_instead, snapshots_instead, take_locks
+from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_conditions, reread_for
 from airflow_cdc_provider.core.resume import read_positions
 from airflow_cdc_provider.core.workdir import SourceDir, TableDir
@@ -68,7 +69,10 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     :param repair: read again the buckets the tables' last verify found different (templated: the ``repair``
         parameter, or ``verify: repair:``).
     :param reread: tables to read again, each with a condition (as after WHERE; empty for the whole table), as
-        the ``reread`` parameter gives them: ``{"shop.orders": "id BETWEEN 10 AND 20"}`` (templated).
+        the ``reread`` parameter gives them: ``{"shop.orders": "id BETWEEN 10 AND 20"}`` (templated). Only plain
+        conditions on the table's own columns are accepted (``core.condition``); the SQL sent is the provider's.
+    :param allow_reread: whether a run may be triggered with ``reread`` at all (``run: allow_reread:``, off by
+        default): a run asked for it while it is off is refused before any lock is taken.
     :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
         (``source: statement_timeout_seconds``).
     :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
@@ -79,7 +83,8 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
                  on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 repair: Any = False, reread: Any = None, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 repair: Any = False, reread: Any = None, allow_reread: bool = False,
+                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
@@ -87,6 +92,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
         self.mysql_conn_id, self.repair, self.reread = mysql_conn_id, repair, reread
+        self.allow_reread = allow_reread
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -157,17 +163,19 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         return TablePlan(table=table, plan=plan, table_dir=ledger.table, committed=committed, reread=reread)
 
     def _conditions(self, tables: list[CapturedTable]) -> dict[str, str]:
-        """The ``reread`` parameter: each table it names (one of this run's) and its condition
-        (``core.reread.reread_conditions``), each validated by the server in a read-only transaction."""
-        conditions = reread_conditions(self.reread, [t.source for t in tables])
-        if not conditions:
-            return {}
+        """The ``reread`` parameter: each table it names (one of this run's) and its condition, allowed by the
+        configuration and parsed into a plain condition on the table's columns (``core.reread.reread_conditions``),
+        then the statement written from it planned by the server in a read-only transaction."""
+        conditions = reread_conditions(self.reread, tables, self.allow_reread)
+        if not any(conditions.values()):
+            return conditions
         known = {t.source: t for t in tables}
         hook = self._source_hook()
         for source, where in conditions.items():
             if where:
+                table = known[source]
                 with hook.streaming_reads() as reads:
-                    validate_where(reads, known[source].name, where)
+                    validate_where(reads, RawHeader(source, table.columns, table.key), where)
         return conditions
 
     def _reread(self, table: CapturedTable, plan: RunPlan, table_dir: TableDir, where: str | None,

@@ -24,10 +24,11 @@ from typing import Any, Protocol
 
 import pymysql
 
-from airflow_cdc_provider.core.checksum import source_key_text
-from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.condition import Clause, literal_percent
+from airflow_cdc_provider.core.errors import BadRereadCondition
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
+from airflow_cdc_provider.core.reread import where_clause
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
@@ -38,43 +39,11 @@ FETCH_ROWS = 10_000
 REREAD_PREFIX = "reread"
 
 
-class BadRereadCondition(CdcError):
-    """A reread condition that is not a plain read-only condition on the table's columns."""
-
-
 @dataclass
 class RereadResult:
     files: list[str] = field(default_factory=list)
     rows: int = 0
     held: set[int] = field(default_factory=set)  # buckets not replaced after all: see the extract operator
-
-
-def reread_condition(header: RawHeader, buckets: int, which: Iterable[int], where: str | None,
-                     mariadb: bool) -> str:
-    """The SQL condition of the rows to read again: the buckets ``which`` of ``buckets`` (``core.verify``), or
-    ``where``; TRUE for the whole table."""
-    parts = []
-    which = sorted({int(b) for b in which})
-    if buckets and which:
-        key = source_key_text(header.columns, header.key, mariadb)
-        parts.append(f"MOD(CRC32({key}), {int(buckets)}) IN ({', '.join(map(str, which))})")
-    if where is not None and where.strip():
-        parts.append(f"({check_where(where)})")
-    return " OR ".join(parts) if parts else "TRUE"
-
-
-_FORBIDDEN = (";", "--", "#", "/*", "*/")
-
-
-def check_where(where: str) -> str:
-    """A reread condition as written, refused when it could be more than one condition of a SELECT."""
-    found = [token for token in _FORBIDDEN if token in where]
-    if found:
-        raise BadRereadCondition(
-            f"The reread condition {where!r} holds {found[0]!r}: a condition is one SQL expression on the table's "
-            "columns (as after WHERE), without statements or comments, for example `id BETWEEN 100 AND 200`. "
-            "Trigger the run again with a corrected condition; nothing was read or changed.")
-    return where
 
 
 class Reads(Protocol):
@@ -84,29 +53,33 @@ class Reads(Protocol):
     def rollback(self) -> None: ...
 
 
-def validate_where(reads: Reads, table: TableName, where: str) -> None:
-    """Ask the server to plan ``SELECT … WHERE where`` in a read-only transaction: a condition it refuses (a
-    column that does not exist, a syntax error) raises ``BadRereadCondition`` with the server's words."""
-    check_where(where)
+def validate_where(reads: Reads, header: RawHeader, where: str) -> None:
+    """Have the server plan the statement the provider writes from ``where`` (``core.reread.where_clause``: a
+    condition that is not a plain one on the table's columns is refused before anything is sent), in a read-only
+    transaction, with ``LIMIT 0``: what only the server can refuse (comparing two columns of collations that do
+    not mix) raises ``BadRereadCondition`` with the server's words, before the run takes any lock."""
+    clause = where_clause(where, header.table, header.columns)
+    table = literal_percent(TableName.parse(header.table).quoted)
     with reads.cursor() as cursor:
         try:
             cursor.execute("START TRANSACTION READ ONLY")
-            cursor.execute(f"SELECT 1 FROM {table.quoted} WHERE ({where}) LIMIT 0")
+            cursor.execute(f"SELECT 1 FROM {table} WHERE {clause.sql} LIMIT 0", clause.args)
             cursor.fetchall()  # no rows; read to the end all the same, as a streamed result must be
         except pymysql.err.MySQLError as exc:
             raise BadRereadCondition(
-                f"The reread condition {where!r} on {table} is refused by the server: {exc.args[-1]}. Give a "
-                "condition on the table's columns, as after WHERE (for example `id BETWEEN 100 AND 200`), and "
-                "trigger the run again; nothing was read or changed.") from None
+                f"The reread condition {where!r} on {header.table} is refused by the server: {exc.args[-1]}. Give "
+                "a condition the server can evaluate on the table's columns (for example `id BETWEEN 100 AND 200`), "
+                "and trigger the run again; nothing was read or changed.") from None
         finally:
             reads.rollback()
 
 
-def reread(reads: Reads, header: RawHeader, condition: str, out_dir: str | os.PathLike[str]) -> RereadResult:
-    """Read the rows of ``header``'s table that ``condition`` selects, in one read-only transaction, into raw
-    insert records (``reread-NNNNN.raw`` in ``out_dir``), streamed."""
-    table = TableName.parse(header.table)
-    columns = ", ".join(snapshot_select(name, ctype) for name, ctype in header.columns)
+def reread(reads: Reads, header: RawHeader, condition: Clause, out_dir: str | os.PathLike[str]) -> RereadResult:
+    """Read the rows of ``header``'s table that ``condition`` selects (``core.reread.reread_clause``: the provider's
+    SQL, its values bound), in one read-only transaction, into raw insert records (``reread-NNNNN.raw`` in
+    ``out_dir``), streamed."""
+    table = literal_percent(TableName.parse(header.table).quoted)
+    columns = literal_percent(", ".join(snapshot_select(name, ctype) for name, ctype in header.columns))
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
     key_indexes = header.key_indexes()
     writer = RawFileWriter(out_dir, REREAD_PREFIX, header)
@@ -114,7 +87,7 @@ def reread(reads: Reads, header: RawHeader, condition: str, out_dir: str | os.Pa
     try:
         with reads.cursor() as cursor:
             cursor.execute("START TRANSACTION READ ONLY")
-            cursor.execute(f"SELECT {columns} FROM {table.quoted} WHERE {condition}")
+            cursor.execute(f"SELECT {columns} FROM {table} WHERE {condition.sql}", condition.args)
             while batch := cursor.fetchmany(FETCH_ROWS):
                 rows = [list(row) for row in batch]
                 if normalisers:

@@ -101,11 +101,15 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     assert "differ from the source" in output and f"{customers}" in output
     assert verification(pipeline)[orders]["status"] == "clean"
 
-    # A re-read whose condition the server refuses fails the run before any lock, and changes nothing.
+    # A re-read while the configuration does not allow it (the default) fails the run before any lock, and changes
+    # nothing; the runs after allow it.
     orders_version = pipeline.ledger("orders").committed().version
-    code, output = pipeline.run("2026-05-01T07:00:00+00:00", json.dumps({"reread": {orders: "no_such_column > 1"}}))
-    assert code != 0 and "The reread condition 'no_such_column > 1'" in output and "Unknown column" in output
+    code, output = pipeline.run("2026-05-01T07:00:00+00:00", json.dumps({"reread": {orders: "order_no > 1"}}))
+    assert code != 0 and "This run was triggered with the parameter reread" in output, output[-8000:]
+    assert "set `run: allow_reread: true` in the configuration" in output
     assert pipeline.ledger("orders").committed().version == orders_version
+    pipeline.config["run"] = {"allow_reread": True}
+    pipeline.configure()
 
     # Orders altered in Hive too. One run, with the writers going again, repairs customers (its differing buckets
     # read again) and re-reads the orders a condition names; the run's own verify finds both level.

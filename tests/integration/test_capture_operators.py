@@ -214,15 +214,110 @@ def test_a_refused_login_fails_the_task_for_good_and_an_unreachable_server_is_le
     assert not isinstance(unreachable.value, AirflowFailException) and unreachable.value.args[0] == 2003
 
 
-def test_a_reread_condition_is_planned_by_the_server_on_the_hooks_reads(schema, capture_conn):
-    from airflow_cdc_provider.stages.reread import BadRereadCondition, validate_where
+# Each attack, and words of it that would show in the server's log had any of it been sent.
+REREAD_ATTACKS = {
+    "SLEEP(3600) = 0": ("holds the function SLEEP()", ["SLEEP"]),
+    "BENCHMARK(1e9, MD5(1))": ("holds the function BENCHMARK()", ["BENCHMARK", "MD5"]),
+    "GET_LOCK('x', 10)": ("holds the function GET_LOCK()", ["GET_LOCK"]),
+    "id IN (SELECT id FROM shop.users WHERE pw LIKE 0x61)": ("holds a subquery", ["users", "0x61"]),
+    "EXTRACTVALUE(1, CONCAT(0x7e, (SELECT pw FROM shop.users LIMIT 1)))": ("holds a subquery",
+                                                                          ["EXTRACTVALUE", "users", "0x7e"]),
+    "0) ORDER BY (1": ("is not one condition as after WHERE", ["ORDER BY"]),
+    "@a := 1": ("holds the variable `@a`", ["@a", ":="]),
+    "id = @@version": ("holds the variable `@@version`", ["@@version"]),
+    "other.col = 1": ("names `other.col`, a column of another table", ["other.col"]),
+    "id = 1; DO SLEEP(3600)": ("holds `;`", ["SLEEP"]),
+}
 
-    table = TableName(schema, "a")
+
+def plan_context() -> dict:
+    from types import SimpleNamespace
+
+    return {"dag_run": SimpleNamespace(dag_id="ops", run_id="manual__reread", run_type="manual",
+                                       data_interval_end=None),
+            "ti": SimpleNamespace(task_id="plan", try_number=1, get_dagrun_state=lambda **_: "success")}
+
+
+def sent_by(mariadb, since, conn_id: str) -> list[str]:
+    """Every statement the connection's user sent since ``since`` (``track_binlog_dumps`` logs them)."""
+    user = json.loads(os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"])["login"]
+    return [text for (text,) in mariadb.execute(
+        "SELECT CONVERT(argument USING utf8mb4) FROM mysql.general_log WHERE command_type IN ('Query', 'Execute') "
+        f"AND event_time >= '{since.isoformat(sep=' ')}' AND user_host LIKE '{user}[%'")]
+
+
+def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reaches_the_server(
+        mariadb, schema, capture_conn, tmp_path):
+    """Through the plan task (before any lock) and the extract task's read alike: refused with what was found,
+    and not one word of it in the server's general log. An accepted condition reaches the server only as the
+    provider writes it, and reads the rows it names."""
+    from airflow_cdc_provider.core.contract import Reread
+    from airflow_cdc_provider.core.records import key_uid
+    from airflow_cdc_provider.core.reread import reread_clause
+    from airflow_cdc_provider.operators.plan import CdcPlanOperator
+    from airflow_cdc_provider.stages.reread import raw_uids, reread
+
+    checked = check([TablePattern(schema=schema, table="a")], capture_conn, tmp_path)
+    a = f"{schema}.a"
+    work = tmp_path / "work"
+
+    def plan(asked: str, allow: bool = True) -> dict:
+        with DAG("ops", schedule=None):
+            operator = CdcPlanOperator(task_id="plan", check=checked.to_xcom(), work_dir=str(work),
+                                       mysql_conn_id=capture_conn, reread=json.dumps({a: asked}), allow_reread=allow)
+        return operator.execute(plan_context())
+
+    hook = MySqlSourceHook(capture_conn)
+    (table,) = source_plan(checked, tmp_path, committed={a: hook.current_watermark()}).tables
+    extract = MySqlBinlogExtractOperator(task_id="e", plan={}, mysql_conn_id=capture_conn)
+    since = mariadb.track_binlog_dumps()  # the general log, from now
+    with pytest.raises(AirflowFailException, match=r"set `run: allow_reread: true` in the configuration"):
+        plan("id = 1", allow=False)
+    for attack, (found, _) in REREAD_ATTACKS.items():
+        with pytest.raises(AirflowFailException) as refused:
+            plan(attack)
+        assert f"The reread condition {attack!r} on {a} {found}" in str(refused.value)
+        assert "nothing was read or changed" in str(refused.value)
+        # The extract task's read of a plan that holds it anyway (a plan written by hand): that table fails alone.
+        failed: list = []
+        asked = table.model_copy(update={"reread": Reread(where=attack, reason="test")})
+        assert extract._reread(hook, [asked], {a: str(tmp_path / "raw")}, failed) == {}
+        assert [(f.source, f.stage) for f in failed] == [(a, "reread")] and found in failed[0].error
+    assert not work.exists(), "a refused parameter takes no lock and writes nothing"
+    sent = sent_by(mariadb, since, capture_conn)
+    assert sent, "the general log records the capture user's statements"
+    for attack, (_, words) in REREAD_ATTACKS.items():
+        leaked = [(word, text) for word in words for text in sent if word.lower() in text.lower()]
+        assert not leaked, f"{attack!r} reached the server: {leaked}"
+
+    # Accepted: the plan has the server plan the provider's statement; the read selects rows 1 and 3 by it.
+    condition = "`A`.`ID` BETWEEN 1 AND 2 AND v NOT LIKE 'b%' OR v <=> 'c'"
+    since = mariadb.track_binlog_dumps()
+    plan(condition)
+    header = hook.raw_header(TableName(schema, "a"))
+    with hook.streaming_reads() as reads:
+        result = reread(reads, header, reread_clause(header, 0, (), condition, True), tmp_path / "read")
+    assert result.rows == 2 and raw_uids(result.files) == {key_uid([1]), key_uid([3])}
+    where = "((`id` BETWEEN 1 AND 2 AND `v` NOT LIKE 'b%') OR `v` <=> 'c')"  # as the driver bound the values
+    sent = sent_by(mariadb, since, capture_conn)
+    assert [t for t in sent if t == f"SELECT 1 FROM `{schema}`.`a` WHERE {where} LIMIT 0"], sent  # the plan's check
+    assert [t for t in sent if t == f"SELECT `id`, `v` FROM `{schema}`.`a` WHERE ({where})"], sent  # the read
+    assert not [t for t in sent if "`A`.`ID`" in t], "the user's text itself is never sent"
+
+
+def test_what_only_the_server_can_refuse_in_a_reread_condition_is_refused_before_any_lock(mariadb, schema,
+                                                                                       capture_conn):
+    from airflow_cdc_provider.core.errors import BadRereadCondition
+    from airflow_cdc_provider.stages.reread import validate_where
+
+    mariadb.execute(f"CREATE TABLE {schema}.c (id INT PRIMARY KEY, s VARCHAR(5) COLLATE latin1_swedish_ci, "
+                    "t VARCHAR(5) COLLATE latin1_german1_ci)")
+    header = MySqlSourceHook(capture_conn).raw_header(TableName(schema, "c"))
     with MySqlSourceHook(capture_conn).streaming_reads() as reads:
-        validate_where(reads, table, "id BETWEEN 1 AND 2")
-        with pytest.raises(BadRereadCondition, match="refused by the server: Unknown column 'nothere'"):
-            validate_where(reads, table, "nothere = 1")
-        validate_where(reads, table, "v = 'b'")  # the same connection serves the next condition
+        validate_where(reads, header, "s = 'x' AND id BETWEEN 1 AND 2")
+        with pytest.raises(BadRereadCondition, match="refused by the server: Illegal mix of collations"):
+            validate_where(reads, header, "s = t")
+        validate_where(reads, header, "t LIKE 'b%'")  # the same connection serves the next condition
 
 
 def test_verify_reads_the_keys_a_range_changed_from_the_hooks_binlog_stream(mariadb, schema, capture_conn,

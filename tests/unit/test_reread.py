@@ -1,13 +1,16 @@
-"""Reading rows again: the reread parameter and what each table's run reads again, the condition (buckets of the
-key, a user's condition, or both; one that could be more than one expression of a SELECT is refused before the
-server sees it), and what comes of it in the extraction (a read that waits, buckets held back, the files' order)."""
+"""Reading rows again: the reread parameter (off unless the configuration allows it) and what each table's run reads
+again, the condition (buckets of the key, a user's condition, or both, written by the provider with its values
+bound; core.condition refuses anything but a plain condition), and what comes of it in the extraction (a read that
+waits, buckets held back, the files' order)."""
 
 from __future__ import annotations
 
 import pytest
 
+from airflow_cdc_provider.core.condition import Clause
 from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CapturedTable, Reread, TablePlan
+from airflow_cdc_provider.core.errors import BadRereadCondition
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, RunPlan, RunRef
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import (
@@ -15,6 +18,7 @@ from airflow_cdc_provider.core.reread import (
     read_whole_by_snapshot,
     replaced,
     replay_order,
+    reread_clause,
     reread_conditions,
     reread_for,
     reread_waits,
@@ -24,24 +28,33 @@ from airflow_cdc_provider.core.verify import RepairRequest
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
-from airflow_cdc_provider.stages.reread import BadRereadCondition, check_where, drop_keys, raw_uids, reread_condition
+from airflow_cdc_provider.stages.reread import drop_keys, raw_uids
 
 HEADER = RawHeader("shop.orders", (("order_no", "bigint(20)"), ("line_no", "smallint(6)"), ("note", "text")),
                    ("order_no", "line_no"))
 
 
-def test_buckets_and_a_condition_select_their_rows_together():
+def test_buckets_and_a_condition_select_their_rows_together_every_number_and_literal_bound():
     key = "CONCAT_WS('#', CAST(`order_no` + 0 AS CHAR), CAST(`line_no` + 0 AS CHAR))"
-    assert reread_condition(HEADER, 40, [7, 3, 7], None, True) == f"MOD(CRC32({key}), 40) IN (3, 7)"
-    assert reread_condition(HEADER, 0, (), "order_no > 5", True) == "(order_no > 5)"
-    assert reread_condition(HEADER, 40, [1], "note IS NULL", True) == f"MOD(CRC32({key}), 40) IN (1) OR (note IS NULL)"
-    assert reread_condition(HEADER, 0, (), "", True) == "TRUE"
+    assert reread_clause(HEADER, 40, [7, 3, 7], None, True) == Clause(f"MOD(CRC32({key}), %s) IN (%s, %s)",
+                                                                      (40, 3, 7))
+    assert reread_clause(HEADER, 0, (), "order_no > 5", True) == Clause("(`order_no` > %s)", (5,))
+    assert reread_clause(HEADER, 40, [1], "note IS NULL", True) == Clause(
+        f"MOD(CRC32({key}), %s) IN (%s) OR (`note` IS NULL)", (40, 1))
+    assert reread_clause(HEADER, 0, (), "", True) == Clause("TRUE", ())
+    assert reread_clause(HEADER, 0, (), None, True) == Clause("TRUE", ())
 
 
-@pytest.mark.parametrize("where", ["1=1; DROP TABLE orders", "id > 1 -- all", "id > 1 # all", "id /* x */ > 1"])
-def test_a_condition_with_a_statement_or_a_comment_is_refused_with_what_to_do(where):
-    with pytest.raises(BadRereadCondition, match="one SQL expression on the table's columns.*nothing was read"):
-        check_where(where)
+def test_the_providers_own_percent_signs_are_not_placeholders():
+    dated = RawHeader("shop.days", (("day", "date"), ("n", "int(11)")), ("day",))
+    clause = reread_clause(dated, 8, [2], "n = 1", True)
+    assert "DATE_FORMAT(`day`, '%%Y-%%m-%%d')" in clause.sql and clause.args == (8, 2, 1)
+    assert clause.sql.count("%s") == len(clause.args)
+
+
+def test_a_condition_that_is_not_plain_is_refused_when_the_clause_is_written_too():
+    with pytest.raises(BadRereadCondition, match="holds the function SLEEP()"):
+        reread_clause(HEADER, 40, [1], "SLEEP(3600) = 0", True)
 
 
 def test_dropping_keys_from_reread_files_keeps_the_others_and_the_header(tmp_path):
@@ -54,27 +67,57 @@ def test_dropping_keys_from_reread_files_keeps_the_others_and_the_header(tmp_pat
     assert open(files[0]).readline().startswith("#cdc-raw 1 ")
 
 
+def captured(source: str, columns=(("id", "int(11)"), ("note", "text"))) -> CapturedTable:
+    return CapturedTable(source=source, hive_table=f"ods.{source.split('.')[1]}", schema_changes="strict", key=("id",),
+                         columns=columns)
+
+
+TABLES = [captured("shop.orders"), captured("shop.customers")]
+
+
 def test_the_reread_parameter_must_name_tables_of_the_run_with_conditions():
-    sources = ["shop.orders", "shop.customers"]
-    assert reread_conditions("null", sources) == {} and reread_conditions(None, sources) == {}
-    assert reread_conditions("{}", sources) == {} and reread_conditions("  ", sources) == {}
-    assert reread_conditions("None", sources) == {}
+    assert reread_conditions("null", TABLES, True) == {} and reread_conditions(None, TABLES, True) == {}
+    assert reread_conditions("{}", TABLES, True) == {} and reread_conditions("  ", TABLES, True) == {}
+    assert reread_conditions("None", TABLES, True) == {}
     with pytest.raises(ConfigError, match=r"names shop.order, which this run does not capture; its tables are "
                                           r"shop.customers, shop.orders. Nothing was changed."):
-        reread_conditions('{"shop.order": "id > 1"}', sources)
+        reread_conditions('{"shop.order": "id > 1"}', TABLES, True)
     for bad in ('["shop.orders"]', "shop.orders", '{"shop.orders": 5}', ["shop.orders"]):
         with pytest.raises(ConfigError) as refused:
-            reread_conditions(bad, sources)
+            reread_conditions(bad, TABLES, True)
         assert str(refused.value) == (
             'The parameter reread must map tables to conditions, like {"shop.orders": "id BETWEEN 100 AND 200", '
             f'"shop.customers": ""}} (an empty condition reads the whole table), got {bad!r}. Nothing was changed.')
 
 
 def test_the_reread_parameter_gives_each_table_its_condition_stripped_empty_for_the_whole_table():
-    sources = ["shop.orders", "shop.customers"]
     asked = '{"shop.orders": "  id BETWEEN 10 AND 20 ", "shop.customers": null}'
-    assert reread_conditions(asked, sources) == {"shop.orders": "id BETWEEN 10 AND 20", "shop.customers": ""}
-    assert reread_conditions({"shop.customers": ""}, sources) == {"shop.customers": ""}
+    assert reread_conditions(asked, TABLES, True) == {"shop.orders": "id BETWEEN 10 AND 20", "shop.customers": ""}
+    assert reread_conditions({"shop.customers": ""}, TABLES, True) == {"shop.customers": ""}
+
+
+@pytest.mark.parametrize("asked", ['{"shop.orders": "id BETWEEN 10 AND 20"}', {"shop.customers": ""},
+                                   '{"shop.orders": "SLEEP(3600) = 0"}', '["not", "a", "mapping"]'])
+def test_the_reread_parameter_is_refused_whatever_it_holds_unless_the_configuration_allows_it(asked):
+    with pytest.raises(ConfigError) as refused:
+        reread_conditions(asked, TABLES, False)
+    message = str(refused.value)
+    assert message.startswith("This run was triggered with the parameter reread (")
+    assert ("which this source's configuration does not allow: `run: allow_reread:` is false, as by default" in
+            message)
+    assert "set `run: allow_reread: true` in the configuration (docs/security.md)" in message
+    assert message.endswith("Nothing was changed.")
+    assert reread_conditions("{}", TABLES, False) == {}  # nothing asked: nothing to refuse
+
+
+def test_each_condition_is_parsed_against_its_own_tables_columns_before_anything_else_happens():
+    tables = [captured("shop.orders"), captured("shop.customers", (("id", "int(11)"), ("email", "text")))]
+    assert reread_conditions({"shop.customers": "email LIKE '%@x.org'"}, tables, True) == {
+        "shop.customers": "email LIKE '%@x.org'"}
+    with pytest.raises(BadRereadCondition, match="names the column 'email', which shop.orders does not have"):
+        reread_conditions({"shop.orders": "email LIKE '%@x.org'"}, tables, True)
+    with pytest.raises(BadRereadCondition, match="holds a subquery"):
+        reread_conditions({"shop.orders": "id IN (SELECT id FROM shop.users)"}, tables, True)
 
 
 # --- what a table's run reads again ---------------------------------------------------------------------------

@@ -33,6 +33,11 @@ def test_the_configurations_settings_reach_the_tasks_and_the_submit_command(monk
     for setting in ("spark.executor.memory=4g", "spark.executor.instances=6", "spark.sql.adaptive.enabled=true"):
         assert command[command.index(setting) - 1] == "--conf"
     assert "spark.executor.memory=2g" in verify._get_hook()._build_spark_submit_command("verify_job.py")
+    assert tasks["cdc.plan"].allow_reread is False  # the reread parameter: refused unless `run: allow_reread: true`
+    allowing = config.model_copy(update={"run": config.run.model_copy(update={"allow_reread": True})})
+    with DAG("cdc_reread", schedule=None, params=cdc_params()) as dag:
+        cdc_source_group(allowing)
+    assert {t.task_id: t for t in dag.tasks}["cdc.plan"].allow_reread is True
 
 
 def test_a_tables_spark_conf_travels_from_the_check_to_the_merge_job_file():
