@@ -400,11 +400,11 @@ def test_sections_and_the_earlier_flat_keys_read_the_same():
 
 def test_the_reread_parameter_is_off_unless_the_configuration_allows_it():
     tables = "tables: [{source: shop.orders}]\n"
-    assert CdcConfig.from_dict(yaml.safe_load(tables), "cdc.yaml").run.allow_reread is False
-    assert CdcConfig.from_dict(yaml.safe_load("run: {allow_reread: true}\n" + tables), "cdc.yaml").run.allow_reread
+    assert read_config(yaml.safe_load(tables), "cdc.yaml").run.allow_reread is False
+    assert read_config(yaml.safe_load("run: {allow_reread: true}\n" + tables), "cdc.yaml").run.allow_reread
     with pytest.raises(ConfigError, match=r"`run: allow_reread:` in cdc.yaml must be true or false, got 'yes' "
                                           r"\(whether a run may be triggered with the `reread` parameter"):
-        CdcConfig.from_dict(yaml.safe_load("run: {allow_reread: 'yes'}\n" + tables), "cdc.yaml")
+        read_config(yaml.safe_load("run: {allow_reread: 'yes'}\n" + tables), "cdc.yaml")
 
 
 def test_every_flat_key_lands_in_its_section():
