@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
@@ -84,6 +85,7 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
+    :param read_buffer: bytes of rows each table's read holds before writing them (``core.batches``).
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param progress_seconds: how often each table's read logs how far it is (``core.progress``).
@@ -94,9 +96,10 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
                  chunk_rows: int = 50_000, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
-                 **kwargs: Any) -> None:
+                 read_buffer: int = DEFAULT_READ_BUFFER, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
+        self.read_buffer = read_buffer
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.progress_seconds = progress_seconds
 
@@ -121,7 +124,8 @@ class MySqlSnapshotOperator(HoldsTableLeases, BaseOperator):
                 header = _header(table)
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
                 with store.staging(target) as local:
-                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header))
+                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
+                                      self.read_buffer)
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)
@@ -175,16 +179,18 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param progress_seconds: how often the pass logs how far it is (``core.progress``).
+    :param read_buffer: bytes of rows a re-read holds before writing them (``core.batches``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 progress_seconds: float = 10.0, **kwargs: Any) -> None:
+                 progress_seconds: float = 10.0, read_buffer: int = DEFAULT_READ_BUFFER, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
         self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
+        self.read_buffer = read_buffer
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -322,7 +328,7 @@ class MySqlBinlogExtractOperator(HoldsTableLeases, BaseOperator):
             condition = reread_condition(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
             with hook.streaming_reads() as reads:
                 try:
-                    done[table.source] = reread(reads, header, condition, local[table.source])
+                    done[table.source] = reread(reads, header, condition, local[table.source], self.read_buffer)
                 except CdcError as exc:
                     self.log.error("%s: %s", table.source, exc)
                     failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
