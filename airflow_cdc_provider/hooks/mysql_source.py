@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -151,10 +151,14 @@ class MySqlSourceHook(BaseHook):
             conn.close()
 
     def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
-                      only_schemas: Sequence[str], only_tables: Sequence[str]) -> BinLogStreamReader:
+                      only_schemas: Collection[str], only_tables: Collection[str]) -> BinLogStreamReader:
         """A reader of the binlog from ``start`` on, as replica ``server_id``, on one replication connection of
         its own (opened when the first event is asked for). It does not block at the end of the log: the caller
-        stops it by coordinates (``stages.extract``)."""
+        stops it by coordinates (``stages.extract``).
+
+        The reader tests every table map and row event's schema and table with ``in`` against ``only_schemas``
+        and ``only_tables`` (python-mysql-replication 1.0's ``row_event.py``, nothing else): given as frozensets,
+        that costs the same for ten thousand tables as for one."""
         settings = self._settings
         return BinLogStreamReader(
             connection_settings={"host": settings["host"], "port": settings["port"], "user": settings["user"],
@@ -167,8 +171,8 @@ class MySqlSourceHook(BaseHook):
             # File and position are read as MySQL does on MariaDB too: the MariaDB mode re-reads the log forever.
             is_mariadb=False,
             only_events=list(only_events),
-            only_schemas=list(only_schemas),
-            only_tables=list(only_tables),
+            only_schemas=frozenset(only_schemas),
+            only_tables=frozenset(only_tables),
             enable_logging=False,
         )
 
