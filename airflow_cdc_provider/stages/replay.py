@@ -171,8 +171,14 @@ class _Output:
         else:
             self.upserts.append(values)
             self.upsert_bytes += size
-            if len(self.upserts) >= BATCH_ROWS or self.upsert_bytes >= BATCH_BYTES:
+            if len(self.upserts) >= BATCH_ROWS:
                 self._flush_upserts()
+
+    def flush_full(self) -> None:
+        """Write the upserts held once they weigh BATCH_BYTES: called between blocks, when the block read is let
+        go, so that a block of one huge record is not held while its values are written."""
+        if self.upsert_bytes >= BATCH_BYTES:
+            self._flush_upserts()
 
     def _flush_upserts(self) -> None:
         if self.upserts:
@@ -252,6 +258,7 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
                     values = [values[j] if j is not None else constant for j, constant in plan]
                 output.add(op, values, end - start)
             del block, data  # not held while the next block is read (a block may be one line of gigabytes)
+            output.flush_full()
             if len(seen) > key_limit:
                 raise _OverBudget(len(seen), bytes_read)
     return records, len(seen)
