@@ -127,12 +127,13 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}",
                                allow_reread=config.run.allow_reread, **source, **retry)
         progress: dict[str, Any] = {"progress_seconds": config.source.progress_seconds}
+        reads: dict[str, Any] = {"read_buffer": config.source.read_buffer_mb * 1024 * 1024}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.source.snapshot_concurrency,
                                          chunk_rows=config.source.snapshot_chunk_rows, **source, **work, **lease,
-                                         **progress, **retry)
+                                         **progress, **reads, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
-                                             **retry)
+                                             **reads, **retry)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
                                    memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
         spark: dict[str, Any] = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,

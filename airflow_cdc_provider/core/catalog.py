@@ -24,7 +24,8 @@ class Resolution:
     named: frozenset[TableName]  # the tables named explicitly: their problems are fatal, a pattern's are warnings
     gone: tuple[tuple[TableName, str], ...]  # (source, hive table) the previous resolution had, not found now
     database: str = "ods"  # the Hive database of the tables' targets
-    # (source, why) for tables a pattern matched whose Hive name cannot be made: left out, not fatal
+    # (source, why) for tables a pattern matched whose Hive name cannot be made, or is another table's too: left
+    # out, not fatal
     unusable: tuple[tuple[TableName, str], ...] = ()
 
     def hive_tables(self) -> dict[TableName, str]:
@@ -43,7 +44,8 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     ``found`` is every base table the capture user can see. A named entry selects its table when found (else it
     is missing); a pattern selects every found table it matches. A table named explicitly takes its own entry's
     options even when a pattern matches it too; among patterns the first that matches wins. ``previous`` maps
-    each source of the last resolution to its Hive table; those not found now are ``gone``.
+    each source of the last resolution to its Hive table; those not found now are ``gone``. Tables that would
+    share a Hive table are left out but one (``_collisions``).
     """
     database = hive.database if hive is not None else _DEFAULT_DATABASE
     entries = tuple(entries)
@@ -65,21 +67,53 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
                 chosen[name] = (pattern.table_config(name), pattern)
             except ConfigError as exc:  # one oddly named table must not stop the others
                 unusable.append((name, str(exc)))
-    # Two sources into one Hive table would overwrite each other's rows: refuse before anything runs.
-    by_target: dict[str, TableName] = {}
-    for name in sorted(chosen):
-        table, entry = chosen[name]
-        other = by_target.setdefault(table.target, name)
-        if other != name:
-            raise ConfigError(
-                f"The tables {other} ({_origin(chosen[other][1])}) and {name} ({_origin(entry)}) would both be "
-                f"copied into the Hive table {database}.{table.target}: set `target:` for one of them (an "
-                "entry of its own with `target:`, or a pattern's `target:` template such as '{schema}__{table}')."
-            )
+    unusable += _collisions(chosen, previous, database)
     named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
-                      named=named, gone=gone, database=database, unusable=tuple(unusable))
+                      named=named, gone=gone, database=database, unusable=tuple(sorted(unusable)))
+
+
+def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],
+                previous: Mapping[TableName, str], database: str) -> list[tuple[TableName, str]]:
+    """Two sources into one Hive table would overwrite each other's rows: one keeps the Hive table, the others
+    are taken out of ``chosen`` and returned as (source, why).
+
+    Hive names ignore case, so ``crm.Orders`` and ``crm.orders`` collide, and so do ``a_b.c`` and ``a.b_c`` under
+    ``{schema}_{table}``. The table the configuration names keeps the Hive table (two named ones are a
+    configuration error); else the one the last run copied into it, so that a table appearing beside it does not
+    stop a copy that has been going on; else none does, since no choice would be better than another.
+    """
+    by_target: dict[str, list[TableName]] = {}
+    for name in sorted(chosen):
+        by_target.setdefault(chosen[name][0].target, []).append(name)
+    left_out: list[tuple[TableName, str]] = []
+    for target, sources in by_target.items():
+        if len(sources) < 2:
+            continue
+        hive_table = f"{database}.{target}"
+        named = [s for s in sources if isinstance(chosen[s][1], TableConfig)]
+        if len(named) > 1:
+            raise ConfigError(
+                f"The tables {named[0]} and {named[1]}, both named in the configuration, would both be copied into "
+                f"the Hive table {hive_table} (Hive names ignore case): set a different `target:` for one of them.")
+        held = [s for s in sources if previous.get(s) == hive_table]
+        keeper = named[0] if named else held[0] if len(held) == 1 else None
+        for source in sources:
+            if source == keeper:
+                continue
+            others = ", ".join(f"{o} ({_origin(chosen[o][1])})" for o in sources if o != source)
+            kept = (f"{keeper} keeps it ({'named in the configuration' if named else 'the last run copied it there'})"
+                    if keeper is not None else "each of them is left out")
+            left_out.append((source, (
+                f"The tables {source} ({_origin(chosen[source][1])}) and {others} would "
+                f"{'both' if len(sources) == 2 else 'all'} be copied into the Hive table {hive_table} (Hive names "
+                f"ignore case): {kept}. To capture {source}, give it a Hive name of its own: an entry "
+                f"`- source: {source}` with `target: a_name`, or a pattern `target:` template such as "
+                "'{schema}__{table}'; or exclude it from the pattern.")))
+    for source, _ in left_out:
+        del chosen[source]
+    return left_out
 
 
 def _origin(entry: TableConfig | TablePattern) -> str:

@@ -128,6 +128,9 @@ class SourceConfig(_Section):
                                       "server connection")
     snapshot_chunk_rows: int = Field(50_000, ge=1, description="rows per keyset chunk of a snapshot: a killed "
                                      "snapshot resumes after its last finished chunk")
+    read_buffer_mb: int = Field(64, ge=1, description="megabytes of rows a snapshot (each of its tables read at "
+                                "once) or a re-read holds before writing them; a row larger than this is held alone. "
+                                "Fewer rows are held at a time when rows are large, never more bytes")
     progress_seconds: float = Field(10.0, ge=0, description="how often a snapshot and a binlog pass log how far "
                                     "they are (rows, rate, share done, time left); 0 logs every chunk")
     statement_timeout_seconds: int = Field(3600, ge=1, description="the longest a statement may run on the server "

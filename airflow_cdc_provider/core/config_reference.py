@@ -119,7 +119,9 @@ def reference() -> str:
     lines += ["", "## `tables:`", "",
               ("A list of entries, each a table by name or a pattern selecting many, resolved at each run; a plain "
                "string is the entry's `source`. A table named on its own takes its entry's keys even when a "
-               "pattern matches it too; among patterns the first that matches wins. An entry needs `source` or "
+               "pattern matches it too; among patterns the first that matches wins. Tables that would land in one "
+               "Hive table (Hive names ignore case) are reported and left out, all but a named one or the one the "
+               "last run copied there; two named ones are refused. An entry needs `source` or "
                "`regex`; the keys of a table entry apply to that table, or to each table the pattern selects."), "",
               *_rows(TableEntry, None)]
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ and its key. Every other line is one record::
 from __future__ import annotations
 
 import base64
+import binascii
 import datetime as dt
 import hashlib
 import json
@@ -78,7 +79,9 @@ _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), default=_
 
 _DECODERS: dict[str, Callable[[Any], Any]] = {
     "d": Decimal,
-    "b": base64.b64decode,
+    # a2b_base64 reads an ASCII str in place (b64decode would copy it to bytes first: a BLOB of 200 MB costs
+    # 270 MB more); it skips characters outside the alphabet as b64decode does.
+    "b": binascii.a2b_base64,
     "ts": dt.datetime.fromisoformat,
     "dt": dt.date.fromisoformat,
     "td": lambda us: dt.timedelta(microseconds=us),
@@ -101,6 +104,8 @@ _FAST: dict[type, Callable[[Any], str]] = {
     Decimal: lambda v: f'{{"d":"{v}"}}',
     dt.datetime: lambda v: f'{{"ts":"{v.isoformat()}"}}',
     dt.date: lambda v: f'{{"dt":"{v.isoformat()}"}}',
+    # Base64 needs no JSON escaping: a BLOB of hundreds of megabytes is not scanned and copied once more for it.
+    bytes: lambda v: f'{{"b":"{base64.b64encode(v).decode("ascii")}"}}',
 }
 
 

@@ -30,6 +30,12 @@ GEOMETRIES = {"geometry", "point", "linestring", "polygon", "multipoint", "multi
               "geometrycollection", "geomcollection"}
 
 
+# Types whose values only max_allowed_packet bounds (up to 1 GB a value): a read measures them (``core.batches``),
+# and a capture file keeps no Parquet statistics or dictionary of them, which for a 200 MB value cost seconds and a
+# gigabyte more (its min and max are copies of it) and serve nothing: no one filters a merge's input on a document.
+UNBOUNDED = frozenset({"text", "mediumtext", "longtext", "blob", "mediumblob", "longblob", "json", *GEOMETRIES})
+
+
 class UnsupportedType(CdcError):
     """A column type with no Hive mapping: named with its column, found before anything is read."""
 
@@ -146,6 +152,18 @@ def file_schema(header: RawHeader) -> pa.Schema:
     The merge reads the header from the file it merges, not from the table as it is by then.
     """
     return arrow_schema(header.columns).with_metadata({HEADER_METADATA: header.format().strip()})
+
+
+def unbounded(column_type: str) -> bool:
+    """Whether the column's values have no bound but the server's packet size (TEXT, BLOB, JSON, geometry)."""
+    return ColumnType.parse(column_type).base in UNBOUNDED
+
+
+def parquet_options(columns: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The ParquetWriter options of a capture file of ``columns``: statistics and dictionaries for the bounded
+    columns only."""
+    bounded = [name for name, ctype in columns if not unbounded(ctype)]
+    return {"use_dictionary": bounded, "write_statistics": bounded}
 
 
 def header_of(schema: pa.Schema) -> RawHeader:

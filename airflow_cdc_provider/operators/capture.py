@@ -20,6 +20,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
@@ -91,6 +92,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
+    :param read_buffer: bytes of rows each table's read holds before writing them (``core.batches``).
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
     :param progress_seconds: how often each table's read logs how far it is (``core.progress``).
@@ -104,11 +106,12 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
                  chunk_rows: int = 50_000, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
-                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_buffer: int = DEFAULT_READ_BUFFER, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
+        self.read_buffer = read_buffer
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.progress_seconds = progress_seconds
 
@@ -133,7 +136,8 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 header = _header(table)
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
                 with store.staging(target) as local:
-                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header))
+                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
+                                      self.read_buffer)
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)
@@ -190,18 +194,21 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
         (``source: statement_timeout_seconds``).
     :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    :param read_buffer: bytes of rows a re-read holds before writing them (``core.batches``).
     """
 
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 progress_seconds: float = 10.0, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 progress_seconds: float = 10.0, read_buffer: int = DEFAULT_READ_BUFFER,
+                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
         self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
+        self.read_buffer = read_buffer
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -340,7 +347,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 try:
                     # Parsed again here from the plan's text: what reaches the server is only ever the provider's SQL.
                     condition = reread_clause(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
-                    done[table.source] = reread(reads, header, condition, local[table.source])
+                    done[table.source] = reread(reads, header, condition, local[table.source], self.read_buffer)
                 except CdcError as exc:
                     self.log.error("%s: %s", table.source, exc)
                     failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -197,7 +197,7 @@ class BinlogSource(Protocol):
     def address(self) -> tuple[str, int]: ...
 
     def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
-                      only_schemas: Sequence[str], only_tables: Sequence[str]) -> Any: ...
+                      only_schemas: Collection[str], only_tables: Collection[str]) -> Any: ...
 
 
 def extract(
@@ -301,9 +301,12 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
         start, server_id,
         only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, RotateEvent, XidEvent, QueryEvent,
                      *((GtidEvent, MariadbGtidEvent) if stop_before else ())],
-        only_schemas=sorted({schema for schema, _ in sinks}),
-        only_tables=sorted({table for _, table in sinks}),
+        # Sets: the reader tests each event's names against them (only_tables matches a name in any schema, so
+        # the sinks' own (schema, table) look-up below decides).
+        only_schemas=frozenset(schema for schema, _ in sinks),
+        only_tables=frozenset(table for _, table in sinks),
     )
+    ddl_targets_of = _by_lowered_name(sinks)
     high_at = high.coordinate
     seq = split_binlog_file(start.file)[1]
     last = start.coordinate
@@ -339,7 +342,7 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             between_transactions = isinstance(event, XidEvent) or (
                 isinstance(event, QueryEvent) and _query_text(event) not in ("BEGIN", "XA START"))
             if isinstance(event, QueryEvent) and between_transactions:
-                _note_ddl(sinks, event, at)
+                _note_ddl(ddl_targets_of, event, at)
             last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
@@ -378,15 +381,27 @@ def _events(stream: Any, address: tuple[str, int], server_id: int, where: Callab
             "this range was handed on; the task's retry reads it again.") from None
 
 
-def _note_ddl(sinks: dict[tuple[str, str], _TableSink], event: QueryEvent, at: tuple[int, int]) -> None:
+_Named = dict[tuple[str, str], list[tuple[tuple[str, str], _TableSink]]]
+
+
+def _by_lowered_name(sinks: dict[tuple[str, str], _TableSink]) -> _Named:
+    """The sinks by lower-cased (schema, table), as ``ddl_targets`` names tables: a DDL statement finds the tables
+    it names in one look-up each, however many tables the pass captures."""
+    index: _Named = {}
+    for (schema, table), sink in sinks.items():
+        index.setdefault((schema.lower(), table.lower()), []).append(((schema, table), sink))
+    return index
+
+
+def _note_ddl(sinks: _Named, event: QueryEvent, at: tuple[int, int]) -> None:
     """Remember an ALTER TABLE of a captured table; stop at a statement that replaces its rows wholesale."""
     query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
     default_schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
     kind, tables = ddl_targets(query, default_schema)
     if kind is None:
         return
-    for (schema, table), sink in sinks.items():
-        if (schema.lower(), table.lower()) not in tables or sink.failed is not None or at <= sink.start_at:
+    for (schema, table), sink in (named for name in tables for named in sinks.get(name, ())):
+        if sink.failed is not None or at <= sink.start_at:
             continue
         statement = f"`{' '.join(query.split())[:300]}` (binlog file {at[0]}, end position {at[1]})"
         if kind == "alter":

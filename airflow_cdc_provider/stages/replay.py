@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
 from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
 from airflow_cdc_provider.core.schema import Fill, layout_plans
-from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema
+from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema, parquet_options
 from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import make_dirs, new_file, room_for
@@ -36,6 +36,7 @@ FILLS_METADATA = "cdc.fills"
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
+BATCH_BYTES = 64 * 1024 * 1024  # of records' text: a batch of large rows is written before it reaches BATCH_ROWS
 # SeenKeys holds 32 bytes a key, and np.insert copies it while it grows: count 3x.
 BYTES_PER_KEY = 96
 
@@ -61,65 +62,90 @@ def read_header(path: Path) -> tuple[RawHeader, int]:
 
 
 def _line_number(path: Path, header_end: int, block_offset: int, index: int) -> int:
+    before = 0
     with open(path, "rb") as f:
         f.seek(header_end)
-        before = f.read(block_offset - header_end).count(b"\n")
+        left = block_offset - header_end
+        while left > 0:  # in blocks: the file may be far larger than memory
+            data = f.read(min(left, BLOCK_SIZE))
+            if not data:
+                break
+            before += data.count(b"\n")
+            left -= len(data)
     return 1 + before + index + 1
 
 
 def blocks_backwards(path: Path, block_size: int = BLOCK_SIZE) -> Iterator[Block]:
-    """The file's complete record lines as blocks, the last block first."""
+    """The file's complete record lines as blocks, the last block first.
+
+    A line longer than a block is gathered from the blocks it spans and joined once, when its start is found:
+    each byte is read once and copied a fixed number of times, however long the line.
+    """
     _, header_end = read_header(path)
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         if size > header_end:
             f.seek(size - 1)
             if f.read(1) != b"\n":
-                f.seek(header_end)
-                lines = f.read().count(b"\n") + 2
-                raise CorruptRawFile(path, lines, "the last line is cut short (no newline at its end)")
-        end, carry = size, b""
+                raise CorruptRawFile(path, _line_number(path, header_end, size, 0),
+                                     "the last line is cut short (no newline at its end)")
+        # The start of the line the last block began in the middle of, in pieces, the latest piece first.
+        pending: list[bytes] = []
+        end = size
         while end > header_end:
             start = max(header_end, end - block_size)
             f.seek(start)
-            data = f.read(end - start) + carry
-            if start > header_end:
-                split = data.find(b"\n") + 1
-                if split == 0:  # a line longer than the block: read further back
-                    carry, end = data, start
-                    continue
-                carry, data, offset = data[:split], data[split:], start + split
-            else:
-                carry, offset = b"", start
+            piece = f.read(end - start)
             end = start
+            if start > header_end:
+                split = piece.find(b"\n") + 1
+                if split == 0:  # inside a line longer than the block: keep gathering it
+                    pending.append(piece)
+                    continue
+                head, piece = piece[:split], piece[split:]
+            else:
+                head = b""
+            offset = start + len(head)
+            pending.append(piece)
+            data = b"".join(reversed(pending)) if len(pending) > 1 else pending[0]
+            pending = [head] if head else []
             if data:
                 try:
                     yield parse_block(data)
                 except BadLine as bad:
                     raise CorruptRawFile(path, _line_number(path, header_end, offset, bad.index), str(bad)) from None
+            del data
 
 
 def blocks_forwards(path: Path, block_size: int = BLOCK_SIZE) -> Iterator[Block]:
+    """The file's complete record lines as blocks, in file order; a line longer than a block is gathered from
+    the blocks it spans and joined once, at its end."""
     _, header_end = read_header(path)
     with open(path, "rb") as f:
         f.seek(header_end)
-        carry, offset = b"", header_end
+        pending: list[bytes] = []  # the start of a line not yet ended, in pieces
+        offset = header_end
         while True:
             chunk = f.read(block_size)
-            data = carry + chunk
-            cut = data.rfind(b"\n") + 1 if chunk else len(data)
-            if not chunk and data and not data.endswith(b"\n"):
-                raise CorruptRawFile(path, _line_number(path, header_end, offset, 0) + data.count(b"\n"),
-                                     "the last line is cut short (no newline at its end)")
-            if cut:
-                try:
-                    yield parse_block(data[:cut])
-                except BadLine as bad:
-                    raise CorruptRawFile(path, _line_number(path, header_end, offset, bad.index), str(bad)) from None
-                offset += cut
-            carry = data[cut:]
             if not chunk:
+                if any(pending):
+                    raise CorruptRawFile(path, _line_number(path, header_end, offset, 0),
+                                         "the last line is cut short (no newline at its end)")
                 return
+            cut = chunk.rfind(b"\n") + 1
+            if cut == 0:  # inside a line longer than the block
+                pending.append(chunk)
+                continue
+            pending.append(chunk[:cut] if cut < len(chunk) else chunk)
+            data = b"".join(pending) if len(pending) > 1 else pending[0]
+            pending = [chunk[cut:]] if cut < len(chunk) else []
+            del chunk
+            try:
+                yield parse_block(data)
+            except BadLine as bad:
+                raise CorruptRawFile(path, _line_number(path, header_end, offset, bad.index), str(bad)) from None
+            offset += len(data)
+            del data
 
 
 class _Output:
@@ -130,27 +156,37 @@ class _Output:
         self.key_indexes = header.key_indexes()
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
         self.sinks = [new_file(upsert_path), new_file(delete_path)]
-        self.upsert_writer = pq.ParquetWriter(self.sinks[0], self.schema)
+        self.upsert_writer = pq.ParquetWriter(self.sinks[0], self.schema, **parquet_options(header.columns))
         self.delete_writer = pq.ParquetWriter(self.sinks[1], self.delete_schema)
         self.upserts: list[list[Any]] = []
         self.deletes: list[list[Any]] = []
         self.upsert_count = self.delete_count = 0
+        self.upsert_bytes = 0
 
-    def add(self, op: int, values: list[Any]) -> None:
+    def add(self, op: int, values: list[Any], size: int) -> None:
+        """Add a record's values; ``size`` is its text's length, what its values weigh about."""
         if op == ord("D"):
             self.deletes.append([values[i] for i in self.key_indexes])
             if len(self.deletes) >= BATCH_ROWS:
                 self._flush_deletes()
         else:
             self.upserts.append(values)
+            self.upsert_bytes += size
             if len(self.upserts) >= BATCH_ROWS:
                 self._flush_upserts()
 
+    def flush_full(self) -> None:
+        """Write the upserts held once they weigh BATCH_BYTES: called between blocks, when the block read is let
+        go, so that a block of one huge record is not held while its values are written."""
+        if self.upsert_bytes >= BATCH_BYTES:
+            self._flush_upserts()
+
     def _flush_upserts(self) -> None:
         if self.upserts:
-            self.upsert_writer.write_table(arrow_table(self.upserts, self.schema))
+            table = arrow_table(self.upserts, self.schema)
             self.upsert_count += len(self.upserts)
-            self.upserts = []
+            self.upserts, self.upsert_bytes = [], 0  # the rows go before the table is written
+            self.upsert_writer.write_table(table)
 
     def _flush_deletes(self) -> None:
         if self.deletes:
@@ -214,17 +250,20 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
             bad = bad_uids(block, survivors)
             if len(bad):
                 raise CorruptRawFile(path, None, f"the uid is not 32 hex digits: {block.line(int(bad[-1]))[:200]!r}")
-            for i in survivors:
-                line = block.line(i)
-                payload = line[line.index(b"\t", 35) + 1 :]
+            data = memoryview(block.data)
+            for i, start, end, op in zip(survivors.tolist(), block.starts[survivors].tolist(),
+                                         block.ends[survivors].tolist(), block.ops[survivors].tolist()):
                 try:
-                    values = decode_values(payload.decode("utf-8"))
+                    # Decoded from the block in place: a line of hundreds of megabytes is not copied first.
+                    values = decode_values(str(data[block.data.index(b"\t", start + 35, end) + 1 : end], "utf-8"))
                 except ValueError as exc:
                     raise CorruptRawFile(path, None,
-                                         f"a record's values cannot be read ({exc}): {line[:200]!r}") from None
+                                         f"a record's values cannot be read ({exc}): {block.line(i)[:200]!r}") from None
                 if plan is not None:
                     values = [values[j] if j is not None else constant for j, constant in plan]
-                output.add(int(block.ops[i]), values)
+                output.add(op, values, end - start)
+            del block, data  # not held while the next block is read (a block may be one line of gigabytes)
+            output.flush_full()
             if len(seen) > key_limit:
                 raise _OverBudget(len(seen), bytes_read)
     return records, len(seen)
@@ -257,18 +296,21 @@ def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int,
                 for p in np.unique(which):
                     idx = np.flatnonzero(which == p)
                     outs[p].write(b"".join(data[s : e + 1] for s, e in zip(block.starts[idx], block.ends[idx])))
+                del block, data  # not held while the next block is read
     finally:
         for out in outs:
             out.close()
     return groups
 
 
-def _concat(parts: Sequence[Path], target: Path) -> None:
+def _concat(parts: Sequence[Path], target: Path, options: dict[str, Any]) -> None:
     schema = pq.read_schema(parts[0])
-    with new_file(target) as sink, pq.ParquetWriter(sink, schema) as writer:
+    with new_file(target) as sink, pq.ParquetWriter(sink, schema, **options) as writer:
         for part in parts:
-            for batch in pq.ParquetFile(part).iter_batches(BATCH_ROWS):
-                writer.write_batch(batch)
+            file = pq.ParquetFile(part)
+            # Row group by row group: each was written bounded by bytes (``_Output``), so memory stays so too.
+            for i in range(file.num_row_groups):
+                writer.write_table(file.read_row_group(i))
 
 
 def write_fills(path: Path, header: RawHeader, fills: Sequence[Fill]) -> None:
@@ -354,8 +396,8 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file:
             os.replace(done[0][0], upsert_path)
             os.replace(done[0][1], delete_path)
         else:
-            _concat([u for u, _ in done], work / UPSERT_FILE)
-            _concat([d for _, d in done], work / DELETE_FILE)
+            _concat([u for u, _ in done], work / UPSERT_FILE, parquet_options(header.columns))
+            _concat([d for _, d in done], work / DELETE_FILE, {})
             os.replace(work / UPSERT_FILE, upsert_path)
             os.replace(work / DELETE_FILE, delete_path)
         return result

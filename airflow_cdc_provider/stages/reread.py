@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 import pymysql
 
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
 from airflow_cdc_provider.core.condition import Clause, literal_percent
 from airflow_cdc_provider.core.errors import BadRereadCondition
 from airflow_cdc_provider.core.identifiers import TableName
@@ -35,7 +36,6 @@ from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
 from airflow_cdc_provider.storage import make_dirs, new_file
 
-FETCH_ROWS = 10_000
 REREAD_PREFIX = "reread"
 
 
@@ -74,27 +74,31 @@ def validate_where(reads: Reads, header: RawHeader, where: str) -> None:
             reads.rollback()
 
 
-def reread(reads: Reads, header: RawHeader, condition: Clause, out_dir: str | os.PathLike[str]) -> RereadResult:
+def reread(reads: Reads, header: RawHeader, condition: Clause, out_dir: str | os.PathLike[str],
+           read_buffer: int = DEFAULT_READ_BUFFER) -> RereadResult:
     """Read the rows of ``header``'s table that ``condition`` selects (``core.reread.reread_clause``: the provider's
     SQL, its values bound), in one read-only transaction, into raw insert records (``reread-NNNNN.raw`` in
-    ``out_dir``), streamed."""
+    ``out_dir``), streamed: about ``read_buffer`` bytes of rows held at a time (``core.batches``)."""
     table = literal_percent(TableName.parse(header.table).quoted)
     columns = literal_percent(", ".join(snapshot_select(name, ctype) for name, ctype in header.columns))
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
     key_indexes = header.key_indexes()
+    size = RowSize.of(header.columns)
     writer = RawFileWriter(out_dir, REREAD_PREFIX, header)
     result = RereadResult()
     try:
         with reads.cursor() as cursor:
             cursor.execute("START TRANSACTION READ ONLY")
             cursor.execute(f"SELECT {columns} FROM {table} WHERE {condition.sql}", condition.args)
-            while batch := cursor.fetchmany(FETCH_ROWS):
+            while batch := next_batch(cursor.fetchmany, size, read_buffer):
                 rows = [list(row) for row in batch]
+                del batch
                 if normalisers:
                     normalise_rows(rows, normalisers)
                 for row in rows:
                     writer.write("I", key_uid([row[i] for i in key_indexes]), (0, 0, result.rows), row)
                     result.rows += 1
+                del rows, row  # not held while the next batch is read
         reads.rollback()
         result.files = writer.close()
     except BaseException:
@@ -108,18 +112,15 @@ def drop_keys(files: Iterable[str], uids: set[str]) -> int:
     dropped = 0
     for name in files:
         path = Path(name)
-        kept = []
-        with open(path, encoding="utf-8", newline="\n") as f:
-            header = f.readline()
+        tmp = path.with_suffix(".raw.tmp")
+        # Line by line into the new file: a raw file may be far larger than memory.
+        with open(path, encoding="utf-8", newline="\n") as f, new_file(tmp, text=True, replace=True) as out:
+            out.write(f.readline())
             for line in f:
                 if line[UID_START:UID_END] in uids:
                     dropped += 1
                 else:
-                    kept.append(line)
-        tmp = path.with_suffix(".raw.tmp")
-        with new_file(tmp, text=True, replace=True) as f:
-            f.write(header)
-            f.writelines(kept)
+                    out.write(line)
         os.replace(tmp, path)
     return dropped
 

@@ -23,18 +23,17 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pymysql
 
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
 from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
-from airflow_cdc_provider.core.types import arrow_table, file_schema
+from airflow_cdc_provider.core.types import arrow_table, file_schema, parquet_options
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import WorkStore, make_dirs, new_file, room_for
-
-FETCH_ROWS = 10_000
 
 
 class Source(Protocol):
@@ -127,16 +126,18 @@ ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the l
 
 
 def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str], chunk_rows: int = 50_000,
-             progress: ChunkDone | None = None) -> SnapshotResult:
+             progress: ChunkDone | None = None, read_buffer: int = DEFAULT_READ_BUFFER) -> SnapshotResult:
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
-    ``progress`` is called after each chunk."""
+    ``progress`` is called after each chunk. The rows are held ``read_buffer`` bytes at a time
+    (``core.batches``), each batch written as it is read."""
     out = Path(out_dir)
     make_dirs(out)
     with room_for(out, f"the snapshot of {header.table}"):
-        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None))
+        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer)
 
 
-def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone) -> SnapshotResult:
+def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone,
+              read_buffer: int) -> SnapshotResult:
     progress_file = _Progress(out / SNAPSHOT_PROGRESS_FILE, header)
     if progress_file.state is None:
         # Before any row is read: see the module's docstring.
@@ -148,21 +149,21 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
         return result
     last_key = decode_values(json.dumps(state.last_key)) if state.last_key is not None else None
     schema = file_schema(header)
-    key_indexes = header.key_indexes()
+    size = RowSize.of(header.columns)
     with source.streaming_reads() as reads:
         while True:
             chunk = result.chunks + 1
             path = out / f"snapshot-{chunk:05d}.parquet"
             try:
-                rows, last_row = _read_chunk(reads, header, schema, chunk_rows, last_key, path)
+                rows, chunk_last = _read_chunk(reads, header, schema, chunk_rows, last_key, path, size, read_buffer)
             except pymysql.err.OperationalError as exc:
                 code = exc.args[0] if exc.args else None
                 raise SourceConnectionLost(
                     f"The connection to the source failed while the snapshot of {header.table} read chunk {chunk} "
                     f"(MySQL error {code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code)}. "
                     f"The {chunk - 1} chunks read before are kept; the task's retry goes on after them.") from None
-            if last_row is not None:
-                last_key = [last_row[i] for i in key_indexes]
+            if chunk_last is not None:
+                last_key = chunk_last
             done = rows < chunk_rows
             if rows or not result.files:  # an empty table still gets one (empty) file to load
                 result.files.append(str(path))
@@ -176,21 +177,30 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
 
 
 def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,
-                path: Path) -> tuple[int, list[Any] | None]:
-    """One keyset chunk, streamed (server-side cursor) into a Parquet file written beside and renamed."""
+                path: Path, size: RowSize, read_buffer: int) -> tuple[int, list[Any] | None]:
+    """One keyset chunk, streamed (server-side cursor) in batches of about ``read_buffer`` bytes into a Parquet
+    file (a row group per batch) written beside and renamed. Returns its rows and the key of its last row."""
     tmp = path.with_suffix(".parquet.tmp")
-    rows, last_row = 0, None
+    rows, chunk_last = 0, None
+    key_indexes = header.key_indexes()
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
-    with new_file(tmp, replace=True) as sink, pq.ParquetWriter(sink, schema) as writer, reads.cursor() as cursor:
+    with new_file(tmp, replace=True) as sink, \
+            pq.ParquetWriter(sink, schema, **parquet_options(header.columns)) as writer, reads.cursor() as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
                        keyset_args(last_key) if last_key is not None else [])
-        while batch := cursor.fetchmany(FETCH_ROWS):
-            last_row = list(batch[-1])  # the key as the server gave it, for the next chunk's WHERE
+        while batch := next_batch(cursor.fetchmany, size, read_buffer):
+            last = batch[-1]
+            chunk_last = [last[i] for i in key_indexes]  # the key as the server gave it, for the next chunk's WHERE
+            count = len(batch)
+            values: list[Any] = batch
             if normalisers:
-                batch = [list(row) for row in batch]
-                normalise_rows(batch, normalisers)
-            writer.write_table(arrow_table(batch, schema))
-            rows += len(batch)
+                values = [list(row) for row in batch]
+                normalise_rows(values, normalisers)
+            table = arrow_table(values, schema)
+            del batch, values, last  # the rows go before the table is written: the batch is held once, not twice
+            writer.write_table(table)
+            del table
+            rows += count
             failpoint("snapshot.chunk")
     os.replace(tmp, path)
-    return rows, last_row
+    return rows, chunk_last

@@ -68,13 +68,21 @@ def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
 
 
 def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_fails(mariadb, schema, capture_conn,
-                                                                                     tmp_path):
-    mariadb.execute(f"CREATE TABLE {schema}.log (at DATETIME, line TEXT)")
+                                                                                     tmp_path, capfd):
+    mariadb.execute(f"CREATE TABLE {schema}.log (at DATETIME, line TEXT)",
+                    # Names differing only in case: one Hive table for two, which the check reports and leaves out.
+                    f"CREATE TABLE {schema}.dup (id INT PRIMARY KEY)", f"CREATE TABLE {schema}.DUP (id INT PRIMARY KEY)")
+    capfd.readouterr()
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
     assert [t.source for t in checked.tables] == [f"{schema}.a", f"{schema}.b"]
     assert checked.tables[1].key == ("k1", "k2") and checked.tables[0].hive_table == f"ods.{schema}_a"
-    (skipped,) = checked.skipped
-    assert skipped.source == f"{schema}.log" and "has no primary key and no unique key" in skipped.reason
+    upper, lower, keyless = checked.skipped
+    assert keyless.source == f"{schema}.log" and "has no primary key and no unique key" in keyless.reason
+    assert (upper.source, lower.source) == (f"{schema}.DUP", f"{schema}.dup")
+    assert f"The tables {schema}.DUP (matched by {schema}.*) and {schema}.dup (matched by {schema}.*) would both be " \
+           f"copied into the Hive table ods.{schema}_dup" in upper.reason
+    logged = "".join(capfd.readouterr())  # the task log, as Airflow's logging prints it
+    assert f"[warning  ] Left out (matched by a pattern, but cannot be captured): {lower.reason}" in logged
     # A named one fails the check task, and so the run, with the reason (AirflowFailException: no retry).
     with pytest.raises(AirflowFailException,
                        match=f"The table {schema}.log has no primary key and no unique key on NOT NULL columns"):

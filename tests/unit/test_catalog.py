@@ -87,18 +87,54 @@ def test_a_pattern_target_that_hive_refuses_leaves_that_table_out_naming_it_and_
     assert targets(r) == {"`my.db`.order_1": ("o1", None)}  # the fix the message gives works
 
 
-def test_two_sources_into_one_hive_table_are_refused():
+def left_out(resolution):
+    return {str(name): why for name, why in resolution.unusable}
+
+
+def test_tables_that_would_share_a_hive_table_are_left_out_and_the_others_go_on():
+    # Hive names ignore case: crm.Orders and crm.orders both make ods.crm_orders.
+    r = run(["crm.*"], ["crm.orders", "crm.Orders", "crm.items"])
+    assert targets(r) == {"crm.items": ("crm_items", None)}, "the other tables go on"
+    why = left_out(r)
+    assert set(why) == {"crm.Orders", "crm.orders"}
+    assert why["crm.Orders"].startswith("The tables crm.Orders (matched by crm.*) and crm.orders (matched by crm.*) "
+                                        "would both be copied into the Hive table ods.crm_orders (Hive names ignore "
+                                        "case): each of them is left out. To capture crm.Orders, give it a Hive name")
+    assert "`- source: crm.Orders` with `target: a_name`" in why["crm.Orders"]
+    # Under {schema}_{table}, a_b.c and a.b_c make one name; so do three tables.
+    r = run(["*.*"], ["shop.a_b", "shop_a.b", "Shop_A.b", "other.t"], hive={"database": "raw"})
+    assert targets(r) == {"other.t": ("other_t", None)}
+    assert set(left_out(r)) == {"shop.a_b", "shop_a.b", "Shop_A.b"}
+    assert "The tables shop_a.b (matched by *.*) and Shop_A.b (matched by *.*), shop.a_b (matched by *.*) would all " \
+           "be copied into the Hive table raw.shop_a_b" in left_out(r)["shop_a.b"]
+
+
+def test_the_table_the_last_run_copied_keeps_its_hive_table():
+    previous = {TableName("crm", "orders"): "ods.crm_orders"}
+    r = run(["crm.*"], ["crm.orders", "crm.Orders"], previous)
+    assert targets(r) == {"crm.orders": ("crm_orders", None)}
+    (why,) = left_out(r).values()
+    assert set(left_out(r)) == {"crm.Orders"} and "crm.orders keeps it (the last run copied it there)" in why
+    # A Hive table of another database is not the one at stake.
+    assert targets(run(["crm.*"], ["crm.orders", "crm.Orders"], previous, hive={"database": "raw"})) == {}
+
+
+def test_a_named_table_keeps_its_hive_table_and_two_named_ones_are_refused():
+    r = run([{"source": "shop.a", "target": "x"}, {"source": "shop.*", "target": "{table}"}],
+            ["shop.a", "shop.b", "shop.x", "shop.X"])
+    assert targets(r) == {"shop.a": ("x", None), "shop.b": ("b", None)}
+    why = left_out(r)
+    assert set(why) == {"shop.x", "shop.X"}
+    assert "shop.a (named)" in why["shop.x"] and "shop.a keeps it (named in the configuration)" in why["shop.x"]
     with pytest.raises(ConfigError) as err:
-        run(["*.*"], ["shop.a_b", "shop_a.b"], hive={"database": "raw"})
-    message = str(err.value)
-    assert "shop.a_b (matched by *.*) and shop_a.b (matched by *.*)" in message
-    assert "raw.shop_a_b" in message and "set `target:` for one of them" in message
-    with pytest.raises(ConfigError, match=r"shop.a \(named\) and shop.x \(matched by shop.\*\) would both be copied "
-                                          r"into the Hive table ods.x"):
-        run([{"source": "shop.a", "target": "x"}, {"source": "shop.*", "target": "{table}"}], ["shop.a", "shop.b", "shop.x"])
-    # Hive names are case-insensitive: targets differing only in case collide too.
-    with pytest.raises(ConfigError, match="ods.shop_orders"):
-        run(["shop.*"], ["shop.orders", "shop.Orders"])
+        run([{"source": "shop.a", "target": "x"}, {"source": "shop.b", "target": "X"}, "shop.*"],
+            ["shop.a", "shop.b", "shop.c"])
+    assert str(err.value) == ("The tables shop.a and shop.b, both named in the configuration, would both be copied "
+                              "into the Hive table ods.x (Hive names ignore case): set a different `target:` for one "
+                              "of them.")
+    # Two named entries only collide when both tables are there.
+    assert targets(run([{"source": "shop.a", "target": "x"}, {"source": "shop.b", "target": "x"}], ["shop.a"])) == {
+        "shop.a": ("x", None)}
     # A table no pattern selects takes no Hive table.
     assert targets(run(["shop.a"], ["shop.a", "shop_a.b"])) == {"shop.a": ("shop_a", None)}
 

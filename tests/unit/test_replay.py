@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import random
+import time
 from decimal import Decimal
 from pathlib import Path
 
@@ -11,8 +13,10 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, format_record, key_uid
+from airflow_cdc_provider.core.replay import parse_block
 from airflow_cdc_provider.core.schema import Fill
-from airflow_cdc_provider.stages.replay import replay
+from airflow_cdc_provider.stages import replay as replay_module
+from airflow_cdc_provider.stages.replay import blocks_backwards, blocks_forwards, replay
 
 HEADER = RawHeader("shop.users", (("id", "varchar(10)"), ("name", "varchar(50)"), ("score", "int(11)")), ("id",))
 
@@ -135,6 +139,73 @@ def test_unreadable_values_of_a_surviving_record(tmp_path):
         replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
 
 
+DOCS = RawHeader("t.docs", (("id", "int(11)"), ("body", "longtext")), ("id",))
+
+
+class CountingFile:
+    """A file whose reads are counted (bytes returned), to see how often the reader reads each byte."""
+
+    def __init__(self, file, counted):
+        self.file, self.counted = file, counted
+
+    def read(self, *args):
+        data = self.file.read(*args)
+        self.counted[0] += len(data)
+        return data
+
+    def readline(self, *args):
+        line = self.file.readline(*args)
+        self.counted[0] += len(line)
+        return line
+
+    def seek(self, *args):
+        return self.file.seek(*args)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.file.close()
+
+
+def test_a_line_of_tens_of_megabytes_is_read_once_in_linear_time_either_way(tmp_path, monkeypatch):
+    body = '0123456789abcdef"\n\té' * (1 << 20)  # 20 M characters, 25 MB as a raw line (JSON escapes)
+    changes = [("I", [i, f"small {i}"]) for i in range(750)] + [("U", [5000, body])] + [
+        ("I", [i, f"after {i}"]) for i in range(750, 1500)]
+    raw = write_raw(tmp_path / "raw", changes, DOCS)
+    data = raw.read_bytes()
+    header_end = data.index(b"\n") + 1
+    lines = data[header_end:].splitlines(keepends=False)
+    assert len(lines) == 1501 and max(map(len, lines)) > 25_000_000
+
+    started = time.process_time()
+    parse_block(raw.read_bytes()[header_end:])  # a linear pass over the lines: what reading them costs at least
+    linear = time.process_time() - started
+
+    counted = [0]
+    real_open = open
+    monkeypatch.setattr(replay_module, "open", lambda *a, **k: CountingFile(real_open(*a, **k), counted),
+                        raising=False)
+    for reader, order in ((blocks_backwards, reversed), (blocks_forwards, list)):
+        counted[0] = 0
+        started = time.process_time()
+        blocks = list(reader(raw, 8192))  # the long line spans 3,000 blocks
+        took = time.process_time() - started
+        assert [block.line(i) for block in order(blocks) for i in range(len(block.starts))] == lines
+        # Each byte read once (the header twice, the last byte twice to check the file's end).
+        assert counted[0] <= len(data) + header_end + 1, reader.__name__
+        # Re-copying the gathered part of the line for each block took seconds here (3,000 copies of up to 25 MB);
+        # gathered and joined once, the reader costs about one linear pass.
+        assert took < 5 * linear + 0.2, (reader.__name__, took, linear)
+    monkeypatch.undo()
+
+    result = replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet", block_size=65536)
+    assert result.upserts == 1501
+    rows = {r["id"]: r["body"] for r in pq.read_table(result.upsert_file).to_pylist()}
+    assert hashlib.sha256(rows[5000].encode()).hexdigest() == hashlib.sha256(body.encode()).hexdigest()
+    assert rows[1499] == "after 1499" and rows[0] == "small 0"
+
+
 def reference(changes):
     last = {}
     for op, values in changes:
@@ -178,7 +249,8 @@ def test_fast_encoding_is_the_json_encoders_text():
     rows = [
         [None, 0, -5, 2**70, "", 'a"b\\c\n\t\x00😀é', Decimal("-0.00"), Decimal("1E+3"),
          dt.datetime(2024, 1, 2, 3, 4, 5), dt.datetime(2024, 1, 2, 3, 4, 5, 6), dt.date(1, 1, 1)],
-        [1.5, True, b"\x00", dt.timedelta(seconds=-1)],  # types the fast path leaves to the encoder
+        [1.5, True, bytearray(b"\x00"), dt.timedelta(seconds=-1)],  # types the fast path leaves to the encoder
+        [b"", b"\x00\xff" * 100],
     ]
     for row in rows:
         assert encode_values(row) == _ENCODER.encode(row)
