@@ -132,7 +132,9 @@ def report() -> None:
     with create_session() as session:
         run = session.query(DagRun).filter(DagRun.dag_id == "mysql_binlog_to_hive").order_by(DagRun.id.desc()).first()
         print(f"   run {run.run_id}: {run.state}")
-        rows = session.query(XComModel).filter(XComModel.run_id == run.run_id, XComModel.key == "return_value",
+        # The merge's ``outcomes``: every table's, an idle one's too (its return value groups the tables the run
+        # wrote into the per-table tasks).
+        rows = session.query(XComModel).filter(XComModel.run_id == run.run_id, XComModel.key == "outcomes",
                                                XComModel.task_id == "source.merge").all()
         for row in rows:
             value = row.value if not isinstance(row.value, str) else json.loads(row.value)
