@@ -119,7 +119,7 @@ class Incremental:
         self.ledger.acquire(run, lambda holder: False, dt.datetime.now(dt.UTC))
         plan = plan_run(run, self.ledger.committed(), None, None)
         self.ledger.save_run_plan(plan)
-        out = self.work / run.run_id
+        out = Path(self.ledger.table.run(run.key).root)  # the merge reads capture files from the run's directory
         parts = {}
         if plan.mode == "snapshot":
             snap = snapshot(self.source.hook, self.header, out / "snapshot")
@@ -136,7 +136,7 @@ class Incremental:
             database="ods", table="incremental", source=self.header.table, warehouse_dir=str(self.work / "warehouse"),
             metastore_uri=None, plan=plan, end=end, as_of=dt.datetime.now(dt.UTC),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            upsert_files=tuple(upserts), delete_file=deletes,
+            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
         )
         (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
         merge_s = submit(MERGE_JOB, str(out / "job.json"), cwd=out)

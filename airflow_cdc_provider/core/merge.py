@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
 from airflow_cdc_provider.core.watermark import Watermark
-from airflow_cdc_provider.core.workdir import location_problem, place, within
+from airflow_cdc_provider.core.workdir import capture_dir_problem, location_problem, place, within
 
 _VERSION_DIR = re.compile(r"v(\d{6,})")
 
@@ -97,6 +97,9 @@ class MergeSpec(Model):
     as_of: Instant
     columns: tuple[tuple[str, str], ...]  # (name, Hive type), in the source table's order
     key: tuple[str, ...]
+    # The run's directory of the table (``RunDir.root``): every capture file the merge reads is under it, so a job
+    # file cannot make one table's merge read files another table, another run or anyone else wrote.
+    capture_dir: str
     upsert_files: tuple[str, ...]
     delete_file: str | None  # None for a snapshot
     keep_versions: int = 3
@@ -136,8 +139,16 @@ class MergeSpec(Model):
         problem = location_problem(self.warehouse_dir, "warehouse directory") or zone_problem(self.datetime_zone)
         if problem:
             raise ValueError(problem)
+        problem = location_problem(self.capture_dir, "run directory") or capture_dir_problem(
+            self.capture_dir, f"{self.database}.{self.table}", self.plan.run.key)
+        if problem:
+            raise ValueError(problem)
         for file in (*self.upsert_files, self.delete_file, self.fills_file):
             problem = location_problem(file, "capture file") if file is not None else None
+            if problem is None and file is not None and (not within(file, self.capture_dir)
+                                                          or place(file) == place(self.capture_dir)):
+                problem = (f"The capture file {file!r} of {self.database}.{self.table} is not under its run's "
+                           f"directory {self.capture_dir}: a merge reads only the files its own run wrote there.")
             if problem:
                 raise ValueError(problem)
         for key, _ in self.spark_conf:
@@ -229,13 +240,18 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
     if merge_input.mode != table.mode:
         raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
     database, name = table.table.hive_table.split(".", 1)
+    run_dir = table.run_dir.root
+    for file in (*merge_input.upsert_files, merge_input.delete_file, merge_input.fills_file):
+        if file is not None and not within(file, run_dir):
+            raise ValueError(f"The merge input of {table.source} names {file}, which is not under the run's "
+                             f"directory {run_dir}: a merge reads only the files its own run wrote there.")
     return MergeSpec(
         database=database, table=name, source=table.source, warehouse_dir=warehouse_dir,
         metastore_uri=metastore_uri, plan=table.plan, end=merge_input.end,
         # A re-run keeps the moment its first commit reflected; the range is the same.
         as_of=table.plan.as_of or merge_input.as_of,
         columns=tuple((name, hive_type(ctype)) for name, ctype in merge_input.columns), key=merge_input.key,
-        upsert_files=tuple(uri(f) for f in merge_input.upsert_files),
+        capture_dir=uri(run_dir), upsert_files=tuple(uri(f) for f in merge_input.upsert_files),
         delete_file=uri(merge_input.delete_file) if merge_input.delete_file else None, keep_versions=keep_versions,
         source_columns=merge_input.source_columns, fills_file=uri(merge_input.fills_file) if merge_input.fills_file
         else None, fill_sources=merge_input.fill_sources, datetime_zone=datetime_zone,

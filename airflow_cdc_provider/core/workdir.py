@@ -242,6 +242,15 @@ class RunDir(Model):
         return join(self.root, "verify-source-sums.json")
 
 
+def capture_dir_problem(location: str, hive_table: str, run_key: str) -> str | None:
+    """Why ``location`` is not a run's directory of ``hive_table`` for the run ``run_key`` (``RunDir.root``:
+    ``<work_dir>/<hive_table>/runs/<run_key>``), or None."""
+    if place(location)[2].endswith(f"/{hive_table}/runs/{run_key}"):
+        return None
+    return (f"The run directory {location!r} is not the directory of {hive_table}'s run {run_key} "
+            f"(<work_dir>/{hive_table}/runs/{run_key}): a merge reads only what its own run wrote.")
+
+
 class SourceDir(Model):
     """What the work directory keeps of one source (one DAG's task group): the tables its last run captured."""
 

@@ -35,10 +35,14 @@ class Table:
         self.ledger = Ledger(TableDir(work_dir=str(tmp_path / "work"), hive_table=target), WorkStore())
         self.runs = 0
 
+    def run_dir(self, run: RunRef) -> Path:
+        """Where the run's capture files go: the merge reads them from nowhere else."""
+        return Path(self.ledger.table.run(run.key).root)
+
     def spec(self, run: RunRef, plan, end, upserts, delete_file) -> Path:
         spec = MergeSpec(
             database=self.database, table=self.table, source=self.header.table, warehouse_dir=self.warehouse,
-            metastore_uri=None, plan=plan, end=end, as_of=NOW,
+            metastore_uri=None, plan=plan, end=end, as_of=NOW, capture_dir=str(self.run_dir(run)),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             upsert_files=tuple(upserts), delete_file=delete_file, keep_versions=2,
         )
@@ -55,9 +59,9 @@ class Table:
         plan = plan_run(run, self.ledger.committed(), None, None)
         self.ledger.save_run_plan(plan)
         if plan.mode == "snapshot":
-            snap = snapshot(self.hook, self.header, self.tmp / f"snap-{run.run_id}")
+            snap = snapshot(self.hook, self.header, self.run_dir(run) / "snapshot")
             return run, self.spec(run, plan, snap.watermark, snap.files, None)
-        result, replayed = capture_after(self.hook, self.header, plan.start, self.tmp, run.run_id)
+        result, replayed = capture_after(self.hook, self.header, plan.start, self.run_dir(run), run.run_id)
         return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
 
     def submit(self, job_path: Path, java_options: list[str] | None = None,

@@ -98,7 +98,7 @@ def test_a_fresh_snapshot_reloads_the_hive_table_with_its_new_columns(mariadb, o
     target.ledger.acquire(run, lambda holder: False, NOW)
     plan = plan_run(run, target.ledger.committed(), None, None, fresh_snapshot=True)
     target.ledger.save_run_plan(plan)
-    snap = snapshot(hook, target.header, tmp_path / "snap-fresh")
+    snap = snapshot(hook, target.header, target.run_dir(run) / "snapshot")
     result = target.merge(target.spec(run, plan, snap.watermark, snap.files, None))
     assert result["status"] == "committed" and result["version"] == 2
     rows, location = target.read()

@@ -47,9 +47,12 @@ def table_plan(mode=INCREMENTAL, source="shop.orders", as_of=None) -> TablePlan:
                      committed=committed if mode == INCREMENTAL else None)
 
 
+RUN_DIR = TableDir(work_dir="/w", hive_table="ods.orders").run(RUN.key).root  # where table_plan()'s files are
+
+
 def merge_input(mode="incremental", source="shop.orders") -> MergeInput:
-    return MergeInput(source=source, mode=mode, upsert_files=("/w/u.parquet",),
-                      delete_file="/w/d.parquet" if mode == "incremental" else None, columns=COLUMNS, key=("id",),
+    return MergeInput(source=source, mode=mode, upsert_files=(f"{RUN_DIR}/u.parquet",),
+                      delete_file=f"{RUN_DIR}/d.parquet" if mode == "incremental" else None, columns=COLUMNS, key=("id",),
                       end=wm(900), as_of=T0, source_columns=COLUMNS, upserts=3, deletes=1)
 
 
@@ -93,7 +96,8 @@ def test_merge_spec_from_the_plan_the_input_and_the_target():
     assert (spec.database, spec.table, spec.source) == ("ods", "orders", "shop.orders")
     assert spec.columns == (("id", "int"), ("price", "decimal(10,2)"), ("at", "timestamp"))
     assert (spec.end, spec.as_of, spec.plan.input_version, spec.keep_versions) == (wm(900), T0, 2, 4)
-    assert spec.delete_file == "/w/d.parquet" and spec.metastore_uri == "thrift://m:9083"
+    assert spec.delete_file == f"{RUN_DIR}/d.parquet" and spec.metastore_uri == "thrift://m:9083"
+    assert spec.capture_dir == RUN_DIR
     committed = spec.committed(3, "/wh/ods.db/orders/v000003")
     assert (committed.version, committed.watermark, committed.run, committed.columns) == (3, wm(900), RUN, COLUMNS)
 

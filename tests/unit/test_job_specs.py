@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec, version_dir_problem
 from airflow_cdc_provider.core.verify import VerifyJob
 from airflow_cdc_provider.core.workdir import location_problem, within
-from tests.unit.test_contract import merge_input, table_plan
+from tests.unit.test_contract import RUN_DIR, merge_input, table_plan
 
 WAREHOUSE = "/srv/cdc/warehouse"
 
@@ -45,6 +45,32 @@ def test_a_spec_made_by_the_merge_task_reads_back():
 def test_a_spec_whose_names_or_locations_break_the_rules_is_refused_where_it_is_read(changes, says):
     with pytest.raises(ValidationError, match=says):
         MergeSpec.from_text(spec_with(**changes))
+
+
+@pytest.mark.parametrize(("changes", "says"), [
+    # a file of another table's run, of another run of this table, or of no run at all
+    ({"upsert_files": [RUN_DIR.replace("/ods.orders/", "/ods.customers/") + "/u.parquet"]}, "not under its run's"),
+    ({"delete_file": RUN_DIR.rsplit("/", 1)[0] + "/an-earlier-run/d.parquet"}, "not under its run's"),
+    ({"fills_file": "/etc/fills.parquet"}, "not under its run's"),
+    ({"upsert_files": [RUN_DIR]}, "not under its run's"),  # the directory itself is no file
+    ({"capture_dir": "s3a://work" + RUN_DIR, "upsert_files": ["s3a://other" + RUN_DIR + "/u.parquet"],
+      "delete_file": None}, "not under its run's"),  # another bucket
+    # the run directory moved with them: it must still be this table's directory for this run
+    ({"capture_dir": "/tmp", "upsert_files": ["/tmp/u.parquet"]}, "is not the directory of ods.orders's run"),
+    ({"capture_dir": RUN_DIR.replace("/ods.orders/", "/ods.customers/")}, "is not the directory of ods.orders"),
+])
+def test_a_spec_reads_capture_files_only_from_its_own_runs_directory(changes, says):
+    with pytest.raises(ValidationError, match=says):
+        MergeSpec.from_text(spec_with(**changes))
+
+
+def test_the_merge_task_refuses_a_merge_input_naming_files_outside_the_runs_directory():
+    stray = merge_input().model_copy(update={"upsert_files": ("/w/ods.orders/u.parquet",)})
+    with pytest.raises(ValueError, match=r"names /w/ods.orders/u.parquet, which is not under the run's directory"):
+        merge_spec(table_plan(), stray, WAREHOUSE, None, 3)
+    # On S3 the spec names the files by their URIs, and they are still under the run's directory's URI.
+    on_s3 = merge_spec(table_plan(), merge_input(), WAREHOUSE, None, 3, uri=lambda p: f"s3a://work{p}")
+    assert on_s3.capture_dir == f"s3a://work{RUN_DIR}" and on_s3.upsert_files == (f"s3a://work{RUN_DIR}/u.parquet",)
 
 
 def test_a_job_has_one_warehouse_and_a_result_file_it_may_write():

@@ -50,8 +50,8 @@ def table_plan(name: str, mode: str = INCREMENTAL, warning: str | None = None) -
 
 def merge_input(table: TablePlan, reread: Reread | None = None) -> MergeInput:
     snapshot = table.mode == SNAPSHOT
-    return MergeInput(source=table.source, mode=table.mode, upsert_files=(f"/w/{table.source}.parquet",),
-                      delete_file=None if snapshot else "/w/d.parquet", columns=COLUMNS, key=("id",), end=wm(900),
+    return MergeInput(source=table.source, mode=table.mode, upsert_files=(f"{table.run_dir.root}/u.parquet",),
+                      delete_file=None if snapshot else f"{table.run_dir.root}/d.parquet", columns=COLUMNS, key=("id",), end=wm(900),
                       as_of=T1, source_columns=COLUMNS, upserts=3, deletes=0 if snapshot else 1, reread=reread,
                       changes={"I": 3, "D": 0 if snapshot else 1}, start=None if snapshot else wm(100),
                       seconds={"snapshot": 1.5} if snapshot else {"extract": 0.5, "replay": 0.25})
