@@ -55,6 +55,17 @@ def _describe(spark: Any, statement: str) -> dict[str, str]:
     return {row[0]: row[1] for row in spark.sql(statement).collect()}
 
 
+_DATABASES: dict[str, str] = {}  # each Hive database's location, found once per application
+
+
+def _database_location(spark: Any, database: str) -> str:
+    """The location of the Hive database ``database``, created if missing."""
+    if database not in _DATABASES:
+        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
+        _DATABASES[database] = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(database)}")["Location"]
+    return _DATABASES[database]
+
+
 def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | None, list[tuple[str, str]]]:
     """The table's location now, the version file found there, and the table's columns; Nones if no table."""
     if not spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
@@ -198,9 +209,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
     if location is None:
-        spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(spec.database)}")
-        database = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(spec.database)}")
-        root = f"{database['Location'].rstrip('/')}/{spec.table}"
+        root = f"{_database_location(spark, spec.database).rstrip('/')}/{spec.table}"
     else:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
@@ -214,10 +223,16 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     path = _version_dir(files, version, spec)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
-    _merged(spark, spec, files, origin.version, columns, fills).write.mode("errorifexists").parquet(path)
+    from pyspark.sql import Observation
+    from pyspark.sql.functions import count, lit
+
+    # The rows are counted as they are written, not by reading the version back: a Spark job less per table.
+    written = Observation("written")
+    frame = _merged(spark, spec, files, origin.version, columns, fills)
+    frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
     clock.lap("write")
     failpoint("merge.driver.written")
-    rows = spark.read.parquet(path).count()
+    rows = int(written.get["rows"])
     files.write_text(f"{path}/{VERSION_FILE}", VersionInfo(
         version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
         input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
