@@ -129,10 +129,18 @@ def _null_flag(name: str, column_type: str) -> str:
     return f"ISNULL({col})"
 
 
+# The text of a key part the copy holds as NULL. Key columns are NOT NULL at the source (``core.keys``), but a zero
+# date in one is NULL in the copy. CONCAT_WS would skip it, and two keys, (zero date, 2020-01-01) and (2020-01-01,
+# zero date), would have one text: verify would list them as one row. A key part that can be NULL here is a date,
+# a time of day or a year, whose texts are digits and punctuation: none of them can be this word.
+NULL_KEY_TEXT = "NULL"
+
+
 def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
-    """The SQL expression of a row's key text (key columns are never NULL)."""
+    """The SQL expression of a row's key text: its parts' texts joined by ``#``, NULL_KEY_TEXT for a NULL one."""
     types = dict(columns)
-    return "CONCAT_WS('#', " + ", ".join(str(source_text(name, types[name], mariadb)) for name in key) + ")"
+    return "CONCAT_WS('#', " + ", ".join(f"IFNULL({source_text(name, types[name], mariadb)}, '{NULL_KEY_TEXT}')"
+                                         for name in key) + ")"
 
 
 def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
@@ -211,6 +219,12 @@ def hive_text(value: Any, column_type: str, mariadb: bool = True) -> str | None:
             value = value.astimezone(dt.UTC).replace(tzinfo=None)
         return f"{value.year:04d}-{value:%m-%d %H:%M:%S.%f}"
     return str(value)
+
+
+def key_text(values: Sequence[Any], column_types: Sequence[str], mariadb: bool = True) -> str:
+    """A key's text from the values the copy holds (as ``source_key_text`` gives it on the server)."""
+    texts = (hive_text(value, ctype, mariadb) for value, ctype in zip(values, column_types, strict=True))
+    return "#".join(NULL_KEY_TEXT if text is None else text for text in texts)
 
 
 def mariadb_double_text(x: float) -> str:

@@ -33,7 +33,8 @@ class TableKey:
 def choose_key(table: TableName, index_columns: Iterable[IndexColumn], nullable: Mapping[str, bool]) -> TableKey:
     """The primary key, else the unique key on NOT NULL columns with the fewest columns (then by name).
 
-    A unique key with a nullable column admits many rows with NULL there, so it cannot identify a row.
+    A unique key with a nullable column admits many rows with NULL there, so it cannot identify a row: matched
+    null-safely, as keys are (a zero date in a key column lands as NULL: docs/types.md, Keys), they would be one.
     """
     indexes: dict[str, list[IndexColumn]] = {}
     for column in index_columns:

@@ -8,9 +8,11 @@ the merge task records the commits in the ledgers from them. It reads the job, t
 and writes the result, through Hadoop's FileSystem by the URIs in the job: it needs nothing from the Airflow
 worker's disk, so the driver may run on a cluster node (YARN or Kubernetes cluster deploy mode).
 
-    new = origin LEFT ANTI JOIN deletes ON key
-                 LEFT ANTI JOIN upserts ON key
+    new = origin LEFT ANTI JOIN deletes ON key <=> key
+                 LEFT ANTI JOIN upserts ON key <=> key
           UNION ALL upserts
+
+Keys are matched null-safely (``<=>``): a zero date in a key column is NULL in Hive, and is still one key.
 
 The first load (and a fresh snapshot) is the same with no origin. Columns added at the source in the range
 are appended to the table: the origin's rows get their fill (the renamed column's values, or the default the
@@ -183,9 +185,26 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     old = old.select([origin_value(name, hive) for name, hive in columns])
     if spec.delete_file is not None:  # a snapshot's input has none
         key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
-        old = old.join(_hive_frame(spark, [spec.delete_file], key_columns, spec), key, "left_anti")
-    # Joined on the key by name (a USING join matches names, it does not parse them).
-    return old.join(upserts.select([column(name) for name in key]), key, "left_anti").unionByName(upserts)
+        old = _without_keys(old, _hive_frame(spark, [spec.delete_file], key_columns, spec), key)
+    return _without_keys(old, upserts, key).unionByName(upserts)
+
+
+def _without_keys(rows: Any, keys: Any, key: list[str]) -> Any:
+    """The rows of ``rows`` whose key is none of ``keys``'s rows' keys (a left anti join), compared null-safely.
+
+    A key part can be NULL in Hive: a zero date in a DATETIME, DATE or TIMESTAMP key column (docs/types.md).
+    With ``=`` (or a join USING the names) NULL matches nothing, so a deleted or updated row with such a key
+    would stay beside its new version. ``<=>`` (``eqNullSafe``) matches it; Spark still plans it as a hash or
+    sort-merge join, on each part's value and its NULL flag. The other side's key columns are renamed first,
+    to names holding a comma, which no column of a captured table can hold (``hive_column_problem``): the
+    condition's names can then only mean one side each, whatever the table's own names are."""
+    from functools import reduce
+
+    renamed = [f"cdc,key,{n}" for n in range(len(key))]
+    keys = keys.select([column(name).alias(alias) for name, alias in zip(key, renamed)])
+    match = reduce(lambda a, b: a & b,
+                   [column(name).eqNullSafe(column(alias)) for name, alias in zip(key, renamed)])
+    return rows.join(keys, match, "left_anti")
 
 
 def merge(spark: Any, spec: MergeSpec) -> TableMerge:

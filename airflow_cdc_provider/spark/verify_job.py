@@ -18,7 +18,13 @@ from typing import Any
 
 import pandas as pd
 
-from airflow_cdc_provider.core.checksum import DATE_FORMAT_SPARK, DATETIME_FORMAT_SPARK, hive_text, spark_text
+from airflow_cdc_provider.core.checksum import (
+    DATE_FORMAT_SPARK,
+    DATETIME_FORMAT_SPARK,
+    NULL_KEY_TEXT,
+    hive_text,
+    spark_text,
+)
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     SourceSums,
@@ -75,11 +81,13 @@ def _text(name: str, column_type: str, mariadb: bool, time_zone: str) -> Any:
 
 
 def key_text(columns: Any, key: Any, mariadb: bool, time_zone: str) -> Any:
-    """The key's text as a Spark column: its columns' texts joined by ``#``."""
+    """The key's text as a Spark column: its columns' texts joined by ``#``, a NULL one (a zero date's) spelt
+    ``NULL_KEY_TEXT`` as the server spells it."""
     from pyspark.sql import functions as F
 
     types = dict(columns)
-    return F.concat_ws("#", *[_text(name, types[name], mariadb, time_zone) for name in key])
+    return F.concat_ws("#", *[F.coalesce(_text(name, types[name], mariadb, time_zone), F.lit(NULL_KEY_TEXT))
+                              for name in key])
 
 
 def bucket_of(text: Any, buckets: int) -> Any:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 
-from airflow_cdc_provider.core.checksum import hive_text
+from airflow_cdc_provider.core.checksum import key_text
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.watermark import Watermark
@@ -26,8 +26,9 @@ def key_texts(files: Iterable[str | os.PathLike[str] | None], header: RawHeader)
         if path is None:
             continue
         table = pq.read_table(path, columns=list(header.key))
+        key_types = [types[k] for k in header.key]
         for row in table.to_pylist():
-            found.add("#".join(str(hive_text(row[k], types[k])) for k in header.key))
+            found.add(key_text([row[k] for k in header.key], key_types))
     return found
 
 

@@ -2,7 +2,8 @@
 
 A clean copy verifies clean run after run while writers keep changing the source (the rows they change after
 the version's watermark are told apart through the binlog); a Hive version changed on purpose is found, with
-the keys that differ; a table of every awkward type verifies clean.
+the keys that differ; a table of every awkward type verifies clean; a table whose key holds zero dates (NULL in
+Hive) stays one row per key through deletes, re-inserts and updates, and its drifted row is repaired.
 """
 
 from __future__ import annotations
@@ -18,7 +19,15 @@ import pytest
 from tests.e2e.test_example_dag import latest_xcoms
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
-from tests.integration.fidelity_helpers import DDL, insert_cases
+from tests.integration.fidelity_helpers import (
+    DDL,
+    ZERO_DATE_KEY_CHANGES,
+    ZERO_DATE_KEY_DDL,
+    ZERO_DATE_KEY_ROWS,
+    ZERO_KEY,
+    insert_cases,
+    zero_date_statements,
+)
 
 
 def verification(pipeline: Pipeline) -> dict[str, dict]:
@@ -54,6 +63,18 @@ def tamper(location: str, key: str, remove, alter, value, add) -> None:
     rewrite(files, pa.concat_tables([table.filter(pc.not_equal(table.column(key), remove)), added]))
 
 
+def tamper_zero_key(location: str) -> None:
+    """The row whose key is all zero dates (NULL in Hive) altered, and held twice, in a version's files."""
+    files = sorted(Path(location.removeprefix("file:")).glob("*.parquet"))
+    table = pa.concat_tables([pq.read_table(f) for f in files])
+    zero = pc.and_(pc.and_(pc.equal(table.column("id"), 1), pc.is_null(table.column("dtval"))),
+                   pc.and_(pc.is_null(table.column("dval")), pc.equal(table.column("tval"), 0)))
+    assert pc.sum(zero.cast("int32")).as_py() == 1
+    notes = pc.if_else(zero, pa.scalar("drifted"), table.column("note"))
+    table = table.set_column(table.column_names.index("note"), "note", notes)
+    rewrite(files, pa.concat_tables([table, table.filter(zero)]))
+
+
 @pytest.mark.usefixtures("airflow_home")
 def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_under_writes(mariadb, capture_conn,
                                                                                           tmp_path):
@@ -63,34 +84,47 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) SELECT CONCAT('c', seq, '@example.com'),"
                  " CONCAT('C', seq), NULL, '2026-01-01' FROM {s}.seq_1_to_300")
     pipeline.config["tables"].append({"source": f"{pipeline.schema}.all_types", "target": "all_types"})
+    # A key of (id, DATETIME, DATE, TIME) holding zero dates, NULL in Hive: snapshotted, changed through the binlog
+    # (deleted and inserted again, updated, its key moved), verified, drifted and repaired like the others.
+    zero_keys = f"`{pipeline.schema}`.`datetime_key`"
+    mariadb.execute(*zero_date_statements(zero_keys, ZERO_DATE_KEY_DDL, f"INSERT INTO {{name}} VALUES "
+                                          f"{ZERO_DATE_KEY_ROWS}"))
+    pipeline.config["tables"].append({"source": f"{pipeline.schema}.datetime_key", "target": "datetime_key"})
     pipeline.config["verify"] = {"every": 1, "bucket_rows": 50}
     pipeline.config["progress_seconds"] = 0  # a progress line after each chunk, and every few thousand events
     pipeline.configure()
-    orders, customers, all_types = (f"{pipeline.schema}.{t}" for t in ("orders", "customers", "all_types"))
+    orders, customers, all_types, datetime_key = (f"{pipeline.schema}.{t}"
+                                                  for t in ("orders", "customers", "all_types", "datetime_key"))
 
     # Runs while four writers change orders and customers: each verifies every table, and finds it clean.
     in_flight = 0
     with Writers(mariadb, pipeline.schema, threads=4, pause=0.01) as writers:
         for n in range(2):
             writers.wait_for(50 * (n + 1))
+            if n == 1:
+                mariadb.execute(*zero_date_statements(zero_keys, *ZERO_DATE_KEY_CHANGES))
             code, output = pipeline.run(f"2026-05-01T0{n}:00:00+00:00")
             assert code == 0, output[-8000:]
             if n == 0:  # the snapshots' progress, in the tasks' log
                 assert f"snapshot of {customers}: 302 rows in " in output and "100% done" in output
             else:
-                assert "binlog pass for 3 tables: done, " in output
+                assert "binlog pass for 4 tables: done, " in output
             found = verification(pipeline)
             assert {s: t["status"] for s, t in found.items()} == {orders: "clean", customers: "clean",
-                                                                   all_types: "clean"}, found
+                                                                   all_types: "clean", datetime_key: "clean"}, found
             assert found[orders]["rows"] > 0 and found[all_types]["rows"] > 0
+            assert found[datetime_key]["rows"] == 5 + n, "one row for each key, however many zero dates it holds"
             in_flight += found[orders]["in_flight"]
     assert in_flight > 0, "the writers changed no row under verify: the test did not exercise the binlog filter"
 
     # The last version changed behind the pipeline's back: verify names the three keys and fails the run.
+    mariadb.execute(*zero_date_statements(zero_keys, f"UPDATE {{name}} SET note = 'third' WHERE {ZERO_KEY}"))
     code, output = pipeline.run("2026-05-01T05:00:00+00:00")
     assert code == 0, output[-8000:]
+    assert verification(pipeline)[datetime_key]["status"] == "clean"
     committed = pipeline.ledger("customers").committed()
     tamper(committed.location, "id", remove=1, alter=("city", 2), value="Tampered", add=(1, 999))
+    tamper_zero_key(pipeline.ledger("datetime_key").committed().location)
     code, output = pipeline.run("2026-05-01T06:00:00+00:00", json.dumps({"verify": True}))
     assert code != 0, output[-8000:]
     assert customers in verification(pipeline), output[-8000:]
@@ -100,6 +134,9 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
                                                               ("999", "extra")}
     assert "differ from the source" in output and f"{customers}" in output
     assert verification(pipeline)[orders]["status"] == "clean"
+    drifted = verification(pipeline)[datetime_key]
+    assert drifted["status"] == "different" and [(k["key"], k["kind"]) for k in drifted["keys"]] == [
+        ("1#NULL#NULL#0", "different")]
 
     # A re-read while the configuration does not allow it (the default) fails the run before any lock, and changes
     # nothing; the runs after allow it.
@@ -131,10 +168,11 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
         assert repaired["reread"]["which"] == list(found["repair_buckets"]) and repaired["reread_rows"] >= 1
         assert 1 <= len(found["repair_buckets"]) < found["buckets"]  # just the buckets of the three keys
         assert pipeline.extraction("orders", xcoms)["reread_rows"] == 3
+        assert pipeline.extraction("datetime_key", xcoms)["reread"]["which"] == list(drifted["repair_buckets"])
         assert {s: t["status"] for s, t in verification(pipeline).items()} == {
-            orders: "clean", customers: "clean", all_types: "clean"}
+            orders: "clean", customers: "clean", all_types: "clean", datetime_key: "clean"}
     code, output = pipeline.run("2026-05-01T09:00:00+00:00")
     assert code == 0, output[-8000:]
     # all_types: its last verify above; its values, the fidelity tests.
-    pipeline.assert_all_equal(["orders", "customers"])
+    pipeline.assert_all_equal(["orders", "customers", "datetime_key"])
     assert not (tmp_path / "work" / "ods.customers" / "verify" / "repair.json").exists()

@@ -40,7 +40,8 @@ def apply_changes(header: RawHeader, origin: list[dict], upserts: list[dict], de
 
 
 def source_rows(server, header: RawHeader) -> dict:
-    """The table as the server has it now, read the way the snapshot reads it (UTC session), keyed."""
+    """The table as the server has it now, read the way the snapshot reads it (UTC session), keyed (each key once:
+    a key that lands twice, as two zero dates do, fails)."""
     schema, table = header.table.split(".")
     conn = server.root_connection(init_command="SET time_zone = '+00:00'")
     try:
@@ -50,8 +51,17 @@ def source_rows(server, header: RawHeader) -> dict:
             rows = [dict(zip(names, r)) for r in cursor.fetchall()]
     finally:
         conn.close()
-    from airflow_cdc_provider.core.types import arrow_schema
+    from airflow_cdc_provider.core.types import ColumnType, arrow_schema
 
+    # PyMySQL gives a date it cannot represent (0000-00-00, 2020-00-15) as the server's text: NULL in the copy.
+    dated = [name for name, ctype in header.columns if ColumnType.parse(ctype).base in ("date", "datetime",
+                                                                                        "timestamp")]
+    for row in rows:
+        for name in dated:
+            if isinstance(row[name], str):
+                row[name] = None
     # Through Arrow, so both sides hold the same Python types (e.g. TIMESTAMP as an aware UTC datetime).
     table_ = pa.Table.from_pylist(rows, schema=arrow_schema(header.columns))
-    return {tuple(r[k] for k in header.key): r for r in table_.to_pylist()}
+    keyed = {tuple(r[k] for k in header.key): r for r in table_.to_pylist()}
+    assert len(keyed) == len(rows), "two rows of the source have one key in the copy's form"
+    return keyed

@@ -3,6 +3,7 @@ gives over the values the copy holds, for every type of the all-types fixture (a
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 
@@ -13,7 +14,16 @@ from airflow_cdc_provider.core.checksum import hive_text, source_text
 from airflow_cdc_provider.core.identifiers import TableName, quote_identifier
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.snapshot import snapshot
-from tests.integration.fidelity_helpers import CASES, COLUMNS, DDL, insert_cases
+from tests.integration.fidelity_helpers import (
+    CASES,
+    COLUMNS,
+    DDL,
+    ZERO_DATE_KEY_CHANGES,
+    ZERO_DATE_KEY_DDL,
+    ZERO_DATE_KEY_ROWS,
+    insert_cases,
+    zero_date_statements,
+)
 
 
 def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(mariadb, make_user, tmp_path):
@@ -147,6 +157,18 @@ def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(m
         assert hook.bucket_sums(header, 16, range_rows=range_rows) == whole, range_rows
     assert sum(s.rows for s in whole.values()) == 2000
 
+    # A key holding zero dates: each range's ends are the server's own values (a zero date as its text), bound.
+    zeros = TableName(table.schema, "datetime_key")
+    mariadb.execute(*zero_date_statements(zeros.quoted, ZERO_DATE_KEY_DDL,
+                                          f"INSERT INTO {{name}} VALUES {ZERO_DATE_KEY_ROWS}"))
+    header = hook.raw_header(zeros)
+    with hook.cursor() as cursor:
+        cursor.execute(source_bucket_sums(zeros.quoted, header.columns, header.key, True, 4), [])
+        whole = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
+    assert sum(s.rows for s in whole.values()) == 5
+    for range_rows in (1, 2, 5):
+        assert hook.bucket_sums(header, 4, range_rows=range_rows) == whole, range_rows
+
     # A one-column integer key is read in ranges of values: dense, or (a far outlier) by range ends instead.
     for name, ids in (("dense", "CAST(seq AS SIGNED) * 3 - 1000"), ("sparse", "IF(seq = 2000, 9000000000000, seq)")):
         table = TableName(table.schema, name)
@@ -184,3 +206,26 @@ def test_the_keys_a_binlog_range_changed_come_out_as_the_servers_key_texts(maria
     # Updated, deleted, both keys of the key change, inserted; the rows still there spelt as the server spells them.
     assert changed == {"x#-3600500000", "y#1000000", "é#36000000000", "z#36000000000", "w#3020399000000"}
     assert now == {"x#-3600500000", "z#36000000000", "w#3020399000000"} and now <= changed
+
+    # Keys holding zero dates, NULL in the copy: the binlog's keys spelt as the server spells them, one text each.
+    zeros = TableName(table.schema, "datetime_key")
+    mariadb.execute(*zero_date_statements(zeros.quoted, ZERO_DATE_KEY_DDL, f"INSERT INTO {{name}} VALUES "
+                                          f"{ZERO_DATE_KEY_ROWS}"))
+    header = hook.raw_header(zeros)
+    # The snapshot's keyset chunks go on from the last key as the server gave it (a zero date's text): no row
+    # is lost or read twice at a chunk's end.
+    copied = [tuple(row[k] for k in header.key) for f in snapshot(hook, header, tmp_path / "zsnap", chunk_rows=2).files
+              for row in pq.read_table(f).to_pylist()]
+    assert len(copied) == len(set(copied)) == 5 and copied.count((1, None, None, dt.timedelta(0))) == 1
+    start = hook.current_watermark()
+    mariadb.execute(*zero_date_statements(zeros.quoted, *ZERO_DATE_KEY_CHANGES))
+    _, replayed = capture_after(hook, header, start, tmp_path, "zeros")
+    changed = key_texts([replayed.upsert_file, replayed.delete_file], header)
+    with hook.cursor() as cursor:
+        cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)} FROM {zeros.quoted}")
+        now = [row[0] for row in cursor.fetchall()]
+    assert sorted(now) == ["1#2020-01-01 00:00:00.000000#NULL#0", "1#NULL#2020-01-01#0", "1#NULL#NULL#0",
+                           "2#NULL#NULL#7200000000", "3#2021-05-05 10:00:00.000000#2021-05-05#36000000000",
+                           "4#NULL#NULL#0"]
+    assert changed == {"1#NULL#NULL#0", "2#NULL#NULL#3600000000", "2#NULL#NULL#7200000000",
+                       "1#2020-01-01 00:00:00.000000#NULL#0", "4#NULL#NULL#0"}

@@ -12,8 +12,10 @@ import pytest
 from airflow_cdc_provider.core.checksum import (
     hive_text,
     json_normalized,
+    key_text,
     kind_of,
     mariadb_double_text,
+    source_key_text,
     source_row_text,
     source_text,
     spark_text,
@@ -111,6 +113,21 @@ def test_each_type_has_a_text_on_both_sides():
     # The flag of the text: a zero date or year has a NULL text in the copy.
     zero = source_row_text([("d", "date"), ("y", "year")], mariadb=True)
     assert "CONCAT((`d` IS NULL OR (YEAR(`d`) = 0 OR MONTH(`d`) = 0 OR DAYOFMONTH(`d`) = 0)), (`y` IS NULL OR `y` + 0 = 0))" in zero
+
+
+def test_a_key_part_null_in_the_copy_is_spelt_null_on_both_sides_so_keys_keep_their_places():
+    types = ["int", "datetime", "date", "time"]
+    assert key_text([1, None, None, 0], types) == "1#NULL#NULL#0"
+    assert key_text([1, dt.datetime(2020, 1, 1), None, 0], types) == "1#2020-01-01 00:00:00.000000#NULL#0"
+    # Two keys that differ only in which part is the zero date: one text each (CONCAT_WS alone would skip NULL).
+    two = [("a", "date"), ("b", "date")]
+    assert key_text([None, dt.date(2020, 1, 1)], ["date", "date"]) != key_text([dt.date(2020, 1, 1), None],
+                                                                                ["date", "date"])
+    sql = source_key_text(two, ["a", "b"], mariadb=True)
+    assert sql.startswith("CONCAT_WS('#', IFNULL(IF((YEAR(`a`) = 0 OR MONTH(`a`) = 0 OR DAYOFMONTH(`a`) = 0), NULL, ")
+    assert sql.count(", 'NULL')") == 2
+    # A key without a NULL part keeps the text it had.
+    assert key_text(["x", -3600500000], ["varchar(10)", "time(6)"]) == "x#-3600500000"
 
 
 def test_a_range_of_keys_is_an_index_range_for_composite_keys():

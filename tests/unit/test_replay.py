@@ -326,3 +326,33 @@ def test_files_of_another_key_are_refused(tmp_path):
     with pytest.raises(CorruptRawFile, match="another table or key"):
         run(tmp_path, *files)
     assert not (tmp_path / "upsert.parquet").exists()
+
+
+def test_a_key_holding_zero_dates_is_one_key_and_never_another_keys():
+    # A zero DATETIME or DATE of a key column is None by both ways in (core.values): the same key, the same uid.
+    zero = [1, None, None, dt.timedelta(0)]
+    assert key_uid(zero) == key_uid([1, None, None, dt.timedelta(0)])
+    # NULL is JSON's null in the encoding: never the text "null", nor a shifted or missing part, nor a zero value.
+    others = [[1, "null", None, dt.timedelta(0)], [1, None, dt.timedelta(0)], [1, None, dt.timedelta(0), None],
+              [1, dt.date(1, 1, 1), None, dt.timedelta(0)], [1, None, None, 0], [1, None, None, None],
+              [1, None, dt.date(2020, 1, 1), dt.timedelta(0)], [1, dt.date(2020, 1, 1), None, dt.timedelta(0)],
+              [1, dt.datetime(1, 1, 1), None, dt.timedelta(0)], [None, 1, None, dt.timedelta(0)]]
+    uids = {key_uid(key) for key in others}
+    assert len(uids) == len(others) and key_uid(zero) not in uids
+
+
+def test_a_key_holding_zero_dates_deleted_inserted_and_updated_keeps_its_last_operation(tmp_path):
+    header = RawHeader("legacy.datetime_key", (("id", "int(11)"), ("dt", "datetime"), ("d", "date"),
+                                               ("t", "time"), ("v", "varchar(10)")), ("id", "dt", "d", "t"))
+    zero, at = dt.timedelta(0), dt.datetime(2020, 1, 1)
+    raw = write_raw(tmp_path / "raw", [
+        ("D", [1, None, None, zero, "a"]),
+        ("I", [1, None, None, zero, "b"]),
+        ("U", [1, None, None, zero, "c"]),
+        ("D", [2, at, None, zero, "x"]),
+        ("I", [2, None, dt.date(2020, 1, 1), zero, "y"]),  # another key of id 2: both stay
+    ], header)
+    result, upserts, deletes = run(tmp_path, raw)
+    assert upserts == [(1, None, None, zero, "c"), (2, None, dt.date(2020, 1, 1), zero, "y")]
+    assert deletes == [(2, at, None, zero)]
+    assert (result.upserts, result.deletes) == (2, 1)
