@@ -16,7 +16,8 @@ command's own start, DAG parse and first task, whatever the DAG does), the run's
 it, and the sum of its task instances' durations (the pipeline's own work). Printed too: whether the idle run
 started Spark, and per run the binlog dumps the capture user opened and the bytes the server sent it against
 the size of the binlog range. Targets: T_inc <= 3 x T1; T_idle <= 0.2 x T_inc, with no Spark application; one
-binlog dump per run, the range sent once.
+binlog dump per run, the range sent once. After the first load and the incremental run, every Hive table is
+compared with its source table (rows, key sum, amount sum, changed rows); a difference stops the bench.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ os.environ.update({"AIRFLOW_HOME": str(HOME), "AIRFLOW__CORE__DAGS_FOLDER": str(
                    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{HOME / 'airflow.db'}"})
 
 import yaml  # noqa: E402
+from airflow_cdc_testing.hive import read_hive_tables  # noqa: E402
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 AIRFLOW = str(Path(sys.executable).with_name("airflow"))
@@ -69,7 +71,7 @@ class Dag:
     """The example DAG with one configuration; each run is an `airflow dags test`, timed from end to end."""
 
     def __init__(self, name: str, tables: list[dict], conn_env: dict[str, str], work: Path):
-        self.work = work / name
+        self.name, self.work = name, work / name
         config = {"mysql_conn_id": "mysql_bench", "spark_conn_id": "spark_bench", "work_dir": str(self.work / "work"),
                   "hive": {"database": name, "warehouse_dir": str(self.work / "warehouse")}, "tables": tables,
                   "retries": 0}
@@ -112,6 +114,45 @@ def described(wall: float) -> tuple[str, float, float]:
             tasks)
 
 
+def fingerprints_at_source(server: ThrowawayServer, schema: str, names: list[str]) -> dict[str, tuple]:
+    """Per table: rows, the sum of the keys, the sum of the amounts in cents, and the rows whose status changed."""
+    found = {}
+    conn = server.root_connection(schema)
+    try:
+        with conn.cursor() as cursor:
+            for name in names:
+                cursor.execute(f"SELECT COUNT(*), SUM(id), SUM(amount * 100), SUM(status = 'changed') FROM {name}")
+                found[name] = tuple(int(v or 0) for v in cursor.fetchone())
+    finally:
+        conn.close()
+    return found
+
+
+def fingerprints_in_hive(dag: Dag, names: list[str]) -> dict[str, tuple]:
+    import pyarrow.compute as pc
+
+    read = read_hive_tables(str(dag.work / "warehouse"), None, [f"{dag.name}.{dag.name}_{n}" for n in names])
+    found = {}
+    for name in names:
+        rows = read[f"{dag.name}.{dag.name}_{name}"][0]  # the default target: <schema>_<table>
+        cents = pc.sum(pc.multiply(rows["amount"], 100)).as_py() if rows.num_rows else 0
+        found[name] = (rows.num_rows, pc.sum(rows["id"]).as_py() or 0, int(cents or 0),
+                       int(pc.sum(pc.equal(rows["status"], "changed")).as_py() or 0))
+    return found
+
+
+def check_equal(server: ThrowawayServer, dag: Dag, names: list[str], label: str) -> None:
+    """Every table of the run in Hive as at the source, by its fingerprint; the bench stops on a difference."""
+    started = time.perf_counter()
+    source, hive = fingerprints_at_source(server, dag.name, names), fingerprints_in_hive(dag, names)
+    wrong = {name: (source[name], hive[name]) for name in names if source[name] != hive[name]}
+    if wrong:
+        raise SystemExit(f"{label}: {len(wrong)} of {len(names)} Hive tables differ from the source (source, Hive): "
+                         f"{dict(list(wrong.items())[:5])}")
+    print(f"    all {len(names)} Hive tables equal to the source (rows, key sum, amount sum, changed rows; "
+          f"checked in {time.perf_counter() - started:.0f} s)", flush=True)
+
+
 def binlog_range(output: str) -> str:
     for line in output.splitlines():
         if "One binlog pass from" in line:
@@ -148,6 +189,7 @@ def main(argv: list[str]) -> int:
         source = Dag("many", [{"source": "many.*"}], conn_env, work)
         t_load, _ = source.run("source first load")
         print(f"{tables} tables, first load:      {described(t_load)[0]}", flush=True)
+        check_equal(server, source, names, "first load")
         for name in names[:changed]:
             change(server, f"many.{name}", rows)
         since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
@@ -156,6 +198,7 @@ def main(argv: list[str]) -> int:
         text_inc, run_inc, tasks_inc = described(t_inc)
         print(f"{tables} tables, incremental run: {text_inc}\n    {dumps} binlog dump, {inc_bytes:,} bytes sent "
               f"to the capture user; range {binlog_range(out_inc)}", flush=True)
+        check_equal(server, source, names, "incremental run")
         since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
         t_idle, out_idle = source.run("source idle run")
         idle_dumps, idle_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
