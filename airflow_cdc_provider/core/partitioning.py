@@ -290,12 +290,16 @@ class Partitioning(Model):
                 return Decimal(lower)
             return lower if lower >= _BIGINT_MIN else None
         if transform is Transform.BUCKET:
-            return bucket_of(key_text([self._shown(value)], [self.source_type]), self.spec.argument or 1)
-        return time_text(self._shown(value), transform)
+            return bucket_of(key_text([self._held(value)], [self.source_type]), self.spec.argument or 1)
+        return time_text(self._held(value), transform)
 
-    def _shown(self, value: Any) -> Any:
-        """A DATETIME or TIMESTAMP value as a reader in the table's zone sees it in Hive (digits, naive)."""
+    def _held(self, value: Any) -> Any:
+        """The value as Hive holds it, where its text or time depends on that: a DECIMAL with its column's scale
+        (``1.5`` in a DECIMAL(12,2) is ``1.50``); a DATETIME or TIMESTAMP as a reader in the table's zone sees it
+        (digits, naive)."""
         kind = self.source_kind
+        if kind == "decimal":
+            return Decimal(value).quantize(Decimal(1).scaleb(-ColumnType.parse(self.source_type).decimal[1]))
         if self.time_zone == "UTC" or not isinstance(value, dt.datetime):
             return value
         if kind == "timestamp":

@@ -219,6 +219,7 @@ def test_a_bucket_is_crc32_of_the_columns_text_modulo_the_count_as_verify_and_th
     assert resolved("bucket(took, 7)").value(dt.timedelta(seconds=-1)) == resolved("bucket(region, 7)").value(
         "-1000000")
     assert resolved("bucket(raw, 7)").value(b"\x00\xff") == resolved("bucket(region, 7)").value("00FF")
+    assert resolved("bucket(price, 7)").value(Decimal("1.5")) == resolved("bucket(region, 7)").value("1.50")
     spread = {resolved("bucket(id, 16)").value(i) for i in range(1000)}
     assert spread == set(range(16))
 
