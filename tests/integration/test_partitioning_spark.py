@@ -121,5 +121,14 @@ def test_spark_and_python_give_every_row_the_same_partition_value(tmp_path, monk
                     if (type(mine), mine) != (type(theirs), theirs):
                         wrong.append(f"{zone} {p.spec.text} of {value!r}: Python {mine!r}, Spark {theirs!r}")
     finally:
+        # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
         spark.stop()
+        if gateway is not None:
+            gateway.shutdown()
+            gateway.proc.stdin.close()
+            gateway.proc.wait(timeout=60)
+            SparkContext._gateway = SparkContext._jvm = None
     assert wrong[:20] == []
