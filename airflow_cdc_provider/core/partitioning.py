@@ -154,7 +154,9 @@ class PartitionSpec(Model):
             limit = MAX_WIDTH if self.transform is Transform.TRUNCATE else MAX_BUCKETS
             if not 1 <= self.argument <= limit:
                 raise ValueError(f"The {self.transform} number must be from 1 to {limit}, not {self.argument}.")
-        if not self.source or not _PARTITION_COLUMN.fullmatch(self.column):
+        if not self.source:
+            raise ValueError("The partition spec names no source column.")
+        if not _PARTITION_COLUMN.fullmatch(self.column):
             raise ValueError(f"The partition column {self.column!r} is not lower-case letters, digits and _.")
         return self
 
@@ -227,13 +229,18 @@ class PartitionSpec(Model):
                 f"The partition spec {self.text!r} names its partition column {self.column!r}, which the table "
                 f"has as a column ({clash[0]!r}). Name the partition column otherwise: write "
                 f"`{self.text.rsplit(' AS ', 1)[0]} AS another_name`.")
-        return Partitioning(spec=self, source_column=name, source_type=column_type, time_zone=time_zone)
+        # The zone is kept only where it changes a value (a TIMESTAMP's bucket is of its UTC text, as verify's),
+        # so that two bindings are equal when their layouts are.
+        kind = kind_of(column_type)
+        zoned = kind == "datetime" or (kind == "timestamp" and self.transform in TIME_TRANSFORMS)
+        return Partitioning(spec=self, source_column=name, source_type=column_type,
+                            time_zone=time_zone if zoned else "UTC")
 
 
 class Partitioning(Model):
     """A partition spec bound to its table: the source column as the table spells it, its MySQL type, and the
-    readers' zone the time transforms and DATETIME texts follow. Two tables are laid out alike when these are
-    equal (a zone matters only for DATETIME and TIMESTAMP sources)."""
+    readers' zone where it changes the partition (a DATETIME source; a TIMESTAMP under a time transform), else
+    UTC. Two tables are laid out alike when these are equal."""
 
     spec: PartitionSpec
     source_column: str

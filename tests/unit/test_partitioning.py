@@ -130,6 +130,15 @@ def test_a_column_the_table_lacks_or_a_partition_column_named_like_one_is_refuse
         resolved("day(created_at)", "Mars/Olympus")
 
 
+def test_a_binding_keeps_the_zone_only_for_a_source_whose_values_it_changes():
+    assert resolved("day(created_at)", "Asia/Shanghai").time_zone == "Asia/Shanghai"
+    assert resolved("bucket(created_at, 4)", "Asia/Shanghai").time_zone == "Asia/Shanghai"
+    assert resolved("bucket(paid_at, 4)", "Asia/Shanghai") == resolved("bucket(paid_at, 4)")  # its UTC text
+    assert resolved("day(born)", "Asia/Shanghai") == resolved("day(born)")
+    assert resolved("bucket(id, 4)", "Asia/Shanghai") == resolved("bucket(id, 4)")
+    assert resolved("bucket(id, 4)") != resolved("bucket(id, 8)")
+
+
 def test_a_column_is_found_whatever_its_case_an_exact_match_first():
     assert resolved("DAY(Created_At)").source_column == "created_at"
     both = [("Id", "int"), ("id", "varchar(10)")]
