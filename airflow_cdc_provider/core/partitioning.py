@@ -18,7 +18,7 @@ partition column (the SQL habit of naming a derived column), so one text holds t
 **The partition column** is a column of its own, beside all of the table's columns (which stay as they are):
 Hive cannot hold a partition column and a data column of one name, and an identity partition moved out of the
 data files would reorder the table and change it for its readers. Its name is ``dt`` for the time transforms,
-``<column>_part``, ``<column>_trunc`` and ``<column>_bucket`` for the others (Iceberg's default field names),
+``<column>_trunc`` and ``<column>_bucket`` (Iceberg's default field names) and ``<column>_part`` for identity,
 lower-case, letters, digits and ``_`` (it names directories too); ``AS name`` chooses another.
 
 **Its values and Hive types:**
@@ -26,7 +26,7 @@ lower-case, letters, digits and ``_`` (it names directories too); ``AS name`` ch
 - ``year``, ``month``, ``day``, ``hour``: a ``string``, ``2026``, ``2026-11``, ``2026-11-25``, ``2026-11-25-13``
   (Iceberg's own text of these partitions). A string rather than a ``date``: Hive users filter
   ``WHERE dt = '2026-11-25'``, which Trino refuses on a ``date`` column (it does not compare a date with a
-  string), the metastore prunes on string partition keys in every version, and ``month`` and ``hour`` have no
+  string), the metastore's partition filter has handled string keys in every version, and ``month`` and ``hour`` have no
   date type at all. The fixed-width forms sort as the times do, so ``dt >= '2026-11-01'`` is a range.
   The value is the date and time a reader in the table's zone (``hive: time_zone``, default UTC) sees in the
   column: a DATETIME's digits as the Hive table holds them, a TIMESTAMP's instant shown in that zone (UTC by
@@ -34,13 +34,15 @@ lower-case, letters, digits and ``_`` (it names directories too); ``AS name`` ch
   zone skips (02:30 on the day clocks go forward) is held as the time after the gap (03:30, ``docs/types.md``),
   and its partition is that time's: the partition agrees with the value readers see.
 - identity: the column's own Hive type (``core.types.hive_type``), for integers, YEAR, DATE, and CHAR, VARCHAR
-  and ENUM of at most ``MAX_IDENTITY_CHARS`` characters (the metastore keeps a partition value in 256
-  characters, and its name, escaped, in 767).
+  and ENUM of at most ``MAX_IDENTITY_CHARS`` characters: the metastore keeps a partition value in 256
+  characters and its name (``column=value``, with up to 128 characters of column and each character of the
+  value escaped to at most three) in 767.
 - ``truncate(col, W)``: the lower bound of the value's range of width W, ``W * floor(v / W)``, so -1 lands in
   ``-W`` as in Iceberg (whose rule is ``v - (((v % W) + W) % W)``), never in 0 as truncation toward zero would:
   each range holds W values. ``bigint``, or ``decimal(20,0)`` for a BIGINT UNSIGNED column.
 - ``bucket(col, N)``: an ``int`` from 0 to N - 1, the bucket verify already gives a key of this one column:
-  CRC32 of the column's text (``core.checksum``), modulo N. The source server (``MOD(CRC32(text), N)``), Python
+  CRC32 of the column's text (``core.checksum``: a TIMESTAMP's in UTC, a DATETIME's digits as Hive holds them),
+  modulo N. The source server (``MOD(CRC32(text), N)``), Python
   (``core.verify.bucket_of``) and Spark (``spark.verify_job.bucket_of``) compute it alike, and that is tested
   already, so a later re-read of one bucket from the server is a condition the server evaluates. Iceberg's
   Murmur3 has no server function and no Spark function of that seed; its bucket numbers matter to no reader of
@@ -48,8 +50,8 @@ lower-case, letters, digits and ``_`` (it names directories too); ``AS name`` ch
 
 **NULL.** A NULL value (a zero date is NULL already, ``core.values``), an empty string for identity, and a
 ``truncate`` range whose lower bound a ``bigint`` cannot hold (within W of -2^63) have the partition value NULL:
-the metastore's default partition, ``__HIVE_DEFAULT_PARTITION__``, which Hive, Spark and Trino all read as NULL
-(``WHERE dt IS NULL``). Any explicit stand-in would be a value a real row can have (``1970-01-01``, bucket 0, the
+the metastore's default partition, ``__HIVE_DEFAULT_PARTITION__``, which Spark and Trino read as NULL
+(``WHERE dt IS NULL``; some Hive versions show a string column's as that name). Any explicit stand-in would be a value a real row can have (``1970-01-01``, bucket 0, the
 string ``'null'``) or a lie in a typed column; NULL says what the column itself says, and Hive and Spark already
 put an empty partition string there.
 
