@@ -51,9 +51,9 @@ lower-case, letters, digits and ``_`` (it names directories too); ``AS name`` ch
 **NULL.** A NULL value (a zero date is NULL already, ``core.values``), an empty string for identity, and a
 ``truncate`` range whose lower bound a ``bigint`` cannot hold (within W of -2^63) have the partition value NULL:
 the metastore's default partition, ``__HIVE_DEFAULT_PARTITION__``, which Spark and Trino read as NULL
-(``WHERE dt IS NULL``; some Hive versions show a string column's as that name). Any explicit stand-in would be a value a real row can have (``1970-01-01``, bucket 0, the
-string ``'null'``) or a lie in a typed column; NULL says what the column itself says, and Hive and Spark already
-put an empty partition string there.
+(``WHERE dt IS NULL``; some Hive versions show a string column's as that name). Any explicit stand-in would be a
+value a real row can have (``1970-01-01``, bucket 0, the string ``'null'``) or a lie in a typed column; NULL says
+what the column itself says, and Hive and Spark already put an empty partition string there.
 
 The spec is data: the text is parsed by this module into names and numbers, never passed to SQL or Spark; the
 Spark job builds its expression from column objects (``spark.partitioning``).
