@@ -1,0 +1,134 @@
+"""The partition value of a row, computed by Spark over the Hive form of the capture files (``spark.partitioning``)
+and by Python over the values the capture stages give (``core.partitioning``): the same value, of the same type,
+for a few hundred varied values of every transform and column type, NULLs, zero dates (NULL by then), the ends of
+each range, negative numbers, year boundaries, and the readers' zone's skipped and doubled hours. One Spark session,
+in this process, without Hive: nothing here needs a metastore."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+from decimal import Decimal
+from types import SimpleNamespace
+
+import pyarrow.parquet as pq
+import pytest
+
+from airflow_cdc_provider.core.partitioning import PartitionSpec
+from airflow_cdc_provider.core.types import arrow_schema, arrow_table, hive_type
+
+COLUMNS = [("n", "int"), ("id", "bigint"), ("small", "tinyint"), ("big_u", "bigint unsigned"),
+           ("Created_At", "datetime(6)"), ("paid_at", "timestamp(6)"), ("born", "date"), ("region", "varchar(32)"),
+           ("kind", "enum('a','bb','c d')"), ("price", "decimal(12,2)"), ("wide", "decimal(50,10)"),
+           ("took", "time(6)"), ("raw", "varbinary(16)"), ("made", "year"), ("flag", "bit(1)")]
+
+SPECS = ["region", "small", "big_u", "born", "made", "kind",
+         "year(created_at)", "month(created_at)", "day(created_at)", "hour(created_at)", "year(born)", "month(born)",
+         "day(born)", "year(paid_at)", "day(paid_at)", "hour(paid_at)",
+         "truncate(id, 10)", "truncate(id, 3)", "truncate(id, 1000000)", "truncate(id, 9223372036854775807)",
+         "truncate(small, 7)", "truncate(big_u, 1000)", "truncate(n, 1)",
+         "bucket(id, 64)", "bucket(small, 5)", "bucket(big_u, 8)", "bucket(created_at, 32)", "bucket(paid_at, 8)",
+         "bucket(born, 5)", "bucket(region, 16)", "bucket(kind, 3)", "bucket(price, 8)", "bucket(wide, 8)",
+         "bucket(took, 8)", "bucket(raw, 8)", "bucket(made, 4)", "bucket(flag, 5)"]
+
+BIGINT = 2**63
+
+
+def _rows(count: int) -> list[list[object]]:
+    rng = random.Random(20261125)
+
+    def one_of(*values: object) -> object:
+        return rng.choice(values)
+
+    def datetime() -> dt.datetime:
+        return one_of(
+            dt.datetime(rng.randint(1, 9999), 1, 1) + dt.timedelta(seconds=rng.randint(0, 364 * 86400),
+                                                                  microseconds=rng.randint(0, 999999)),
+            dt.datetime(2026, 3, 8, 2, rng.randint(0, 59)),  # skipped in New York
+            dt.datetime(2026, 11, 1, 1, rng.randint(0, 59)),  # twice in New York
+            dt.datetime(2026, 12, 31, 23, 59, 59, 999999), dt.datetime(2027, 1, 1), dt.datetime(1, 1, 1),
+            dt.datetime(9999, 12, 31, 23, 59, 59, 999999))
+
+    rows = []
+    for n in range(count):
+        row = [n,
+               one_of(rng.randint(-10**7, 10**7), rng.randint(-BIGINT, BIGINT - 1), -BIGINT, -BIGINT + 1, BIGINT - 1,
+                      -1, 0),
+               rng.randint(-128, 127),
+               one_of(rng.randint(0, 2**64 - 1), 2**64 - 1, 0, rng.randint(0, 10**6)),
+               datetime(),
+               one_of(dt.datetime(1970, 1, 1, 0, 0, 1), dt.datetime(2038, 1, 19, 3, 14, 7),
+                      dt.datetime(1970, 1, 1) + dt.timedelta(seconds=rng.randint(1, 2**31 - 1)),
+                      dt.datetime(2026, 11, 1, 5, 30), dt.datetime(2026, 3, 8, 7, 30)),
+               one_of(dt.date(1, 1, 1), dt.date(9999, 12, 31), dt.date(2026, 12, 31), dt.date(2027, 1, 1),
+                      dt.date(1582, 10, 10), dt.date(2024, 2, 29),
+                      dt.date(1, 1, 1) + dt.timedelta(days=rng.randint(0, 3_652_058))),
+               one_of("", "EU", "eu", "naïve café", "😀 emoji", "a#b", "NULL", "x'); --", str(rng.random())),
+               one_of("a", "bb", "c d", ""),
+               Decimal(rng.randint(-10**12 + 1, 10**12 - 1)) / 100,
+               one_of("0.0000000001", "-1234567890123456789012345678901234567890.5", "0E-10", str(rng.random())),
+               dt.timedelta(microseconds=rng.randint(-3020399000000, 3020399000000)),
+               rng.randbytes(rng.randint(0, 16)),
+               one_of(1901, 2155, rng.randint(1901, 2155)),
+               one_of(True, False)]
+        if n % 7 == 3:  # NULLs, zero dates among them (the capture stages give those as NULL)
+            row = [v if i == 0 or rng.random() < 0.5 else None for i, v in enumerate(row)]
+        rows.append(row)
+    return rows
+
+
+@pytest.mark.spark
+def test_spark_and_python_give_every_row_the_same_partition_value(tmp_path, monkeypatch):
+    from airflow_cdc_testing.hive import spark_env
+    from pyspark.sql import SparkSession
+
+    from airflow_cdc_provider.spark import merge_job
+    from airflow_cdc_provider.spark.names import column
+    from airflow_cdc_provider.spark.partitioning import partition_value
+
+    for key, value in spark_env().items():
+        monkeypatch.setenv(key, value)
+    rows = _rows(400)
+    path = str(tmp_path / "upserts.parquet")
+    pq.write_table(arrow_table(rows, arrow_schema(COLUMNS)), path)
+    hive_columns = [(name, hive_type(ctype)) for name, ctype in COLUMNS]
+
+    builder = SparkSession.builder.master("local[1]").appName("partitioning").config("spark.ui.enabled", "false")
+    for key, value in {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
+                       **{f"spark.sql.parquet.{mode}": "CORRECTED" for mode in (
+                           "datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
+                           "int96RebaseModeInWrite")}}.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    wrong = []
+    try:
+        for zone in ("UTC", "America/New_York"):
+            specs = [PartitionSpec.parse(f"{text} AS p{i}").resolve(COLUMNS, zone) for i, text in enumerate(SPECS)]
+            # The capture files as the merge reads them: Hive's names and types, DATETIMEs held for the zone.
+            frame = merge_job._hive_frame(spark, [path], hive_columns,
+                                          SimpleNamespace(datetime_zone=zone, datetime_columns=("created_at",)))
+            got = frame.select(column("n"), *[partition_value(p) for p in specs]).collect()
+            assert len(got) == len(rows)
+            position = {name.lower(): i for i, (name, _) in enumerate(COLUMNS)}
+            for p in specs:  # every transform met NULL and several partitions: nothing compared in vain
+                values = {row[p.column] for row in got}
+                assert len(values) >= 3 and (None in values or p.source_column == "n"), (p.spec.text, values)
+            for row in got:
+                source = rows[row["n"]]
+                for p in specs:
+                    value = source[position[p.source_column.lower()]]
+                    mine, theirs = p.value(value), row[p.column]
+                    if (type(mine), mine) != (type(theirs), theirs):
+                        wrong.append(f"{zone} {p.spec.text} of {value!r}: Python {mine!r}, Spark {theirs!r}")
+    finally:
+        # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
+        from pyspark import SparkContext
+
+        gateway = SparkContext._gateway
+        spark.stop()
+        if gateway is not None:
+            gateway.shutdown()
+            gateway.proc.stdin.close()
+            gateway.proc.wait(timeout=60)
+            SparkContext._gateway = SparkContext._jvm = None
+    assert wrong[:20] == []
