@@ -25,6 +25,8 @@ How each character set is decoded (``CHARSETS``):
 from __future__ import annotations
 
 import codecs
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -103,6 +105,25 @@ def ascii_compatible(charset: str) -> bool:
         return decode_text(charset, ascii) == ascii.decode("ascii")
     except UndecodableText:
         return False
+
+
+def text_decoder(charset: str) -> Callable[[bytes], str]:
+    """``decode_text`` for one character set, as one function (the extraction calls it for every text value).
+
+    Raises KeyError at once for an unknown character set.
+    """
+    spec = CHARSETS[charset.lower()]
+    if spec.kind is Kind.UNICODE and not spec.basic_plane_only and spec.codec:
+        codec, name = spec.codec, spec.name
+
+        def decode(data: bytes) -> str:
+            try:
+                return data.decode(codec)
+            except UnicodeDecodeError as exc:
+                raise UndecodableText(name, data, exc.start, exc.end - exc.start) from None
+
+        return decode
+    return functools.partial(decode_text, spec.name)
 
 
 def decode_text(charset: str, data: bytes) -> str:
