@@ -111,3 +111,36 @@ def test_the_character_set_of_a_collation():
     assert charset_of_collation("utf16le_general_ci") == "utf16le"
     assert charset_of_collation("binary") == "binary"
     assert charset_of_collation("UCS2_BIN") == "ucs2"
+
+
+def test_the_character_set_of_a_binlog_column_comes_from_its_collation():
+    from types import SimpleNamespace
+
+    from airflow_cdc_provider.core.binlog_columns import BLOB, ENUM, LONG, SET, STRING, VARCHAR, text_charset
+
+    def column(code, collation, name="utf8"):
+        return SimpleNamespace(type=code, collation_name=collation, character_set_name=name)
+
+    assert text_charset(column(VARCHAR, "macce_general_ci", "macce")) == "macce"
+    assert text_charset(column(STRING, "ucs2_general_ci", "ucs2")) == "ucs2"
+    assert text_charset(column(ENUM, "latin1_swedish_ci", "cp1252")) == "latin1"  # not the reader's codec name
+    assert text_charset(column(SET, "utf8mb4_bin")) == "utf8mb4"
+    assert text_charset(column(BLOB, "binary", "binary")) == "binary"
+    # A collation the reader's table lacks: it calls the character set utf8 whatever it is, so nothing is taken.
+    assert text_charset(column(VARCHAR, None, "utf8")) is None
+    assert text_charset(column(LONG, None, None)) is None  # not a string column
+
+
+def test_a_decoder_of_one_character_set_reads_as_decode_text_does():
+    from airflow_cdc_provider.core.charsets import text_decoder
+
+    samples = {"utf8mb4": "😀".encode(), "utf16": b"\xd8\x3d\xde\x00", "ucs2": b"\x00S", "latin1": b"\x81",
+               "sjis": b"\x81\x5f", "macce": b"\x8a"}
+    for charset, data in samples.items():
+        assert text_decoder(charset)(data) == decode_text(charset, data)
+    with pytest.raises(UndecodableText, match="no character of utf8mb4"):
+        text_decoder("utf8mb4")(b"\xff")
+    with pytest.raises(UndecodableText, match="no character of ucs2"):
+        text_decoder("ucs2")(b"\xd8\x3d\xde\x00")
+    with pytest.raises(KeyError):
+        text_decoder("klingon")
