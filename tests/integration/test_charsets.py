@@ -124,3 +124,24 @@ def test_a_collation_the_binlog_reader_does_not_know_takes_the_columns_character
     replayed = replay(result.files[str(table)],
                       tmp_path / "up.parquet", tmp_path / "del.parquet")
     assert read_rows([replayed.upsert_file]) == [{"id": 1, "tx": "Grüße"}]
+
+
+def test_a_column_converted_to_another_character_set_in_the_range_is_read_in_each_events_own(
+        mariadb, capture_conn, tmp_path):
+    table = TableName(f"convert_{os.urandom(3).hex()}", "t")
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (id INT PRIMARY KEY, tx VARCHAR(20) CHARACTER SET latin1, "
+                    "en ENUM('café','thé') CHARACTER SET latin1)")
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(table)
+    start = hook.current_watermark()
+    mariadb.execute(f"INSERT INTO {table.quoted} VALUES (1, 'Ça coûte 5€', 'thé')",
+                    f"ALTER TABLE {table.quoted} MODIFY tx VARCHAR(20) CHARACTER SET ucs2, "
+                    "MODIFY en ENUM('café','thé') CHARACTER SET cp1250",
+                    f"INSERT INTO {table.quoted} VALUES (2, 'Grüße Ωμέγα', 'café')")
+    now = hook.raw_header(table)
+    result = extract(hook, [header], start, hook.current_watermark(), tmp_path / "raw", definitions=[now],
+                     charsets=hook.column_charsets).check()
+    replayed = replay(result.files[str(table)], tmp_path / "up.parquet", tmp_path / "del.parquet")
+    assert sorted(read_rows([replayed.upsert_file]), key=lambda r: r["id"]) == [
+        {"id": 1, "tx": "Ça coûte 5€", "en": "thé"}, {"id": 2, "tx": "Grüße Ωμέγα", "en": "café"}]
