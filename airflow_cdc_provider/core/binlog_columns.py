@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_cdc_provider.core.charsets import charset_of_collation
+
 # Type codes of the table-map event (pymysqlreplication.constants.FIELD_TYPE; the server's enum_field_types).
 TINY, SHORT, LONG, FLOAT, DOUBLE, TIMESTAMP, LONGLONG, INT24 = 1, 2, 3, 4, 5, 7, 8, 9
 DATE, TIME, DATETIME, YEAR, NEWDATE, VARCHAR, BIT = 10, 11, 12, 13, 14, 15, 16
@@ -86,6 +88,21 @@ def column_type_of(column: Any) -> str:
     if code in _PLAIN:
         return _PLAIN[code]
     raise ValueError(_error(column, "has a type the capture cannot map"))
+
+
+TEXT_CODES = frozenset({STRING, VARCHAR, VAR_STRING, BLOB})
+
+
+def text_charset(column: Any) -> str | None:
+    """The server's character set of a string, ENUM or SET column of the binlog (``binary`` for bytes), from its
+    collation in the table map; None for any other column, and for a collation the reader's table lacks (it then
+    names the column's character set ``utf8`` whatever it is, so that name is not taken)."""
+    if column.type not in TEXT_CODES and column.type not in (ENUM, SET):
+        return None
+    collation = getattr(column, "collation_name", None)
+    if collation:
+        return charset_of_collation(collation)
+    return "binary" if getattr(column, "character_set_name", None) == "binary" else None
 
 
 def _is_binary(column: Any) -> bool:

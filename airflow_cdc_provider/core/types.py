@@ -196,7 +196,23 @@ _HIVE = {"int8": "tinyint", "int16": "smallint", "int32": "int", "int64": "bigin
          "timestamp[us]": "timestamp", "timestamp[us, tz=UTC]": "timestamp", "duration[us]": "bigint"}
 
 
+class ValueOfAnotherType(CdcError):
+    """A value that does not fit its column's Arrow type: the same values would fail the same way again."""
+
+
 def arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
-    """Rows (value lists in the schema's column order) as an Arrow table of that schema."""
+    """Rows (value lists in the schema's column order) as an Arrow table of that schema.
+
+    Raises ValueOfAnotherType, naming the column, for a value that does not fit it (bytes in a string column):
+    a failure of the table's own, which a retry would repeat, not one of the task.
+    """
     columns = zip(*rows) if rows else [()] * len(schema)
-    return pa.Table.from_arrays([pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+    arrays = []
+    for col, f in zip(columns, schema):
+        try:
+            arrays.append(pa.array(col, type=f.type))
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueOfAnotherType(
+                f"A value of the column {f.name} does not fit its type {f.type}: {str(exc)[:300]}. This is a "
+                "fault of the capture, not of the data: report it with the column's type and character set.") from None
+    return pa.Table.from_arrays(arrays, schema=schema)

@@ -501,6 +501,16 @@ class MySqlSourceHook(BaseHook):
             values[column] = added_column_default(real, ctype, default, nullable, self.flavor.is_mariadb)
         return values
 
+    def column_charsets(self, table: TableName | str) -> dict[str, str]:
+        """The character set of each text, ENUM and SET column of ``table`` now (``latin1``, ``ucs2``…)."""
+        name = TableName.parse(str(table))
+        rows = self._query(
+            "SELECT COLUMN_NAME, CHARACTER_SET_NAME FROM information_schema.COLUMNS "
+            "WHERE TABLE_SCHEMA = %s AND TABLE_NAME = %s AND CHARACTER_SET_NAME IS NOT NULL",
+            (name.schema, name.table),
+        )
+        return {column: charset for column, charset in rows}
+
     def _mariadb_json_columns(self, table: TableName) -> set[str]:
         """MariaDB's JSON is LONGTEXT with a ``json_valid`` check: the check is the only sign of the type."""
         rows = self._query(

@@ -290,7 +290,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         result = extract(hook, headers, start, high, local, stop_before=stop_before,
                          definitions=[_header(t) for t in tables],
                          schema_changes={t.source: t.table.schema_changes for t in tables},
-                         defaults=hook.added_column_defaults, starts=starts,
+                         defaults=hook.added_column_defaults, starts=starts, charsets=hook.column_charsets,
                          progress=lambda events, at: progress.update(
                              events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
         progress.finish(result.events)
@@ -365,7 +365,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
         with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
             after = extract(hook, headers, end, high, os.path.join(scratch, "raw"),
-                            definitions=headers, schema_changes="evolve")
+                            definitions=headers, schema_changes="evolve", charsets=hook.column_charsets)
             for n, header in enumerate(headers):
                 newer_files = after.files.get(header.table, [])
                 dropped = drop_keys(rereads[header.table].files, raw_uids(newer_files))

@@ -239,7 +239,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                 f"tell writes in flight from differences: {start.message}"))
         try:
             with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
-                changed = changed_keys(hook, header, start, end, work)
+                changed = changed_keys(hook, header, start, end, work, charsets=hook.column_charsets)
         except CdcError as exc:
             return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
         seconds["detail"] = round(time.monotonic() - started, 3)

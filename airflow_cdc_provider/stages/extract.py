@@ -20,7 +20,9 @@ from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from airflow_cdc_provider.core.binlog_columns import column_type_of
+from airflow_cdc_provider.core.binlog_columns import ENUM, SET, TEXT_CODES, column_type_of, text_charset
+from airflow_cdc_provider.core.charsets import UTF8_NAMES, UndecodableText, ascii_compatible, text_decoder
+from airflow_cdc_provider.core.charsets import known as known_charset
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
 from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName
@@ -36,6 +38,7 @@ from airflow_cdc_provider.core.schema import (
     logged_as,
     renames_in,
 )
+from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.failpoints import failpoint
@@ -53,6 +56,10 @@ class MissingRowMetadata(CdcError):
 
 class TableReplaced(CdcError):
     """The table was truncated, dropped, renamed or created again in the range: row events cannot follow that."""
+
+
+class UnreadableText(CdcError):
+    """A text value (or an ENUM or SET's members) that cannot be read in its column's character set."""
 
 
 @dataclass
@@ -104,6 +111,10 @@ class _TableSink:
         self.ddl_since_rows = False
         self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
         self._attributes: list[dict[str, Any]] | None = None
+        self.texts: list[tuple[int, str, str, Callable[[bytes], str]]] = []  # index, name, charset, its decoder
+        self.members: dict[int, tuple[str, ...]] = {}  # ENUM and SET members the reader cannot read, by index
+        self.charsets_now: Callable[[str], dict[str, str]] | None = None  # the columns' character sets now
+        self._charsets_now: dict[str, str] | None = None
         self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
         self.policy = "strict"
         self.failed: CdcError | None = None
@@ -129,9 +140,11 @@ class _TableSink:
         """
         if columns is self._columns:
             return
-        attributes = [vars(c) for c in columns]  # compared in C: Column.__eq__ builds a dict per call
+        # Compared in C (Column.__eq__ builds a dict per call); copies, as _read_as_bytes changes the columns.
+        attributes = [dict(vars(c)) for c in columns]
         if attributes == self._attributes:
             self._columns = columns
+            self._read_as_bytes(columns)
             return
         self._columns, self._attributes = columns, attributes
         names = tuple(c.name for c in columns)
@@ -140,6 +153,8 @@ class _TableSink:
                 f"The row event of {self.header.table} at {where} carries no column names: the server wrote it with "
                 "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
         known = {name: ctype for name, ctype in (*self.now.columns, *self.header.columns)}
+        self._plan_texts(columns, known, where)
+        self._set_members(columns)  # before the columns' types are read: they hold the members
         layout = []
         for column in columns:
             logged = column_type_of(column)
@@ -147,9 +162,86 @@ class _TableSink:
             # INET6 and UUID are text and binary there).
             ctype = known.get(column.name)
             layout.append((column.name, ctype if ctype is not None and logged_as(ctype, logged) else logged))
+        self._read_as_bytes(columns)
         if names == self.names and all(landing(a) == landing(b) for (_, a), (_, b) in zip(layout, self.header.columns)):
             return
         self._change(RawHeader(self.header.table, tuple(layout), self.header.key), where)
+
+    def _plan_texts(self, columns: list[Any], known: dict[str, str], where: str) -> None:
+        """Which columns are text in which character set, and the ENUM and SET members the reader cannot read.
+
+        The reader decodes text by its own table of character sets: some right, some not at all (it hands over
+        ucs2 or macce bytes as they are), some wrongly (utf16 and utf32 as little-endian, latin1 as Python's
+        cp1252, which refuses five bytes MySQL's latin1 has), and it reads ENUM and SET members as UTF-8
+        whatever their character set. So every text column is read as bytes and decoded here, by
+        ``core.charsets``, as the server converts it; members outside UTF-8 come from the column's definition.
+        """
+        self.texts, self.members = [], {}
+        for i, column in enumerate(columns):
+            if (code := column.type) not in _TEXT_TYPES:
+                continue
+            charset = text_charset(column) or self._charset_now(column.name, where)
+            if charset == "binary":
+                continue
+            if not known_charset(charset):
+                raise UnreadableText(
+                    f"The column {column.name} of {self.header.table} is in the character set {charset!r}, which the "
+                    "capture cannot read. Convert the column to utf8mb4, or leave the table out of the configuration.")
+            if code not in (ENUM, SET):
+                self.texts.append((i, column.name, charset, text_decoder(charset)))
+            elif charset not in _MEMBERS_AS_UTF8:
+                self.members[i] = self._members(column, charset, known.get(column.name), where)
+
+    def _charset_now(self, column: str, where: str) -> str:
+        """The column's character set now, for a collation the binlog reader does not know."""
+        if self._charsets_now is None and self.charsets_now is not None:
+            self._charsets_now = self.charsets_now(self.header.table)
+        charset = (self._charsets_now or {}).get(column)
+        if charset is None:
+            raise UnreadableText(
+                f"The column {column} of {self.header.table} has a collation the binlog reader does not know in the "
+                f"row event at {where}, and its character set cannot be looked up: it is no longer in the table. "
+                "Trigger a run with fresh_snapshot=true.")
+        return charset
+
+    def _members(self, column: Any, charset: str, ctype: str | None, where: str) -> tuple[str, ...]:
+        """An ENUM or SET's members in a character set other than UTF-8, from its definition.
+
+        The table map holds them in the column's character set, and the reader decodes them as UTF-8 (a member
+        it cannot decode becomes ''). The definition (information_schema, which the server converts) has them
+        right; it is the one the event was written with when it has as many members, and the members the reader
+        did read as ASCII are the definition's.
+        """
+        logged = list(column.enum_values[1:] if column.type == ENUM else column.set_values or [])
+        kind = "ENUM" if column.type == ENUM else "SET"
+        parsed = ColumnType.parse(ctype) if ctype else None
+        members = tuple(parsed.members()) if parsed is not None and parsed.base == kind.lower() else None
+        ascii_based = ascii_compatible(charset)
+        if members is None or len(members) != len(logged) or any(
+                ascii_based and m.isascii() and m and m != d for m, d in zip(logged, members)):
+            raise UnreadableText(
+                f"The {kind} column {column.name} of {self.header.table} is in the character set {charset}, whose "
+                f"members the binlog reader cannot read, and its definition now has other members than the row "
+                f"event at {where} ({len(logged)} there): the members it was written with are unknown. Trigger a run "
+                "with fresh_snapshot=true.")
+        return members
+
+    def _set_members(self, columns: list[Any]) -> None:
+        for i, members in self.members.items():
+            if columns[i].type == ENUM:
+                columns[i].enum_values = ["", *members]  # the reader's form: the invalid value's '' first
+            else:
+                columns[i].set_values = list(members)
+
+    def _read_as_bytes(self, columns: list[Any]) -> None:
+        # The reader decodes a column's bytes by the codec its character_set_name names: latin-1 reads each byte
+        # as the code point of its value, which image() turns back into the bytes, in C both ways. (A name with
+        # no codec, such as 'binary', would give the bytes themselves, but through a LookupError per value: six
+        # times slower.) Set on the reader's columns of this table map, before its rows are decoded (a rows
+        # event decodes its rows when they are first read).
+        for i, *_ in self.texts:
+            columns[i].character_set_name = _AS_BYTES
+        self._set_members(columns)
 
     def _change(self, header: RawHeader, where: str) -> None:
         self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns,
@@ -158,12 +250,26 @@ class _TableSink:
         self.writer.switch(header)
         self._use(header)
 
-    def image(self, values: dict[str, Any], none_sources: dict[str, str]) -> list[Any]:
+    def image(self, values: dict[str, Any], none_sources: dict[str, str], where: str) -> list[Any]:
         if self.sets and none_sources:
             # The reader gives None for an empty SET too; only its none_sources tell it from NULL.
             values = {name: set() if none_sources.get(name) == EMPTY_SET and name in self.sets else value
                       for name, value in values.items()}
         row = list(values.values())
+        for i, name, charset, decode in self.texts:
+            value = row[i]
+            if type(value) is str:  # the bytes, read as latin-1 (see _read_as_bytes)
+                try:
+                    row[i] = decode(value.encode(_AS_BYTES))
+                except UndecodableText as exc:
+                    raise UnreadableText(
+                        f"The column {name} of {self.header.table} holds a value that is not {charset} text, the "
+                        f"column's character set, in the row event at {where}: {exc}. The server stored bytes "
+                        f"that are no {charset} characters (written over a binary connection, or converted with "
+                        "a lax sql_mode); its own SELECT shows them as '?'. Nothing of this table was written; the "
+                        f"other tables go on. Correct the value at the source (or make {name} VARBINARY or BLOB if "
+                        "it holds bytes, not text), then trigger a run with fresh_snapshot=true: the binlog still "
+                        "holds this change, and a run from the table's watermark would meet it again.") from None
         if self.normalisers:
             normalise_rows([row], self.normalisers)
         return row
@@ -214,6 +320,7 @@ def extract(
     defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None = None,
     starts: Mapping[str, Watermark] | None = None,
     progress: Callable[[int, tuple[int, int]], None] | None = None,
+    charsets: Callable[[str], dict[str, str]] | None = None,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
@@ -237,6 +344,11 @@ def extract(
 
     ``progress(row events, (file sequence, position))`` is called as the pass goes, every few thousand events.
 
+    Text is decoded from each column's character set as the table map names it (``core.charsets``);
+    ``charsets(table)`` gives the columns' character sets now (``MySqlSourceHook.column_charsets``), asked only
+    for a column whose collation the binlog reader does not know. A value that is not text in its character set
+    fails its table, as above.
+
     ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
     """
     if high < start:
@@ -255,6 +367,7 @@ def extract(
                 raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
             sink.start_at = table_start.coordinate
             sink.policy = schema_changes if isinstance(schema_changes, str) else schema_changes[h.table]
+            sink.charsets_now = charsets
             sinks[(name.schema, name.table)] = sink
         result = ExtractResult(start, high)
         try:
@@ -286,6 +399,11 @@ def extract(
             raise
         return result
 
+
+_TEXT_TYPES = frozenset({*TEXT_CODES, ENUM, SET})
+_AS_BYTES = "latin-1"  # a codec whose text holds each byte as it is (not a MySQL character set name)
+# ENUM and SET members the reader reads right: it decodes them as UTF-8.
+_MEMBERS_AS_UTF8 = UTF8_NAMES | {"ascii"}
 
 PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callback
 
@@ -435,14 +553,15 @@ def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:
 
 
 def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
-    sink.follow(event.columns, f"binlog file {at[0]}, end position {at[1]}")
+    where = f"binlog file {at[0]}, end position {at[1]}"
+    sink.follow(event.columns, where)
     sink.ddl_since_rows = False
     write = sink.writer.write
     seq, pos = at
     if isinstance(event, UpdateRowsEvent):
         for n, row in enumerate(event.rows):
-            before = sink.image(row["before_values"], row["before_none_sources"])
-            after = sink.image(row["after_values"], row["after_none_sources"])
+            before = sink.image(row["before_values"], row["before_none_sources"], where)
+            after = sink.image(row["after_values"], row["after_none_sources"], where)
             old_uid, new_uid = sink.uid(before), sink.uid(after)
             if old_uid != new_uid:  # the key changed: the old key is gone
                 write("D", old_uid, (seq, pos, n), before)
@@ -450,5 +569,5 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
     else:
         op = "I" if isinstance(event, WriteRowsEvent) else "D"
         for n, row in enumerate(event.rows):
-            image = sink.image(row["values"], row["none_sources"])
+            image = sink.image(row["values"], row["none_sources"], where)
             write(op, sink.uid(image), (seq, pos, n), image)

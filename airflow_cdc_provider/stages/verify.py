@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -33,12 +33,12 @@ def key_texts(files: Iterable[str | os.PathLike[str] | None], header: RawHeader)
 
 
 def changed_keys(source: BinlogSource, header: RawHeader, start: Watermark, end: Watermark,
-                 work: str | os.PathLike[str]) -> set[str]:
+                 work: str | os.PathLike[str], charsets: Callable[[str], dict[str, str]] | None = None) -> set[str]:
     """The key texts of ``header``'s rows that the binlog changed in (start, end]: read and replayed as a run
-    would, into ``work`` (a scratch directory). Raises ``CdcError`` when the range cannot tell (a schema change
-    in it)."""
+    would, into ``work`` (a scratch directory); ``charsets`` as ``extract`` takes it. Raises ``CdcError`` when
+    the range cannot tell (a schema change in it)."""
     work = Path(work)
-    result = extract(source, [header], start, end, work / "raw", definitions=[header])
+    result = extract(source, [header], start, end, work / "raw", definitions=[header], charsets=charsets)
     if header.table in result.failed:
         raise result.failed[header.table]
     if result.schema_changes.get(header.table):

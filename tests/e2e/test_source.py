@@ -1,7 +1,9 @@
 """A whole source through the example DAG: tables by pattern, one binlog pass per run, one Spark application.
 
 Real `dag.test` runs against a real MariaDB, real Spark and a real (embedded) metastore. After every run every
-Hive table equals its source, except a table whose change was refused, which stays as it was.
+Hive table equals its source, except a table whose change was refused, which stays as it was. Beside the thirty
+tables, one per character set the server offers holds text of that set's own repertoire (tests/integration/
+charset_helpers.py), loaded by the snapshot and changed through the binlog.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from tests.conftest import ROOT
 from tests.e2e.dag_run import run_dag
 from tests.e2e.test_example_dag import outcomes
 from tests.integration.capture_helpers import source_rows
+from tests.integration.charset_helpers import change_rows, create_table, insert_row, server_charsets, table_name
 from tests.integration.hive_helpers import hive_rows, plain
 
 DAG_ID = "mysql_binlog_to_hive"
@@ -48,6 +51,11 @@ class Source:
         server.execute(f"CREATE DATABASE {self.schema}")
         for n in range(1, TABLES + 1):
             self.create(f"t{n:02d}", n)
+        self.charsets = {table_name(c): c for c in server_charsets(server)}  # cs_<charset> → its character set
+        for charset in self.charsets.values():
+            create_table(server, self.schema, charset)
+            for row_id in (1, 2):
+                insert_row(server, self.schema, charset, row_id)
         # Matched but left out: no key. Excluded by the pattern: never looked at.
         server.execute(f"CREATE TABLE {self.schema}.audit_log (at DATETIME, line TEXT)",
                        f"CREATE TABLE {self.schema}.tmp_scratch (id INT PRIMARY KEY)")
@@ -151,19 +159,22 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert f"Left out (matched by a pattern, but cannot be captured): The table {source.schema}.audit_log has no " \
            "primary key" in output
     first = outcomes(DAG_ID)
-    names = sorted(source.tables)
-    assert sorted(first) == [f"{source.schema}.{n}" for n in names]
+    names, texts = sorted(source.tables), sorted(source.charsets)
+    assert sorted(first) == sorted(f"{source.schema}.{n}" for n in [*names, *texts])
     assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
     assert "tmp_scratch" not in output
-    assert "No table has changes" not in output and "Merging 30 tables in one Spark application" in output
+    assert "No table has changes" not in output
+    assert f"Merging {TABLES + len(texts)} tables in one Spark application" in output
     assert mariadb.binlog_dumps(since, source.user) == []
-    source.assert_equal(names)
+    source.assert_equal([*names, *texts])
 
     # 2. Changes on a random subset, and a table created between two runs: it is loaded by a snapshot in the
     #    run that finds it, while the others are read from the binlog, all in one pass.
     changed = sorted(source.rng.sample(names, 8))
     for name in changed:
         source.change(name)
+    for charset in source.charsets.values():  # every character set's text through the binlog
+        change_rows(mariadb, source.schema, charset)
     source.create("t31", 31, rows=5)
     since = mariadb.track_binlog_dumps()
     code, output = source.run("2026-08-01T01:00:00+00:00")
@@ -173,12 +184,13 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     statuses = {name: second[f"{source.schema}.{name}"]["status"] for name in names}
     assert {n for n, s in statuses.items() if s == "committed"} == set(changed)
     assert {n for n, s in statuses.items() if s == "idle"} == set(names) - set(changed)
+    assert {second[f"{source.schema}.{n}"]["status"] for n in texts} == {"committed"}
     dumps = mariadb.binlog_dumps(since, source.user)
     assert len(dumps) == 1, f"one replication connection for the run, whatever the number of tables: {dumps}"
-    assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t31"]), \
+    assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t31", *texts]), \
         "a task per table the run wrote, named after it; none for an idle table"
     names = sorted(source.tables)
-    hive = source.assert_equal(names)
+    hive = source.assert_equal([*names, *texts])
     idle = next(n for n in names if statuses.get(n) == "idle")
     assert hive[idle][1].endswith("/v000001"), "an idle table keeps its version"
     ledger_path = tmp_path / "work" / f"ods.{idle}" / "ledger" / "committed.json"
@@ -186,22 +198,29 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
         "its watermark advanced to the end of the range"
     assert not ledger_path.with_name("lock.json").exists(), "and its lock is released"
 
-    # 3. One table's column dropped (refused under strict), another table dropped at the source: the others
-    #    commit, the run fails naming the refused table, whose Hive table is left as it was. Airflow here maps a
-    #    task over at most 4 values: the 7 tables written or failed are dealt into 4 table tasks.
+    # 3. One table's column dropped (refused under strict), one given a value that is no text in its character
+    #    set, another table dropped at the source: the others commit, the run fails naming the two failed tables,
+    #    whose Hive tables are left as they were. Airflow here maps a task over at most 4 values: the 8 tables
+    #    written or failed are dealt into 4 table tasks.
     changed = sorted(source.rng.sample([n for n in names if n not in ("t04", "t30")], 6))
     for name in [*changed, "t04"]:
         source.change(name)
     mariadb.execute(f"ALTER TABLE {source.schema}.t04 DROP COLUMN note", f"DROP TABLE {source.schema}.t30")
     del source.tables["t30"]
+    # cp1250 has no character at 0x81: the server stores the byte all the same (its SELECT shows '?'), and the
+    # binlog path cannot read it as text. That table fails alone, in its extraction, like the refused one.
+    mariadb.execute(f"INSERT INTO {source.schema}.cs_cp1250 (id, tx) VALUES (9, CONVERT(x'4181' USING cp1250))")
     before = hive["t04"]  # as the second run left it: the changes above are at the source only
+    before_text = hive["cs_cp1250"]
     since = mariadb.track_binlog_dumps()
     code, output = source.run("2026-08-01T02:00:00+00:00", env={"AIRFLOW__CORE__MAX_MAP_LENGTH": "4"})
     assert code != 0
     assert f"{source.schema}.t04 → ods.t04 failed in this run: extract: " in output and "dropped note" in output
+    assert f"{source.schema}.cs_cp1250 → ods.cs_cp1250 failed in this run: extract: The column tx of " \
+           f"{source.schema}.cs_cp1250 holds a value that is not cp1250 text" in output
     tasks = [name.split(", ") for name in table_task_names()]
     assert len(tasks) == 4 and sorted(s for task in tasks for s in task) == sorted(
-        f"{source.schema}.{n}" for n in [*changed, "t04"]), tasks
+        f"{source.schema}.{n}" for n in [*changed, "t04", "cs_cp1250"]), tasks
     for name in changed:  # the table that shares its task with the refused one too
         assert not (tmp_path / "work" / f"ods.{name}" / "ledger" / "lock.json").exists(), name
     assert f"The table {source.schema}.t30 is no longer at the source" in output and "ods.t30 is kept" in output
@@ -210,14 +229,16 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert {n for n in third if third[n]["status"] == "committed"} == {f"{source.schema}.{n}" for n in changed}
     assert len(mariadb.binlog_dumps(since, source.user)) == 1
     names = sorted(source.tables)
-    hive = source.assert_equal([n for n in names if n != "t04"], also=["t04"])
+    hive = source.assert_equal([n for n in names if n != "t04"], also=["t04", "cs_cp1250"])
     assert hive["t04"] == before, "the refused table is as it was"
+    assert hive["cs_cp1250"] == before_text, "and so is the one with a value that is not text"
 
     # 4. The failed run cleared and run again: it redoes only what did not commit; the refused table fails again.
     code, output = source.run("2026-08-01T02:00:00+00:00")
     assert code != 0 and "dropped note" in output
     again = outcomes(DAG_ID)
-    assert again[f"{source.schema}.t04"]["status"] == "failed"
-    assert {o["status"] for s, o in again.items() if s != f"{source.schema}.t04"} == {"nothing"}
+    failing = {f"{source.schema}.t04", f"{source.schema}.cs_cp1250"}
+    assert {s for s, o in again.items() if o["status"] == "failed"} == failing
+    assert {o["status"] for s, o in again.items() if s not in failing} == {"nothing"}
     assert all("already committed by this run" in o["reason"] for s, o in again.items()
                if s.endswith(tuple(changed)))

@@ -161,6 +161,15 @@ def test_normalised_values_fit_their_arrow_types():
     assert table.to_pylist()[0]["c5"] == dt.timedelta(hours=-838, minutes=-59)
 
 
+def test_a_value_that_does_not_fit_its_arrow_type_is_a_failure_of_the_table_naming_the_column():
+    # Bytes in a string column (what the binlog reader once handed over for a ucs2 or macce column) must not
+    # fail the task, and with it every table of the run.
+    schema = pa.schema([pa.field("id", pa.int32()), pa.field("macce_text", arrow_type("text"))])
+    with pytest.raises(CdcError, match="column macce_text does not fit its type string") as caught:
+        arrow_table([[1, b"S\xe6N\x00"]], schema)
+    assert type(caught.value).__name__ == "ValueOfAnotherType"
+
+
 @pytest.mark.parametrize(("read", "true"), [
     (dt.timedelta(microseconds=-999999), dt.timedelta(microseconds=-1)),  # -00:00:00.000001
     (dt.timedelta(seconds=-1.5), dt.timedelta(seconds=-1.5)),
