@@ -1,0 +1,158 @@
+"""A version of a partitioned Hive table committed in one metastore call (``spark.partition_commit``), against real
+Spark (local, in this process) and the embedded Derby metastore: one partition rewritten, one added, one emptied,
+one untouched; and a commit stopped between adding the new partitions and the switch leaves the old rows."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_cdc_provider.core.identifiers import quote_identifier
+from airflow_cdc_provider.core.partition_commit import PartitionChange
+from airflow_cdc_provider.spark import partition_commit
+from airflow_cdc_provider.spark.partition_commit import commit_partitions
+
+pytestmark = pytest.mark.spark
+
+OLD = {"2026-11-23": [(1, "a"), (2, "b")], "2026-11-24": [(3, "c")], "2026-11-25": [(4, "d"), (5, "e")]}
+
+
+@pytest.fixture(scope="module")
+def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
+    from airflow_cdc_testing.hive import spark_env
+    from pyspark import SparkConf, SparkContext
+
+    from airflow_cdc_provider.spark.session import hive_session
+
+    root = tmp_path_factory.mktemp("partition-commit")
+    warehouse = root / "warehouse"
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in spark_env().items():
+            patch.setenv(key, value)
+        patch.chdir(root)  # Derby's log
+        context = SparkContext(conf=SparkConf().setMaster("local[1]").setAppName("partition-commit")
+                               .set("spark.ui.enabled", "false").set("spark.sql.shuffle.partitions", "1"))
+        session = hive_session("partition-commit", str(warehouse), None)
+        try:
+            session.sql("CREATE DATABASE ods")
+            yield session, warehouse
+        finally:
+            session.stop()
+            context.stop()
+
+
+def _table(spark: Any, warehouse: Path, name: str) -> Path:
+    """An external Parquet table partitioned by dt, with the partitions of OLD, each in ``<table>/v1/dt=…``."""
+    root = warehouse / "ods.db" / name
+    qualified = f"ods.{quote_identifier(name)}"
+    spark.sql(f"CREATE TABLE {qualified} (id bigint, v string) PARTITIONED BY (dt string) STORED AS PARQUET "
+              f"LOCATION '{root}'")
+    for dt, rows in OLD.items():
+        _write(spark, root / "v1" / f"dt={dt}", rows)
+        spark.sql(f"ALTER TABLE {qualified} ADD PARTITION (dt='{dt}') LOCATION '{root / 'v1' / f'dt={dt}'}'")
+    return root
+
+
+def _write(spark: Any, path: Path, rows: list[tuple[int, str]]) -> None:
+    spark.createDataFrame(rows, "id bigint, v string").coalesce(1).write.parquet(str(path))
+
+
+def _rows(spark: Any, name: str, where: str = "") -> list[tuple[int, str, str]]:
+    frame = spark.sql(f"SELECT id, v, dt FROM ods.{quote_identifier(name)} {where}")
+    return sorted((row.id, row.v, row.dt) for row in frame.collect())
+
+
+def _flat(partitions: dict[str, list[tuple[int, str]]]) -> list[tuple[int, str, str]]:
+    return sorted((id_, v, dt) for dt, rows in partitions.items() for id_, v in rows)
+
+
+def _locations(spark: Any, name: str) -> dict[str, str]:
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    found = catalog.listPartitions("ods", name, spark._jvm.scala.Option.empty())
+    return {str(p.spec().apply("dt")): str(p.storage().locationUri().get().toString())
+            for p in (found.apply(i) for i in range(found.length()))}
+
+
+def _files(directory: Path) -> dict[str, tuple[int, int]]:
+    return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.iterdir()}
+
+
+def _changes(root: Path) -> list[PartitionChange]:
+    return [PartitionChange(values=(("dt", "2026-11-23"),), location=str(root / "v2" / "dt=2026-11-23")),
+            PartitionChange(values=(("dt", "2026-11-26"),), location=str(root / "v2" / "dt=2026-11-26")),
+            PartitionChange(values=(("dt", "2026-11-24"),))]  # emptied
+
+
+NEW = {"2026-11-23": [(1, "a2"), (6, "f")], "2026-11-25": OLD["2026-11-25"], "2026-11-26": [(7, "g")]}
+
+
+def test_one_commit_rewrites_adds_and_empties_partitions_and_leaves_the_others(spark):
+    session, warehouse = spark
+    root = _table(session, warehouse, "orders")
+    untouched = root / "v1" / "dt=2026-11-25"
+    files_before, locations_before = _files(untouched), _locations(session, "orders")
+    assert _rows(session, "orders") == _flat(OLD)
+    _write(session, root / "v2" / "dt=2026-11-23", NEW["2026-11-23"])
+    _write(session, root / "v2" / "dt=2026-11-26", NEW["2026-11-26"])
+
+    done = commit_partitions(session, "ods", "orders", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+
+    assert _rows(session, "orders") == _flat(NEW)
+    assert _rows(session, "orders", "WHERE dt = '2026-11-24'") == [], "the emptied partition shows no rows"
+    locations = _locations(session, "orders")
+    assert set(locations) == {"2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26"}
+    assert locations["2026-11-25"] == locations_before["2026-11-25"] and _files(untouched) == files_before
+    assert locations["2026-11-23"] == f"file:{root}/v2/dt=2026-11-23"
+    assert locations["2026-11-24"] == f"file:{root}/v2/_empty/dt=2026-11-24"
+    assert os.listdir(root / "v2" / "_empty" / "dt=2026-11-24") == []
+    assert done.added == ((("dt", "2026-11-26"),),)
+    assert [(s.values[0][1], s.before, s.after, s.emptied) for s in done.switched] == [
+        ("2026-11-23", locations_before["2026-11-23"], locations["2026-11-23"], False),
+        ("2026-11-26", None, locations["2026-11-26"], False),
+        ("2026-11-24", locations_before["2026-11-24"], locations["2026-11-24"], True)]
+    # The old files stay for a query that started on them; removing them is the merge's cleanup, not the commit's.
+    assert _files(root / "v1" / "dt=2026-11-23")
+
+
+def test_a_commit_stopped_before_the_switch_leaves_the_old_rows_and_its_retry_completes(spark, monkeypatch):
+    session, warehouse = spark
+    root = _table(session, warehouse, "stopped")
+    _write(session, root / "v2" / "dt=2026-11-23", NEW["2026-11-23"])
+    _write(session, root / "v2" / "dt=2026-11-26", NEW["2026-11-26"])
+    locations_before = _locations(session, "stopped")
+
+    def stop(name: str) -> None:
+        if name == "partition_commit.added":
+            raise RuntimeError("stopped between adding and switching")
+
+    monkeypatch.setattr(partition_commit, "failpoint", stop)
+    with pytest.raises(RuntimeError, match="stopped between"):
+        commit_partitions(session, "ods", "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+    session.catalog.refreshTable("ods.stopped")
+    assert _rows(session, "stopped") == _flat(OLD), "exactly the old rows: the new partition shows none"
+    locations = _locations(session, "stopped")
+    assert locations == {**locations_before, "2026-11-26": f"file:{root}/v2/_empty/dt=2026-11-26"}
+
+    monkeypatch.undo()
+    done = commit_partitions(session, "ods", "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+    assert done.added == () and done.switched[1].before == f"file:{root}/v2/_empty/dt=2026-11-26"
+    assert _rows(session, "stopped") == _flat(NEW)
+
+
+def test_a_refused_commit_changes_nothing(spark):
+    session, warehouse = spark
+    root = _table(session, warehouse, "refused")
+    before = _locations(session, "refused")
+    outside = [PartitionChange(values=(("dt", "2026-11-23"),), location=str(warehouse.parent / "elsewhere")),
+               PartitionChange(values=(("dt", "2026-11-27"),), location=str(root / "v2" / "dt=2026-11-27"))]
+    with pytest.raises(partition_commit.PartitionCommitRefused) as refused:
+        commit_partitions(session, "ods", "refused", outside, str(warehouse), str(root / "v2" / "_empty"))
+    assert "not under the warehouse" in str(refused.value) and "does not exist" not in str(refused.value)
+    missing = outside[1:]
+    with pytest.raises(partition_commit.PartitionCommitRefused, match="does not exist: write the partition"):
+        commit_partitions(session, "ods", "refused", missing, str(warehouse), str(root / "v2" / "_empty"))
+    assert _locations(session, "refused") == before and not (root / "v2").exists()
