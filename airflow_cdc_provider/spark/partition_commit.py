@@ -42,6 +42,9 @@ from airflow_cdc_provider.failpoints import failpoint
 
 Values = tuple[tuple[str, str], ...]
 
+# A partition's statistics in the metastore that describe its files and rows, which a new location makes wrong.
+STATISTICS = ("numFiles", "totalSize", "numRows", "rawDataSize", "COLUMN_STATS_ACCURATE")
+
 
 class _Catalog:
     """The JVM objects of one commit: the external catalog, and the conversions py4j needs for Scala's types."""
@@ -112,6 +115,15 @@ class _Catalog:
             raise RuntimeError("This Spark's CatalogTablePartition does not hold its storage second; the partition "
                                "commit does not know this version of Spark.")
         parts[1] = storage.copy(*fields)
+        # The metastore keeps a partition's statistics across a change of location, and recomputes its file
+        # count and size from the new directory only when those differ from the old ones: without them, it
+        # lists the new directory (within the transaction). Spark's own statistics (stats) go too: they counted
+        # the old rows.
+        parameters = parts[2]
+        for key in STATISTICS:
+            parameters = getattr(parameters, "$minus")(key)
+        parts[2] = parameters
+        parts[5] = self.jvm.scala.Option.empty()
         return partition.copy(*parts)
 
 

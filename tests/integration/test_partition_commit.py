@@ -77,6 +77,19 @@ def _locations(spark: Any, name: str) -> dict[str, str]:
             for p in (found.apply(i) for i in range(found.length()))}
 
 
+def _sizes(spark: Any, name: str) -> dict[str, tuple[str, str]]:
+    """Each partition's file count and size as the metastore holds them (Spark's size estimate of a partition)."""
+    catalog = spark._jsparkSession.sharedState().externalCatalog()
+    found = catalog.listPartitions("ods", name, spark._jvm.scala.Option.empty())
+    return {str(p.spec().apply("dt")): (str(p.parameters().apply("numFiles")), str(p.parameters().apply("totalSize")))
+            for p in (found.apply(i) for i in range(found.length()))}
+
+
+def _on_disk(directory: Path) -> tuple[str, str]:
+    data = [p for p in directory.iterdir() if p.name.endswith(".parquet")]
+    return str(len(data)), str(sum(p.stat().st_size for p in data))
+
+
 def _files(directory: Path) -> dict[str, tuple[int, int]]:
     return {p.name: (p.stat().st_size, p.stat().st_mtime_ns) for p in directory.iterdir()}
 
@@ -109,6 +122,10 @@ def test_one_commit_rewrites_adds_and_empties_partitions_and_leaves_the_others(s
     assert locations["2026-11-23"] == f"file:{root}/v2/dt=2026-11-23"
     assert locations["2026-11-24"] == f"file:{root}/v2/_empty/dt=2026-11-24"
     assert os.listdir(root / "v2" / "_empty" / "dt=2026-11-24") == []
+    # The metastore counted the files of each partition's new directory, not those of its old one.
+    assert _sizes(session, "orders") == {"2026-11-23": _on_disk(root / "v2" / "dt=2026-11-23"),
+                                         "2026-11-24": ("0", "0"), "2026-11-25": _on_disk(untouched),
+                                         "2026-11-26": _on_disk(root / "v2" / "dt=2026-11-26")}
     assert done.added == ((("dt", "2026-11-26"),),)
     assert [(s.values[0][1], s.before, s.after, s.emptied) for s in done.switched] == [
         ("2026-11-23", locations_before["2026-11-23"], locations["2026-11-23"], False),
@@ -156,3 +173,21 @@ def test_a_refused_commit_changes_nothing(spark):
     with pytest.raises(partition_commit.PartitionCommitRefused, match="does not exist: write the partition"):
         commit_partitions(session, "ods", "refused", missing, str(warehouse), str(root / "v2" / "_empty"))
     assert _locations(session, "refused") == before and not (root / "v2").exists()
+
+
+def test_the_metastore_alters_a_list_of_partitions_whole_or_not_at_all(spark):
+    # What the commit relies on, shown on the metastore itself: one alterPartitions whose list holds a partition
+    # that cannot be altered (it does not exist) changes none of the others, wherever it is in the list. (Hive 2.3
+    # reads every partition of the list before it alters one, in the same transaction.)
+    session, warehouse = spark
+    root = _table(session, warehouse, "whole")
+    before = _locations(session, "whole")
+    catalog = partition_commit._Catalog(session)
+    existing = catalog.external.getPartition("ods", "whole", catalog.spec((("dt", "2026-11-23"),)))
+    moved = catalog.relocated(existing, str(root / "v1" / "dt=2026-11-24"))
+    ghost = moved.copy(catalog.spec((("dt", "1999-01-01"),)), *[getattr(moved, f"copy$default${n}")()
+                                                               for n in range(2, 7)])
+    for order in ([moved, ghost], [ghost, moved]):
+        with pytest.raises(Exception, match="NoSuchObjectException"):
+            catalog.external.alterPartitions("ods", "whole", catalog.seq(order))
+        assert _locations(session, "whole") == before
