@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,39 +22,74 @@ pytestmark = pytest.mark.spark
 OLD = {"2026-11-23": [(1, "a"), (2, "b")], "2026-11-24": [(3, "c")], "2026-11-25": [(4, "d"), (5, "e")]}
 
 
-@pytest.fixture(scope="module")
-def spark(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Any, Path]]:
-    from airflow_cdc_testing.hive import spark_env
-    from pyspark import SparkConf, SparkContext
+@dataclass
+class Hive:
+    session: Any
+    warehouse: Path
+    database: str
 
-    from airflow_cdc_provider.spark.session import hive_session
+
+class _Sessions:
+    """One Spark session at a time in this process (a JVM holds one Spark context): the embedded metastore's for
+    most tests, the thrift service's for the last."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.current: tuple[str, Hive, Any] | None = None
+
+    def get(self, kind: str, warehouse: Path, uri: str | None, database: str) -> Hive:
+        from pyspark import SparkConf, SparkContext
+
+        from airflow_cdc_provider.spark.session import hive_session
+
+        if self.current is not None and self.current[0] == kind:
+            return self.current[1]
+        self.stop()
+        context = SparkContext(conf=SparkConf().setMaster("local[1]").setAppName(f"partition-commit-{kind}")
+                               .set("spark.ui.enabled", "false").set("spark.sql.shuffle.partitions", "1"))
+        session = hive_session("partition-commit", str(warehouse), uri)
+        session.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
+        self.current = (kind, Hive(session, warehouse, database), context)
+        return self.current[1]
+
+    def stop(self) -> None:
+        if self.current is not None:
+            self.current[1].session.stop()
+            self.current[2].stop()
+            self.current = None
+
+
+@pytest.fixture(scope="module")
+def sessions(tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Sessions]:
+    from airflow_cdc_testing.hive import spark_env
 
     root = tmp_path_factory.mktemp("partition-commit")
-    warehouse = root / "warehouse"
     with pytest.MonkeyPatch.context() as patch:
         for key, value in spark_env().items():
             patch.setenv(key, value)
         patch.chdir(root)  # Derby's log
-        context = SparkContext(conf=SparkConf().setMaster("local[1]").setAppName("partition-commit")
-                               .set("spark.ui.enabled", "false").set("spark.sql.shuffle.partitions", "1"))
-        session = hive_session("partition-commit", str(warehouse), None)
+        held = _Sessions(root)
         try:
-            session.sql("CREATE DATABASE ods")
-            yield session, warehouse
+            yield held
         finally:
-            session.stop()
-            context.stop()
+            held.stop()
 
 
-def _table(spark: Any, warehouse: Path, name: str) -> Path:
+@pytest.fixture
+def hive(sessions: _Sessions) -> Hive:
+    return sessions.get("embedded", sessions.root / "warehouse", None, "ods")
+
+
+def _table(hive: Hive, name: str) -> Path:
     """An external Parquet table partitioned by dt, with the partitions of OLD, each in ``<table>/v1/dt=…``."""
-    root = warehouse / "ods.db" / name
-    qualified = f"ods.{quote_identifier(name)}"
-    spark.sql(f"CREATE TABLE {qualified} (id bigint, v string) PARTITIONED BY (dt string) STORED AS PARQUET "
-              f"LOCATION '{root}'")
+    root = hive.warehouse / f"{hive.database}.db" / name
+    qualified = f"{quote_identifier(hive.database)}.{quote_identifier(name)}"
+    hive.session.sql(f"CREATE TABLE {qualified} (id bigint, v string) PARTITIONED BY (dt string) STORED AS PARQUET "
+                     f"LOCATION '{root}'")
     for dt, rows in OLD.items():
-        _write(spark, root / "v1" / f"dt={dt}", rows)
-        spark.sql(f"ALTER TABLE {qualified} ADD PARTITION (dt='{dt}') LOCATION '{root / 'v1' / f'dt={dt}'}'")
+        _write(hive.session, root / "v1" / f"dt={dt}", rows)
+        hive.session.sql(f"ALTER TABLE {qualified} ADD PARTITION (dt='{dt}') "
+                         f"LOCATION '{root / 'v1' / f'dt={dt}'}'")
     return root
 
 
@@ -61,8 +97,9 @@ def _write(spark: Any, path: Path, rows: list[tuple[int, str]]) -> None:
     spark.createDataFrame(rows, "id bigint, v string").coalesce(1).write.parquet(str(path))
 
 
-def _rows(spark: Any, name: str, where: str = "") -> list[tuple[int, str, str]]:
-    frame = spark.sql(f"SELECT id, v, dt FROM ods.{quote_identifier(name)} {where}")
+def _rows(hive: Hive, name: str, where: str = "") -> list[tuple[int, str, str]]:
+    frame = hive.session.sql(
+        f"SELECT id, v, dt FROM {quote_identifier(hive.database)}.{quote_identifier(name)} {where}")
     return sorted((row.id, row.v, row.dt) for row in frame.collect())
 
 
@@ -70,17 +107,17 @@ def _flat(partitions: dict[str, list[tuple[int, str]]]) -> list[tuple[int, str, 
     return sorted((id_, v, dt) for dt, rows in partitions.items() for id_, v in rows)
 
 
-def _locations(spark: Any, name: str) -> dict[str, str]:
-    catalog = spark._jsparkSession.sharedState().externalCatalog()
-    found = catalog.listPartitions("ods", name, spark._jvm.scala.Option.empty())
+def _locations(hive: Hive, name: str) -> dict[str, str]:
+    catalog = hive.session._jsparkSession.sharedState().externalCatalog()
+    found = catalog.listPartitions(hive.database, name, hive.session._jvm.scala.Option.empty())
     return {str(p.spec().apply("dt")): str(p.storage().locationUri().get().toString())
             for p in (found.apply(i) for i in range(found.length()))}
 
 
-def _sizes(spark: Any, name: str) -> dict[str, tuple[str, str]]:
+def _sizes(hive: Hive, name: str) -> dict[str, tuple[str, str]]:
     """Each partition's file count and size as the metastore holds them (Spark's size estimate of a partition)."""
-    catalog = spark._jsparkSession.sharedState().externalCatalog()
-    found = catalog.listPartitions("ods", name, spark._jvm.scala.Option.empty())
+    catalog = hive.session._jsparkSession.sharedState().externalCatalog()
+    found = catalog.listPartitions(hive.database, name, hive.session._jvm.scala.Option.empty())
     return {str(p.spec().apply("dt")): (str(p.parameters().apply("numFiles")), str(p.parameters().apply("totalSize")))
             for p in (found.apply(i) for i in range(found.length()))}
 
@@ -103,27 +140,31 @@ def _changes(root: Path) -> list[PartitionChange]:
 NEW = {"2026-11-23": [(1, "a2"), (6, "f")], "2026-11-25": OLD["2026-11-25"], "2026-11-26": [(7, "g")]}
 
 
-def test_one_commit_rewrites_adds_and_empties_partitions_and_leaves_the_others(spark):
-    session, warehouse = spark
-    root = _table(session, warehouse, "orders")
+def test_one_commit_rewrites_adds_and_empties_partitions_and_leaves_the_others(hive):
+    _rewrite_add_empty_and_leave_one(hive)
+
+
+def _rewrite_add_empty_and_leave_one(hive: Hive) -> None:
+    session, warehouse = hive.session, hive.warehouse
+    root = _table(hive, "orders")
     untouched = root / "v1" / "dt=2026-11-25"
-    files_before, locations_before = _files(untouched), _locations(session, "orders")
-    assert _rows(session, "orders") == _flat(OLD)
+    files_before, locations_before = _files(untouched), _locations(hive, "orders")
+    assert _rows(hive, "orders") == _flat(OLD)
     _write(session, root / "v2" / "dt=2026-11-23", NEW["2026-11-23"])
     _write(session, root / "v2" / "dt=2026-11-26", NEW["2026-11-26"])
 
-    done = commit_partitions(session, "ods", "orders", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+    done = commit_partitions(session, hive.database, "orders", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
 
-    assert _rows(session, "orders") == _flat(NEW)
-    assert _rows(session, "orders", "WHERE dt = '2026-11-24'") == [], "the emptied partition shows no rows"
-    locations = _locations(session, "orders")
+    assert _rows(hive, "orders") == _flat(NEW)
+    assert _rows(hive, "orders", "WHERE dt = '2026-11-24'") == [], "the emptied partition shows no rows"
+    locations = _locations(hive, "orders")
     assert set(locations) == {"2026-11-23", "2026-11-24", "2026-11-25", "2026-11-26"}
     assert locations["2026-11-25"] == locations_before["2026-11-25"] and _files(untouched) == files_before
     assert locations["2026-11-23"] == f"file:{root}/v2/dt=2026-11-23"
     assert locations["2026-11-24"] == f"file:{root}/v2/_empty/dt=2026-11-24"
     assert os.listdir(root / "v2" / "_empty" / "dt=2026-11-24") == []
     # The metastore counted the files of each partition's new directory, not those of its old one.
-    assert _sizes(session, "orders") == {"2026-11-23": _on_disk(root / "v2" / "dt=2026-11-23"),
+    assert _sizes(hive, "orders") == {"2026-11-23": _on_disk(root / "v2" / "dt=2026-11-23"),
                                          "2026-11-24": ("0", "0"), "2026-11-25": _on_disk(untouched),
                                          "2026-11-26": _on_disk(root / "v2" / "dt=2026-11-26")}
     assert done.added == ((("dt", "2026-11-26"),),)
@@ -135,12 +176,12 @@ def test_one_commit_rewrites_adds_and_empties_partitions_and_leaves_the_others(s
     assert _files(root / "v1" / "dt=2026-11-23")
 
 
-def test_a_commit_stopped_before_the_switch_leaves_the_old_rows_and_its_retry_completes(spark, monkeypatch):
-    session, warehouse = spark
-    root = _table(session, warehouse, "stopped")
+def test_a_commit_stopped_before_the_switch_leaves_the_old_rows_and_its_retry_completes(hive, monkeypatch):
+    session, warehouse = hive.session, hive.warehouse
+    root = _table(hive, "stopped")
     _write(session, root / "v2" / "dt=2026-11-23", NEW["2026-11-23"])
     _write(session, root / "v2" / "dt=2026-11-26", NEW["2026-11-26"])
-    locations_before = _locations(session, "stopped")
+    locations_before = _locations(hive, "stopped")
 
     def stop(name: str) -> None:
         if name == "partition_commit.added":
@@ -148,46 +189,52 @@ def test_a_commit_stopped_before_the_switch_leaves_the_old_rows_and_its_retry_co
 
     monkeypatch.setattr(partition_commit, "failpoint", stop)
     with pytest.raises(RuntimeError, match="stopped between"):
-        commit_partitions(session, "ods", "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
-    session.catalog.refreshTable("ods.stopped")
-    assert _rows(session, "stopped") == _flat(OLD), "exactly the old rows: the new partition shows none"
-    locations = _locations(session, "stopped")
+        commit_partitions(session, hive.database, "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+    session.catalog.refreshTable(f"{hive.database}.stopped")
+    assert _rows(hive, "stopped") == _flat(OLD), "exactly the old rows: the new partition shows none"
+    locations = _locations(hive, "stopped")
     assert locations == {**locations_before, "2026-11-26": f"file:{root}/v2/_empty/dt=2026-11-26"}
 
     monkeypatch.undo()
-    done = commit_partitions(session, "ods", "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
+    done = commit_partitions(session, hive.database, "stopped", _changes(root), str(warehouse), str(root / "v2" / "_empty"))
     assert done.added == () and done.switched[1].before == f"file:{root}/v2/_empty/dt=2026-11-26"
-    assert _rows(session, "stopped") == _flat(NEW)
+    assert _rows(hive, "stopped") == _flat(NEW)
 
 
-def test_a_refused_commit_changes_nothing(spark):
-    session, warehouse = spark
-    root = _table(session, warehouse, "refused")
-    before = _locations(session, "refused")
+def test_a_refused_commit_changes_nothing(hive):
+    session, warehouse = hive.session, hive.warehouse
+    root = _table(hive, "refused")
+    before = _locations(hive, "refused")
     outside = [PartitionChange(values=(("dt", "2026-11-23"),), location=str(warehouse.parent / "elsewhere")),
                PartitionChange(values=(("dt", "2026-11-27"),), location=str(root / "v2" / "dt=2026-11-27"))]
     with pytest.raises(partition_commit.PartitionCommitRefused) as refused:
-        commit_partitions(session, "ods", "refused", outside, str(warehouse), str(root / "v2" / "_empty"))
+        commit_partitions(session, hive.database, "refused", outside, str(warehouse), str(root / "v2" / "_empty"))
     assert "not under the warehouse" in str(refused.value) and "does not exist" not in str(refused.value)
     missing = outside[1:]
     with pytest.raises(partition_commit.PartitionCommitRefused, match="does not exist: write the partition"):
-        commit_partitions(session, "ods", "refused", missing, str(warehouse), str(root / "v2" / "_empty"))
-    assert _locations(session, "refused") == before and not (root / "v2").exists()
+        commit_partitions(session, hive.database, "refused", missing, str(warehouse), str(root / "v2" / "_empty"))
+    assert _locations(hive, "refused") == before and not (root / "v2").exists()
 
 
-def test_the_metastore_alters_a_list_of_partitions_whole_or_not_at_all(spark):
+def test_the_metastore_alters_a_list_of_partitions_whole_or_not_at_all(hive):
     # What the commit relies on, shown on the metastore itself: one alterPartitions whose list holds a partition
     # that cannot be altered (it does not exist) changes none of the others, wherever it is in the list. (Hive 2.3
     # reads every partition of the list before it alters one, in the same transaction.)
-    session, warehouse = spark
-    root = _table(session, warehouse, "whole")
-    before = _locations(session, "whole")
+    session = hive.session
+    root = _table(hive, "whole")
+    before = _locations(hive, "whole")
     catalog = partition_commit._Catalog(session)
-    existing = catalog.external.getPartition("ods", "whole", catalog.spec((("dt", "2026-11-23"),)))
+    existing = catalog.external.getPartition(hive.database, "whole", catalog.spec((("dt", "2026-11-23"),)))
     moved = catalog.relocated(existing, str(root / "v1" / "dt=2026-11-24"))
     ghost = moved.copy(catalog.spec((("dt", "1999-01-01"),)), *[getattr(moved, f"copy$default${n}")()
                                                                for n in range(2, 7)])
     for order in ([moved, ghost], [ghost, moved]):
         with pytest.raises(Exception, match="NoSuchObjectException"):
-            catalog.external.alterPartitions("ods", "whole", catalog.seq(order))
-        assert _locations(session, "whole") == before
+            catalog.external.alterPartitions(hive.database, "whole", catalog.seq(order))
+        assert _locations(hive, "whole") == before
+
+
+def test_the_same_commit_through_a_metastore_service(sessions, metastore_service):
+    # The thrift service runs the same alter_partitions as the embedded metastore, behind one more process.
+    _rewrite_add_empty_and_leave_one(sessions.get("thrift", metastore_service.warehouse_dir, metastore_service.uri,
+                                                  "ods_partition_commit"))
