@@ -10,6 +10,8 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``replay.write``           the replay, with the upsert file written and the delete file not
 ``merge.driver.written``   the Spark driver, with the new version's files written and not marked complete
 ``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
+``partition_commit.added`` a partition commit, with the new partitions added over empty directories, before the
+                           one call that switches every changed partition
 ``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger
 ``verify.driver``          the Spark half of verify, before it sums anything
 ``table.finish``           the table task, before it releases the lock
