@@ -7,6 +7,12 @@ class-data sharing, JDK 13+): measured here, a 2-million-row merge took 11.8 s i
 The first run on a machine writes the archive (that run is slower, once); later runs map it. The JVM checks
 the archive against its own version and class path and ignores it, with a warning, when they differ; older
 JVMs skip the options (``IgnoreUnrecognizedVMOptions``). Nothing here is needed for a correct result.
+
+An archive the JVM ignores costs every later job its start-up again, silently: measured here, a stale archive
+(Spark installed again at the same path) made an end-to-end test 35% slower. So an archive is named by the
+installation it was written for, not only its path: the spark-submit and java it ran, each with its file's
+time and size, which an upgrade or a new environment at the same path changes. The archive of the installation
+before is removed once the new one is written (each is some 200 MB).
 """
 
 from __future__ import annotations
@@ -32,14 +38,27 @@ def cache_dir() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "airflow-cdc-provider" / "jvm"
 
 
+def _stamp(path: str) -> str:
+    """A file's modification time and size: what an installation over it changes."""
+    try:
+        found = os.stat(path)
+    except OSError:
+        return ""
+    return f"{found.st_mtime_ns}:{found.st_size}"
+
+
 class ClassArchive:
     """The JVM options that use (or write) the archive for one spark-submit, and the step after the job."""
 
     def __init__(self, spark_submit: str = "spark-submit", directory: Path | None = None) -> None:
-        resolved = shutil.which(spark_submit) or spark_submit
-        key = hashlib.sha1(os.path.realpath(resolved).encode()).hexdigest()[:12]
+        resolved = os.path.realpath(shutil.which(spark_submit) or spark_submit)
+        java_home = os.environ.get("JAVA_HOME")
+        java = os.path.realpath(os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java")
+        where = hashlib.sha1(resolved.encode()).hexdigest()[:12]
+        what = hashlib.sha1(f"{_stamp(resolved)}|{java}|{_stamp(java)}".encode()).hexdigest()[:8]
         self.directory = directory or cache_dir()
-        self.path = self.directory / f"spark-driver-{key}.jsa"
+        self._prefix = f"spark-driver-{where}-"
+        self.path = self.directory / f"{self._prefix}{what}.jsa"
         self._writing: Path | None = None
 
     def java_options(self) -> list[str]:
@@ -54,6 +73,9 @@ class ClassArchive:
     def job_done(self) -> None:
         if self._writing is not None and self._writing.exists():
             os.replace(self._writing, self.path)
+            for stale in self.directory.glob(f"{self._prefix}*.jsa"):  # the same spark-submit, installed before
+                if stale != self.path:
+                    stale.unlink(missing_ok=True)
         self._writing = None
 
     def job_failed(self) -> None:

@@ -15,6 +15,32 @@ def test_first_job_writes_the_archive_beside_and_later_jobs_map_it(tmp_path):
     assert ClassArchive("spark-submit", directory=tmp_path).java_options()[1] == f"-XX:SharedArchiveFile={first.path}"
 
 
+def _written(archive: ClassArchive) -> None:
+    writing = archive.java_options()[1].removeprefix("-XX:ArchiveClassesAtExit=")
+    open(writing, "wb").write(b"archive")
+    archive.job_done()
+
+
+def test_spark_installed_again_at_the_same_path_gets_a_new_archive_and_the_old_one_goes(tmp_path):
+    # The JVM would ignore the old archive for the new jars: kept, it would cost every job its start-up.
+    spark_submit = tmp_path / "bin" / "spark-submit"
+    spark_submit.parent.mkdir()
+    spark_submit.write_text("#!/bin/sh\n")
+    cache = tmp_path / "cache"
+    before = ClassArchive(str(spark_submit), directory=cache)
+    _written(before)
+    other = ClassArchive(str(tmp_path / "elsewhere" / "spark-submit"), directory=cache)
+    _written(other)
+    assert ClassArchive(str(spark_submit), directory=cache).path == before.path  # the same installation
+    spark_submit.write_text("#!/bin/sh\n# installed again\n")
+    after = ClassArchive(str(spark_submit), directory=cache)
+    assert after.path != before.path
+    assert after.java_options()[1].startswith("-XX:ArchiveClassesAtExit=")  # written anew, not the stale one mapped
+    open(after._writing, "wb").write(b"archive")
+    after.job_done()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([after.path.name, other.path.name])
+
+
 def test_a_failed_first_job_leaves_no_archive(tmp_path):
     archive = ClassArchive("spark-submit", directory=tmp_path)
     writing = archive.java_options()[1].removeprefix("-XX:ArchiveClassesAtExit=")
