@@ -73,7 +73,8 @@ class ClassArchive:
     def job_done(self) -> None:
         if self._writing is not None and self._writing.exists():
             os.replace(self._writing, self.path)
-            for stale in self.directory.glob(f"{self._prefix}*.jsa"):  # the same spark-submit, installed before
+            # The same spark-submit installed before, and its archive under the name it had before the stamp.
+            for stale in [*self.directory.glob(f"{self._prefix}*.jsa"), self.directory / f"{self._prefix[:-1]}.jsa"]:
                 if stale != self.path:
                     stale.unlink(missing_ok=True)
         self._writing = None

@@ -28,6 +28,9 @@ def test_spark_installed_again_at_the_same_path_gets_a_new_archive_and_the_old_o
     spark_submit.write_text("#!/bin/sh\n")
     cache = tmp_path / "cache"
     before = ClassArchive(str(spark_submit), directory=cache)
+    cache.mkdir()
+    unstamped = cache / f"{before.path.name.rsplit('-', 1)[0]}.jsa"  # the name archives had before the stamp
+    unstamped.write_bytes(b"old")
     _written(before)
     other = ClassArchive(str(tmp_path / "elsewhere" / "spark-submit"), directory=cache)
     _written(other)
