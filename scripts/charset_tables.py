@@ -91,14 +91,15 @@ def main() -> None:
             out.write(f"        {table[k:k + 16]!r}\n")
         out.write("    ),\n")
     out.write("}\n\n# Multi-byte sequences the Python codec refuses and the server reads as a character.\n")
-    out.write("EXTRA: dict[str, dict[bytes, str]] = {\n")
-    for name, found in extra.items():
-        out.write(f"    {name!r}: {{\n")
-        out.write("".join(f"        {k!r}: {v!r},\n" for k, v in sorted(found.items())))
-        out.write("    },\n")
-    out.write("}\n\n# Sequences the Python codec reads as another character than the server (None: as none).\n")
-    out.write("DIFFER: dict[str, dict[bytes, str | None]] = {\n")
-    for name, found in differ.items():
+    _write_sequences(out, "EXTRA: dict[str, dict[bytes, str]]", extra)
+    out.write("\n# Sequences the Python codec reads as another character than the server (None: as none).\n")
+    _write_sequences(out, "DIFFER: dict[str, dict[bytes, str | None]]", differ)
+
+
+def _write_sequences(out, declaration: str, by_charset: dict) -> None:
+    """A module-level dict of each character set's sequences and their characters, in byte order."""
+    out.write(f"{declaration} = {{\n")
+    for name, found in by_charset.items():
         out.write(f"    {name!r}: {{\n")
         out.write("".join(f"        {k!r}: {v!r},\n" for k, v in sorted(found.items())))
         out.write("    },\n")

@@ -57,15 +57,12 @@ def _describe(spark: Any, statement: str) -> dict[str, str]:
     return {row[0]: row[1] for row in spark.sql(statement).collect()}
 
 
-_DATABASES: dict[str, str] = {}  # each Hive database's location, found once per application
-
-
-def _database_location(spark: Any, database: str) -> str:
-    """The location of the Hive database ``database``, created if missing."""
-    if database not in _DATABASES:
+def _database_location(spark: Any, database: str, found: dict[str, str]) -> str:
+    """The location of the Hive database ``database``, created if missing; ``found``: the application's, by name."""
+    if database not in found:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
-        _DATABASES[database] = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(database)}")["Location"]
-    return _DATABASES[database]
+        found[database] = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(database)}")["Location"]
+    return found[database]
 
 
 def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | None, list[tuple[str, str]]]:
@@ -207,8 +204,9 @@ def _without_keys(rows: Any, keys: Any, key: list[str]) -> Any:
     return rows.join(keys, match, "left_anti")
 
 
-def merge(spark: Any, spec: MergeSpec) -> TableMerge:
-    """Merge one table and commit it; returns its result."""
+def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
+    """Merge one table and commit it; returns its result. ``databases``: the Hive databases' locations the
+    application found so far, by name (each is looked up, or created, once per application)."""
     clock = _Clock(f"{spec.database}.{spec.table}: ")
     location, current, table_columns = _current(spark, spec)
     origin = choose_origin(current, spec.plan, spec.end)
@@ -228,7 +226,7 @@ def merge(spark: Any, spec: MergeSpec) -> TableMerge:
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
     if location is None:
-        root = f"{_database_location(spark, spec.database).rstrip('/')}/{spec.table}"
+        root = f"{_database_location(spark, spec.database, databases).rstrip('/')}/{spec.table}"
     else:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
@@ -335,12 +333,13 @@ def run(job: MergeJob) -> MergeResult:
     names = ", ".join(f"{t.database}.{t.table}" for t in job.tables)
     spark = hive_session(f"cdc-merge {names}"[:200], job.warehouse_dir, job.metastore_uri)
     clock.lap("session")
-    results = {}
+    results: dict[str, TableMerge] = {}
+    databases: dict[str, str] = {}
     for spec in job.tables:
         started = time.perf_counter()
         try:
             with _table_settings(spark, spec):
-                result = merge(spark, spec)
+                result = merge(spark, spec, databases)
         except Exception as exc:  # this table's failure; the others still merge and commit
             message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
             print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)
