@@ -27,6 +27,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import struct
+import zlib
 from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Literal
@@ -298,3 +299,7 @@ def stored_geometry(wkb: bytes) -> bytes:
     (srid,) = struct.unpack(order + "I", wkb[5:9])
     return struct.pack("<I", srid) + wkb[:1] + struct.pack(order + "I", kind & ~EWKB_SRID_FLAG) + wkb[9:]
 
+
+def bucket_of(key_text: str, buckets: int) -> int:
+    """A key's bucket, as the server's ``MOD(CRC32(key text), buckets)`` gives it (CRC32 of the UTF-8 bytes)."""
+    return zlib.crc32(key_text.encode()) % buckets

@@ -16,6 +16,7 @@ from typing import Literal
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import RunDir, TableDir
 
@@ -31,6 +32,7 @@ class CapturedTable(Model):
     key: tuple[str, ...]
     columns: Columns
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
+    partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
 
     @property
     def name(self) -> TableName:
@@ -163,6 +165,9 @@ class TableExtraction(Model):
     reread: Reread | None = None  # rows read again into the range (their raw file is the first of ``files``)
     reread_rows: int = 0
     seconds: float = 0.0  # the run's binlog pass, which every table of the run shares
+    # A partitioned table's partitions rows left in the range (a delete's, or an update's that moved the row), as
+    # the metastore writes their values (``core.partitioning.metastore_value``), sorted: the merge rewrites them.
+    left_partitions: tuple[str, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -211,6 +216,7 @@ class MergeInput(Model):
     changes: dict[str, int] = {}  # row changes read per operation: I, U, D (a snapshot's rows count as I)
     start: Watermark | None = None  # where the range began (None for a snapshot)
     seconds: dict[str, float] = {}  # per stage so far: snapshot, or extract and replay
+    left_partitions: tuple[str, ...] = ()  # ``TableExtraction.left_partitions``
 
 
 class Captured(Model):

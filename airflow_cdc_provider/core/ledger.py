@@ -27,6 +27,7 @@ from pydantic import model_serializer, model_validator
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.holder import HolderSeen, Owner, holder_gone, same_pid_space
 from airflow_cdc_provider.core.model import Instant, M, Model
+from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 
@@ -182,6 +183,11 @@ class VersionInfo(Model):
     source: str | None = None  # schema.table
     rows: int | None = None
     source_columns: Columns = ()
+    # A partitioned table's layout, and every partition the version has: its value as the metastore writes it, and
+    # its location (in this version's directory or an older one's). Verify reads a version by them, and an old
+    # version directory goes only once no kept version names a location in it.
+    partitioning: Partitioning | None = None
+    partitions: tuple[tuple[str, str], ...] = ()
 
     @model_validator(mode="before")
     @classmethod

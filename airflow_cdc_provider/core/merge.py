@@ -21,6 +21,7 @@ from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import capture_dir_problem, location_problem, place, within
+from airflow_cdc_provider.core.zones import zone_problem
 
 _VERSION_DIR = re.compile(r"v(\d{6,})")
 
@@ -38,18 +39,6 @@ def parse_version_dir(name: str) -> int | None:
 # What the Spark jobs are handed is checked again where they read it: whoever could change a job file between the
 # task that wrote it and the application that reads it would otherwise choose the tables switched, the directories
 # deleted and the text of the statements. The rules live on the models, so every reader applies them.
-
-
-# A zone name as the configuration admits them (``core.config.time_zone``): the verify job pastes it into an
-# expression.
-_ZONE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_+-]*(/[A-Za-z0-9_+-]+)*")
-
-
-def zone_problem(zone: str) -> str | None:
-    """Why ``zone`` cannot be a readers' zone in a job, or None."""
-    if isinstance(zone, str) and _ZONE_NAME.fullmatch(zone):
-        return None
-    return f"The time zone {zone!r} is not a zone name such as UTC or Asia/Shanghai."
 
 
 def version_dir_problem(path: str, warehouse_dir: str, table: str) -> str | None:

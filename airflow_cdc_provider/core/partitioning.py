@@ -71,12 +71,11 @@ from typing import Any
 
 from pydantic import model_validator
 
-from airflow_cdc_provider.core.checksum import key_text, kind_of
+from airflow_cdc_provider.core.checksum import bucket_of, key_text, kind_of
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.merge import zone_problem
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.types import ColumnType, hive_type
-from airflow_cdc_provider.core.verify import bucket_of
+from airflow_cdc_provider.core.zones import zone_problem
 
 
 class BadPartitionSpec(CdcError, ValueError):

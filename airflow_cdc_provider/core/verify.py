@@ -15,13 +15,13 @@ watermark and the end of the check (the copy has not had those changes yet: they
 from __future__ import annotations
 
 import math
-import zlib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import model_validator
 
+from airflow_cdc_provider.core.checksum import bucket_of
 from airflow_cdc_provider.core.contract import (
     KEYS_LISTED,
     KeyDifference,
@@ -32,10 +32,11 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed
-from airflow_cdc_provider.core.merge import version_dir_problem, zone_problem
+from airflow_cdc_provider.core.merge import version_dir_problem
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.workdir import location_problem
+from airflow_cdc_provider.core.zones import zone_problem
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,6 @@ EMPTY = BucketSum(0, 0)
 def bucket_count(rows: int, bucket_rows: int) -> int:
     """How many buckets a table of ``rows`` rows gets, ``bucket_rows`` rows each on average."""
     return max(1, math.ceil(rows / max(1, bucket_rows)))
-
-
-def bucket_of(key_text: str, buckets: int) -> int:
-    """A key's bucket, as the server's ``MOD(CRC32(key text), buckets)`` gives it (CRC32 of the UTF-8 bytes)."""
-    return zlib.crc32(key_text.encode()) % buckets
 
 
 def differing_buckets(source: Mapping[int, BucketSum], copy: Mapping[int, BucketSum]) -> list[int]:

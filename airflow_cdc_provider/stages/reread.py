@@ -25,13 +25,13 @@ from typing import Any, Protocol
 import pymysql
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
+from airflow_cdc_provider.core.checksum import bucket_of
 from airflow_cdc_provider.core.condition import Clause, literal_percent
 from airflow_cdc_provider.core.errors import BadRereadCondition
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import UID_END, UID_START, RawHeader, key_uid
 from airflow_cdc_provider.core.reread import where_clause
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
-from airflow_cdc_provider.core.verify import bucket_of
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
 from airflow_cdc_provider.stages.raw_files import RawFileWriter
 from airflow_cdc_provider.storage import make_dirs, new_file
