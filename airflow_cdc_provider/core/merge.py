@@ -9,7 +9,7 @@ too (``file://`` on a shared disk), so that the driver can run on any node of th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Literal
 
 from pydantic import model_validator
@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
 from airflow_cdc_provider.core.model import Instant, Model
+from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import capture_dir_problem, location_problem, place, within
@@ -106,6 +107,11 @@ class MergeSpec(Model):
     replaced: tuple[int, ...] = ()
     # Runtime SQL settings (``spark.sql.*``, the table's ``spark_conf:``) the job sets while it merges this table.
     spark_conf: tuple[tuple[str, str], ...] = ()
+    # A partitioned table's layout; the partitions rows left in the range (``MergeInput.left_partitions``); and
+    # whether the upserts hold rows read again from the source, whose partition before the run no event tells.
+    partitioning: Partitioning | None = None
+    left_partitions: tuple[str, ...] = ()
+    reread_rows: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -144,6 +150,10 @@ class MergeSpec(Model):
             if not key.startswith("spark.sql."):
                 raise ValueError(f"The table's setting {key!r} is not a runtime SQL setting (spark.sql.*).")
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
+        if self.partitioning is not None and self.partitioning.column in {name.lower() for name in names}:
+            raise ValueError(f"The partition column {self.partitioning.column!r} is a column of the table too.")
+        if self.left_partitions and self.partitioning is None:
+            raise ValueError("Partitions rows left are given for a table that is not partitioned.")
         return self
 
     def committed(self, version: int, location: str) -> Committed:
@@ -205,6 +215,11 @@ class TableMerge(Model):
     added_columns: tuple[str, ...] = ()
     datetimes_in_gaps: int = 0
     removed_versions: tuple[int, ...] = ()
+    # A partitioned table's partitions after the commit, and those this commit rewrote (new ones included) and
+    # emptied; the others were neither read nor written.
+    partitions: int | None = None
+    rewritten_partitions: int = 0
+    emptied_partitions: int = 0
     phases: dict[str, float] = {}
     error: str | None = None
     seconds: float = 0.0
@@ -248,8 +263,44 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                                if ColumnType.parse(ctype).base == "datetime"),
         buckets=merge_input.reread.buckets if merge_input.reread and merge_input.reread.which else 0,
         replaced=merge_input.reread.which if merge_input.reread else (),
-        spark_conf=table.table.spark_conf,
+        spark_conf=table.table.spark_conf, partitioning=table.table.partitioning,
+        left_partitions=merge_input.left_partitions if table.table.partitioning else (),
+        reread_rows=merge_input.reread is not None,
     )
+
+
+def layout_text(partitioning: Partitioning | None) -> str:
+    """A table's layout in words, for messages: ``not partitioned`` or ``partitioned by day(created_at)``."""
+    if partitioning is None:
+        return "not partitioned"
+    zone = f" for readers in {partitioning.time_zone}" if partitioning.time_zone != "UTC" else ""
+    return f"partitioned by {partitioning.spec.text}{zone}"
+
+
+def check_layout(version_layout: Partitioning | None, spec: MergeSpec, load: bool) -> None:
+    """Refuse to merge onto a version laid out otherwise than the table's configuration says: the rows would be
+    in partitions of two layouts. A snapshot (a load) writes the table anew in the configured layout."""
+    if version_layout != spec.partitioning and not load:
+        raise LedgerConflict(
+            f"The Hive table {spec.database}.{spec.table} is {layout_text(version_layout)}, but its configuration now "
+            f"says {layout_text(spec.partitioning)}. Nothing was changed. A table changes its layout by a fresh "
+            "snapshot: trigger a run with fresh_snapshot=true (or set `partition_by:` back)."
+        )
+
+
+Retention = Literal["keep", "delete", "descend"]
+
+
+def retention(path: str, referenced: Collection[str]) -> Retention:
+    """What becomes of ``path``, a directory (or file) in a version directory that goes: ``keep`` it when a kept
+    version (or the metastore) names it as a partition's location, ``delete`` it when no such location is in it,
+    and ``descend`` into it when one is: a partition rewritten long ago stays where the newer versions still
+    read it, while the rest of its old version goes."""
+    if any(place(path) == place(location) for location in referenced):
+        return "keep"
+    if any(within(location, path) for location in referenced):
+        return "descend"
+    return "delete"
 
 
 def check_datetime_zone(version_zone: str, spec: MergeSpec) -> None:

@@ -43,6 +43,22 @@ class HadoopFiles:
                 found[number] = fs.exists(self._path(f"{self.version_path(number)}/{VERSION_FILE}"))
         return found
 
+    def children(self, path: str) -> list[str]:
+        """The full names of what the directory ``path`` holds (none when it does not exist)."""
+        fs = self._fs(path)
+        if not fs.exists(self._path(path)):
+            return []
+        return [str(status.getPath().toString()) for status in fs.listStatus(self._path(path))]
+
+    def is_directory(self, path: str) -> bool:
+        fs = self._fs(path)
+        return bool(fs.exists(self._path(path)) and fs.getFileStatus(self._path(path)).isDirectory())
+
+    def qualified(self, path: str) -> str:
+        """``path`` with its filesystem (``file:/…``), as the metastore keeps a location."""
+        p = self._path(path)
+        return str(p.getFileSystem(self.conf).makeQualified(p).toString())
+
     def read_text(self, path: str) -> str | None:
         fs = self._fs(path)
         if not fs.exists(self._path(path)):

@@ -42,14 +42,25 @@ from airflow_cdc_provider.core.merge import (
     MergeSpec,
     TableMerge,
     check_datetime_zone,
+    check_layout,
+    layout_text,
     next_columns,
     parse_version_dir,
+    retention,
     version_dir_problem,
     versions_to_remove,
 )
+from airflow_cdc_provider.core.partition_commit import PartitionChange
+from airflow_cdc_provider.core.partitioning import NULL_PARTITION, Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.names import column, columns_ddl
+from airflow_cdc_provider.spark.partition_commit import (
+    commit_partitions,
+    partition_value_of_dir,
+    partitions_of,
+)
+from airflow_cdc_provider.spark.partitioning import partition_value
 from airflow_cdc_provider.spark.session import hive_session
 
 
@@ -78,7 +89,9 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
             f"{location} holds no {VERSION_FILE}). Give the table another `target:` name, or drop it."
         )
     info = VersionInfo.from_text(text)
-    columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema]
+    held = info.partitioning.column if info.partitioning else None  # a partition column is no column of the source
+    columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema
+               if f.name != held]
     return location, info, columns
 
 
@@ -144,10 +157,11 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     return frame, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
 
 
-def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int | None,
-            columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
-    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``; just the upserts without
-    an origin. ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
+def _merged(spark: Any, spec: MergeSpec, old: Any, columns: list[tuple[str, str]],
+            fills: tuple[Any, dict[str, list[str]]]) -> Any:
+    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``, where ``old`` holds the
+    origin's rows (of a partitioned table, those of the partitions rewritten); just the upserts without an origin.
+    ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
     from pyspark.sql.functions import broadcast, lit
 
     key = spec.hive_key
@@ -155,15 +169,10 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     have = set(upserts.columns)
     upserts = upserts.select([column(name) if name in have else lit(None).cast(hive).alias(name)
                               for name, hive in columns])
-    if origin_version is None:
+    if old is None:
         return upserts
-    old = spark.read.parquet(files.version_path(origin_version))
     if spec.buckets and spec.replaced:  # read again from the source whole: the upserts hold what is there
-        from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
-
-        key_types = [(name, ctype) for name, ctype in spec.source_columns if name in spec.key]
-        bucket = bucket_of(key_text(key_types, spec.key, True, spec.datetime_zone), spec.buckets)
-        old = old.where(~bucket.isin(list(spec.replaced)))
+        old = old.where(~_bucket(spec).isin(list(spec.replaced)))
     fill_row, sources = fills
     held = set(old.columns)
     if fill_row is not None:
@@ -186,7 +195,15 @@ def _merged(spark: Any, spec: MergeSpec, files: HadoopFiles, origin_version: int
     return _without_keys(old, upserts, key).unionByName(upserts)
 
 
-def _without_keys(rows: Any, keys: Any, key: list[str]) -> Any:
+def _bucket(spec: MergeSpec) -> Any:
+    """Verify's bucket of each row's key (``core.verify``), over the table's rows."""
+    from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
+
+    key_types = [(name, ctype) for name, ctype in spec.source_columns if name in spec.key]
+    return bucket_of(key_text(key_types, spec.key, True, spec.datetime_zone), spec.buckets)
+
+
+def _without_keys(rows: Any, keys: Any, key: list[str], how: str = "left_anti") -> Any:
     """The rows of ``rows`` whose key is none of ``keys``'s rows' keys (a left anti join), compared null-safely.
 
     A key part can be NULL in Hive: a zero date in a DATETIME, DATE or TIMESTAMP key column (docs/types.md).
@@ -194,14 +211,15 @@ def _without_keys(rows: Any, keys: Any, key: list[str]) -> Any:
     would stay beside its new version. ``<=>`` (``eqNullSafe``) matches it; Spark still plans it as a hash or
     sort-merge join, on each part's value and its NULL flag. The other side's key columns are renamed first,
     to names holding a comma, which no column of a captured table can hold (``hive_column_problem``): the
-    condition's names can then only mean one side each, whatever the table's own names are."""
+    condition's names can then only mean one side each, whatever the table's own names are. ``how``
+    ``left_semi`` keeps the rows whose key is among them instead."""
     from functools import reduce
 
     renamed = [f"cdc,key,{n}" for n in range(len(key))]
     keys = keys.select([column(name).alias(alias) for name, alias in zip(key, renamed)])
     match = reduce(lambda a, b: a & b,
                    [column(name).eqNullSafe(column(alias)) for name, alias in zip(key, renamed)])
-    return rows.join(keys, match, "left_anti")
+    return rows.join(keys, match, how)
 
 
 def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
@@ -217,12 +235,16 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                           location=location)
     if origin.action == "merge" and current is not None:
         check_datetime_zone(current.datetime_zone, spec)
+    layout = spec.partitioning
+    if current is not None:
+        check_layout(current.partitioning, spec, load=origin.action == "load")
     fills = _fills(spark, spec)
     if origin.action == "load":
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
     else:
         columns = next_columns(table_columns, spec.hive_columns, set(fills[1]), f"{spec.database}.{spec.table}")
-    redefine = current is not None and origin.action == "load" and table_columns != columns
+    redefine = current is not None and origin.action == "load" and (
+        table_columns != columns or current.partitioning != layout)
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
     if location is None:
@@ -231,7 +253,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
-    if origin.action == "merge" and (origin.version is None or not existing.get(origin.version)):
+    if origin.action == "merge" and layout is None and (origin.version is None or not existing.get(origin.version)):
         raise LedgerConflict(
             f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
             "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
@@ -245,26 +267,71 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
 
     # The rows are counted as they are written, not by reading the version back: a Spark job less per table.
     written = Observation("written")
-    frame = _merged(spark, spec, files, origin.version, columns, fills)
-    frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
+    rows_before = Observation("rows before")
+    partitions_now: dict[str, str] = {}
+    touched: set[str] = set()
+    if layout is None:
+        old = (spark.read.parquet(files.version_path(origin.version))
+               if origin.action == "merge" and origin.version is not None else None)
+        frame = _merged(spark, spec, old, columns, fills)
+        frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
+    else:
+        if location is not None and not redefine:
+            partitions_now = partitions_of(spark, spec.database, spec.table)
+        # The partitions this run rewrites: those its rows land in and those they left; a load rewrites them all.
+        touched = _touched(spark, spec, layout, bool(partitions_now)) if origin.action == "merge" else set()
+        touched |= set(partitions_now) if origin.action == "load" else set()
+        read = sorted(touched & set(partitions_now)) if origin.action == "merge" else []
+        old = _partitions_frame(spark, spec, layout, read) if read else None
+        if old is not None:
+            old = old.observe(rows_before, count(lit(1)).alias("rows"))
+        frame = _merged(spark, spec, old, columns, fills)
+        frame = frame.select([column(name) for name, _ in columns] + [partition_value(layout)])
+        (frame.observe(written, count(lit(1)).alias("rows")).write.partitionBy(layout.column)
+         .mode("errorifexists").parquet(path))
     clock.lap("write")
     failpoint("merge.driver.written")
-    rows = int(written.get["rows"])
-    files.write_text(f"{path}/{VERSION_FILE}", VersionInfo(
-        version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
-        input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
-        source_columns=spec.source_columns, datetime_zone=spec.datetime_zone).to_text())
+    rows: int | None = int(written.get["rows"])
+    partitions: tuple[tuple[str, str], ...] = ()
+    changes: list[PartitionChange] = []
+    if layout is not None:
+        changes = _partition_changes(spark, files, path, layout, touched, partitions_now,
+                                     check_within=origin.action == "merge")
+        if origin.action == "merge":
+            before_rows = current.rows if current is not None else None
+            read_rows = int(rows_before.get["rows"]) if read else 0
+            rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
 
-    # The commit: one metastore operation points the table at the new version.
+    def version_info(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
+        return VersionInfo(
+            version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
+            input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
+            source_columns=spec.source_columns, datetime_zone=spec.datetime_zone, partitioning=layout,
+            partitions=partitions)
+
+    if layout is None:
+        files.write_text(f"{path}/{VERSION_FILE}", version_info(()).to_text())
+
+    # The commit: one metastore operation points the table at the new version. A partitioned table's partitions
+    # are switched first, all in one call (``commit_partitions``); then its version file is written, and the table
+    # pointed at it. A job killed between the two leaves readers the new rows and the ledger the old watermark:
+    # the run's re-run, or the next run, applies the range again onto them, which changes nothing twice.
     if location is None or redefine:
         if redefine:
             # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
             # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
             # between the two statements leaves no table; its retry (the same snapshot run) creates it.
             spark.sql(f"DROP TABLE {spec.qualified_table}")
-        spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}) STORED AS PARQUET "
+        partitioned_by = f" PARTITIONED BY ({columns_ddl([(layout.column, layout.hive_type)])})" if layout else ""
+        spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}){partitioned_by} STORED AS PARQUET "
                   f"LOCATION '{_literal(path)}'")
+        if layout is not None:
+            partitions = _commit(spark, spec, files, path, changes, {})
+            files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
     else:
+        if layout is not None:
+            partitions = _commit(spark, spec, files, path, changes, partitions_now)
+            files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
         spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
         failpoint("merge.driver.switched")
         if added:
@@ -273,19 +340,118 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
             print(f"cdc-merge: added the columns {added}", flush=True)
     clock.lap("commit")
-    print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows)", flush=True)
+    rewritten = sum(1 for c in changes if c.location is not None)
+    emptied = len(changes) - rewritten
+    shape = (f", {layout_text(layout)}: {rewritten} partitions rewritten, {emptied} emptied, "
+             f"{len(partitions) - len(changes)} untouched" if layout else "")
+    print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows{shape})", flush=True)
 
     in_gaps = _datetimes_in_gaps(spark, spec)
     if in_gaps:
         print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
               "daylight-saving change): moved forward by the gap", flush=True)
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
-    for number in removed:
-        files.delete(_version_dir(files, number, spec))
+    _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
     return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
-                      reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases)
+                      reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases,
+                      partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
+                      emptied_partitions=emptied)
+
+
+def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partitions: bool) -> set[str]:
+    """The partitions (metastore texts) a merge rewrites: those of its upserts, those its rows left (the
+    extraction found them in the before images), and, for rows read again from the source, the partitions their
+    keys are in now: no event says where those were, so the table's key and partition columns are read to know."""
+    upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns, spec)
+    texts = {metastore_value(row[0]) for row in upserts.select(partition_value(layout)).distinct().collect()}
+    texts |= set(spec.left_partitions)
+    if table_has_partitions and ((spec.buckets and spec.replaced) or spec.reread_rows):
+        table = spark.table(spec.qualified_table)
+        held = column(layout.column)
+        found = []
+        if spec.buckets and spec.replaced:  # a repair: every row of these buckets goes, wherever it is
+            found.append(table.where(_bucket(spec).isin(list(spec.replaced))).select(held))
+        if spec.reread_rows:
+            keys = upserts.select([column(name) for name in spec.hive_key])
+            found.append(_without_keys(table, keys, spec.hive_key, "left_semi").select(held))
+        for frame in found:
+            texts |= {metastore_value(row[0]) for row in frame.distinct().collect()}
+    return texts
+
+
+def _partitions_frame(spark: Any, spec: MergeSpec, layout: Partitioning, values: list[str]) -> Any:
+    """The rows of the partitions ``values`` (metastore texts) as the metastore lists them now, without the
+    partition column. The values are literals of the column's type: Spark asks the metastore for those
+    partitions only, and reads nothing else."""
+    from pyspark.sql import functions as F
+
+    held = column(layout.column)
+    listed = [F.lit(value).cast(layout.hive_type) for value in values if value != NULL_PARTITION]
+    condition = held.isin(listed) if listed else F.lit(False)
+    if NULL_PARTITION in values:
+        condition = condition | held.isNull()
+    return spark.table(spec.qualified_table).where(condition).drop(layout.column)
+
+
+def _partition_changes(spark: Any, files: HadoopFiles, path: str, layout: Partitioning, touched: set[str],
+                       now: dict[str, str], check_within: bool) -> list[PartitionChange]:
+    """Each partition the write at ``path`` gives a new directory, and each partition of ``touched`` the table
+    has now that got no rows (emptied). A merge writes rows only into the partitions it read or its upserts
+    name (``check_within``): anything else would stand beside an untouched partition's rows, so it stops here."""
+    written = {}
+    for child in files.children(path):
+        name = child.rstrip("/").rsplit("/", 1)[-1]
+        if "=" in name and not name.startswith(("_", ".")) and files.is_directory(child):
+            held, value = partition_value_of_dir(spark, name)
+            if held == layout.column:
+                written[value] = child
+    stray = sorted(set(written) - touched) if check_within else []
+    if stray:
+        raise RuntimeError(f"The merge wrote rows into the partitions {stray}, which it did not read: nothing was "
+                           "committed. This is a bug; the table is as it was.")
+    emptied = sorted((touched & set(now)) - set(written))
+    return ([PartitionChange(values=((layout.column, value),), location=written[value]) for value in sorted(written)]
+            + [PartitionChange(values=((layout.column, value),)) for value in emptied])
+
+
+def _commit(spark: Any, spec: MergeSpec, files: HadoopFiles, path: str, changes: list[PartitionChange],
+            now: dict[str, str]) -> tuple[tuple[str, str], ...]:
+    """Switch ``changes`` in one metastore call; returns every partition of the table and its location after it.
+    The empty directories of emptied (and, until the switch, new) partitions are in the version's ``_empty``."""
+    after = dict(now)
+    if changes:
+        done = commit_partitions(spark, spec.database, spec.table, changes, spec.warehouse_dir, f"{path}/_empty")
+        for switch in done.switched:
+            after[switch.values[0][1]] = switch.after
+    return tuple(sorted(after.items()))
+
+
+def _remove_versions(files: HadoopFiles, spec: MergeSpec, removed: list[int], existing: dict[int, bool],
+                     partitions: tuple[tuple[str, str], ...]) -> None:
+    """Delete the version directories ``removed``, but not a partition directory that the new version or a kept
+    one still reads (their version files list their partitions): a partition untouched for many runs lives on
+    in the directory of the version that last rewrote it."""
+    if not removed:
+        return
+    referenced = {location for _, location in partitions}
+    for number, complete in existing.items():
+        if complete and number not in removed:
+            text = files.read_text(f"{files.version_path(number)}/{VERSION_FILE}")
+            if text is not None:
+                referenced |= {location for _, location in VersionInfo.from_text(text).partitions}
+
+    def remove(location: str) -> None:
+        what = retention(location, referenced)
+        if what == "delete":
+            files.delete(location)
+        elif what == "descend":
+            for child in files.children(location):
+                remove(child)
+
+    for number in removed:
+        remove(files.qualified(_version_dir(files, number, spec)))
 
 
 def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:

@@ -210,3 +210,26 @@ def _location(partition: Any) -> str | None:
     uri = partition.storage().locationUri()
     return str(uri.get().toString()) if uri.isDefined() else None
 
+
+def partitions_of(spark: Any, database: str, table: str) -> dict[str, str]:
+    """Each partition of a table partitioned by one column: its value as the metastore writes it, and its location
+    (as the metastore keeps it), in one metastore call."""
+    catalog = _Catalog(spark)
+    found = {}
+    partitions = catalog.external.listPartitions(database, table, catalog.jvm.scala.Option.empty())
+    for n in range(partitions.length()):
+        partition = partitions.apply(n)
+        spec = partition.spec()
+        values = [str(spec.apply(key)) for key in catalog.strings(spec.keys().toSeq())]
+        if len(values) != 1:
+            raise PartitionCommitRefused(f"The table {database}.{table} has a partition of {len(values)} columns; "
+                                         "a table of this pipeline is partitioned by one.")
+        found[values[0]] = _location(partition) or ""
+    return found
+
+
+def partition_value_of_dir(spark: Any, name: str) -> tuple[str, str]:
+    """(column, value) of a partition directory's name, ``dt=2026-11-25``, unescaped as Spark wrote it."""
+    utils = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    column, _, value = name.partition("=")
+    return str(utils.unescapePathName(column)), str(utils.unescapePathName(value))
