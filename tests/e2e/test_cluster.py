@@ -94,20 +94,21 @@ READER = '''
 import json, sys, time, os
 from airflow_cdc_provider.spark.session import hive_session
 
-warehouse, uri, table, out, stop = sys.argv[1:6]
+warehouse, uri, tables, out, stop = sys.argv[1:6]
 spark = hive_session("cdc-reader", warehouse, uri)
 with open(out, "a") as lines:
     while not os.path.exists(stop):
-        try:
-            spark.sql(f"REFRESH TABLE {table}")  # a reader that wants the newest version asks for it
-            count, low, high, files = spark.sql(
-                "SELECT count(*), min(round), max(round), collect_set(version) FROM (SELECT round, "
-                f"regexp_extract(input_file_name(), '/(v[0-9]+)/', 1) AS version FROM {table})").first()
-            lines.write(json.dumps({"rows": count, "low": low, "high": high, "versions": sorted(files),
-                                    "at": time.time()}) + "\\n")
-        except Exception as exc:
-            lines.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"[:3000]}) + "\\n")
-        lines.flush()
+        for table in tables.split(","):
+            try:
+                spark.sql(f"REFRESH TABLE {table}")  # a reader that wants the newest version asks for it
+                count, low, high, files = spark.sql(
+                    "SELECT count(*), min(round), max(round), collect_set(version) FROM (SELECT round, "
+                    f"regexp_extract(input_file_name(), '/(v[0-9]+)/', 1) AS version FROM {table})").first()
+                lines.write(json.dumps({"table": table, "rows": count, "low": low, "high": high,
+                                        "versions": sorted(files), "at": time.time()}) + "\\n")
+            except Exception as exc:
+                lines.write(json.dumps({"table": table, "error": f"{type(exc).__name__}: {exc}"[:3000]}) + "\\n")
+            lines.flush()
         time.sleep(0.2)
 '''
 
@@ -116,7 +117,10 @@ with open(out, "a") as lines:
 def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix(
         mariadb, capture_conn, tmp_path, metastore_service):
     (tmp_path / "r").mkdir()
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path / "r", ["stamps"])
+    # stamps as one version directory; pstamps partitioned in six ranges of its key, all rewritten by each run
+    # and switched in one metastore call.
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path / "r", ["stamps", "pstamps"])
+    pipeline.config["tables"][1]["partition_by"] = "truncate(id, 500)"
     pipeline.configure(hive={"database": "ods_r", "warehouse_dir": str(metastore_service.warehouse_dir),
                              "metastore_uri": metastore_service.uri})
     # The work directory as a file:// URI, as a shared disk is named. Versions are kept longer than the test
@@ -124,8 +128,9 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
     pipeline.config.update(work_dir=(tmp_path / "r" / "work").as_uri(), keep_versions=10)
     pipeline.configure()
     # Every run changes every row: a read that mixed two versions would see two rounds, or another count.
-    pipeline.sql("CREATE TABLE {s}.stamps (id INT PRIMARY KEY, round INT NOT NULL, pad VARCHAR(40))",
-                 "INSERT INTO {s}.stamps SELECT seq, 0, REPEAT('x', 40) FROM {s}.seq_1_to_3000")
+    for table in pipeline.tables:
+        pipeline.sql(f"CREATE TABLE {{s}}.{table} (id INT PRIMARY KEY, round INT NOT NULL, pad VARCHAR(40))",
+                     f"INSERT INTO {{s}}.{table} SELECT seq - 1, 0, REPEAT('x', 40) FROM {{s}}.seq_1_to_3000")
     code, output = pipeline.run("2026-08-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
 
@@ -133,7 +138,8 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
     reader_file.write_text(READER)
     reader = subprocess.Popen(
         spark_submit_command(str(reader_file), str(metastore_service.warehouse_dir), metastore_service.uri,
-                             "ods_r.stamps", str(results), str(stop), work_dir=str(tmp_path), master="local[1]"),
+                             "ods_r.stamps,ods_r.pstamps", str(results), str(stop), work_dir=str(tmp_path),
+                             master="local[1]"),
         env=spark_env(), cwd=tmp_path, stdout=open(tmp_path / "reader.log", "w"), stderr=subprocess.STDOUT)
     try:
         deadline = time.monotonic() + 300
@@ -141,12 +147,14 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
             assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-5000:]
             time.sleep(1)
         for hour in ("01", "02", "03"):
-            pipeline.sql("UPDATE {s}.stamps SET round = round + 1")
+            pipeline.sql("UPDATE {s}.stamps SET round = round + 1", "UPDATE {s}.pstamps SET round = round + 1")
             code, output = pipeline.run(f"2026-08-01T{hour}:00:00+00:00")
             assert code == 0, output[-8000:]
         # Until the reader has read the last version too (instead of a fixed wait).
         deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and '"low": 3, "high": 3' not in results.read_text():
+        while time.monotonic() < deadline and not all(
+                f'"table": "ods_r.{t}", "rows": 3000, "low": 3, "high": 3' in results.read_text()
+                for t in pipeline.tables):
             assert reader.poll() is None, (tmp_path / "reader.log").read_text()[-5000:]
             time.sleep(0.2)
     finally:
@@ -156,9 +164,14 @@ def test_a_reader_through_the_metastore_sees_one_version_or_the_next_never_a_mix
     reads = [json.loads(line) for line in results.read_text().splitlines()]
     errors = [r for r in reads if "error" in r]
     assert not errors, errors[:3]
+    # One round in every read: a mix of two versions would show two (a partitioned read, two version
+    # directories too), or another count.
     mixed = [r for r in reads if r["rows"] != 3000 or r["low"] != r["high"] or len(r["versions"]) != 1]
     assert not mixed, mixed[:3]
-    seen = sorted({r["low"] for r in reads})
-    assert seen[0] <= 1 and seen[-1] == 3 and len(seen) >= 3, f"the reader saw too few versions change: {seen}\n" \
-        f"{reads}\n{output[-3000:]}"
-    pipeline.assert_equal("stamps")
+    for table in pipeline.tables:
+        seen = sorted({r["low"] for r in reads if r["table"] == f"ods_r.{table}"})
+        assert seen[0] <= 1 and seen[-1] == 3 and len(seen) >= 3, f"the reader saw too few versions of {table} " \
+            f"change: {seen}\n{reads}\n{output[-3000:]}"
+    pipeline.assert_all_equal()
+    assert "ods_r.pstamps (3000 rows, partitioned by truncate(id, 500) AS id_trunc: 6 partitions rewritten, 0 " \
+        "emptied, 0 untouched)" in output

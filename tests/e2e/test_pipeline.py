@@ -22,6 +22,7 @@ from airflow_cdc_testing.hive import read_hive_tables
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
+from airflow_cdc_provider.core.partitioning import PartitionSpec
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.storage import WorkStore
@@ -97,7 +98,11 @@ class Pipeline:
         found = {}
         for table, name in names.items():
             rows, location = read[name]
-            found[table] = hive_rows(rows, self.hook.raw_header(TableName(self.schema, table)).key), location
+            header = self.hook.raw_header(TableName(self.schema, table))
+            spec = next((e.get("partition_by") for e in self.config["tables"] if e["target"] == table), None)
+            if spec:  # the partition column is the table's, not the source's
+                rows = rows.drop_columns([PartitionSpec.parse(spec).resolve(header.columns).column])
+            found[table] = hive_rows(rows, header.key), location
         return found
 
     def ledger(self, table: str) -> Ledger:
