@@ -255,6 +255,10 @@ class TableOutcome(Model):
     changes: dict[str, int] = {}  # row changes read per operation: I, U, D (a snapshot's rows count as I)
     start: Watermark | None = None  # where the range began (None for a snapshot)
     as_of: dt.datetime | None = None  # the moment the version reflects
+    # A partitioned table's commit: its partitions, and those rewritten (new ones included) and emptied.
+    partitions: int | None = None
+    rewritten_partitions: int = 0
+    emptied_partitions: int = 0
 
 
 class KeyDifference(Model):

@@ -176,7 +176,9 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
         rows=result.rows, upserts=merge_input.upserts, deletes=merge_input.deletes,
         watermark=spec.end if committed else None, added_columns=result.added_columns, error=result.error,
         warnings=tuple(warnings), seconds={**merge_input.seconds, "merge": result.seconds},
-        changes=merge_input.changes, start=merge_input.start, as_of=spec.as_of if committed else None)
+        changes=merge_input.changes, start=merge_input.start, as_of=spec.as_of if committed else None,
+        partitions=result.partitions, rewritten_partitions=result.rewritten_partitions,
+        emptied_partitions=result.emptied_partitions)
 
 
 def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | None:

@@ -28,3 +28,11 @@ def test_an_incremental_a_snapshot_and_a_failed_table_each_in_one_line():
     failed = TableOutcome(source="shop.x", hive_table="ods.x", mode="incremental", status="failed",
                           error="extract: the binlog was purged")
     assert summary_line(failed, NOW) == "shop.x → ods.x: failed incremental; extract: the binlog was purged"
+
+
+def test_a_partitioned_tables_line_counts_the_partitions_its_commit_rewrote_and_emptied():
+    outcome = TableOutcome(source="shop.events", hive_table="ods.events", mode="incremental", status="committed",
+                           version=9, changes={"I": 2000, "U": 2008, "D": 2}, partitions=1_500,
+                           rewritten_partitions=12, emptied_partitions=1)
+    assert summary_line(outcome, NOW) == ("shop.events → ods.events: committed incremental, +2,000 ~2,008 -2, "
+                                          "version 9, partitions 12 rewritten, 1 emptied of 1,500")
