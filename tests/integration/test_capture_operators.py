@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePatte
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
+from airflow_cdc_provider.core.partitioning import PartitionSpec
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -44,10 +45,11 @@ def schema(mariadb):
     mariadb.execute(f"DROP DATABASE {name}")
 
 
-def check(entries, conn_id, tmp_path) -> CheckResult:
+def check(entries, conn_id, tmp_path, time_zone="UTC") -> CheckResult:
     with DAG("ops", schedule=None):
         operator = CaptureCheckOperator(task_id="check", tables=entries,
-                                        hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse")),
+                                        hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse"),
+                                                        time_zone=time_zone),
                                         work_dir=str(tmp_path), mysql_conn_id=conn_id)
     return CheckResult.model_validate(operator.execute({}))
 
@@ -90,6 +92,20 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
               tmp_path)
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
         check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
+    # A `partition_by:` that does not fit the table's columns refuses the table alike: a pattern's match is left
+    # out (b has no id), the others go on; a named table fails the check (a's v is no date).
+    by_id = PartitionSpec.parse("truncate(id, 10)")
+    checked = check([TablePattern(schema=schema, table="*", partition_by=by_id)], capture_conn, tmp_path)
+    assert [t.source for t in checked.tables] == [f"{schema}.a"]
+    assert checked.tables[0].partitioning == by_id.resolve(checked.tables[0].columns)
+    (b,) = [s for s in checked.skipped if s.source == f"{schema}.b"]
+    assert b.reason.startswith(f"The table {schema}.b cannot be partitioned as its `partition_by:` says: The "
+                               "partition spec 'truncate(id, 10) AS id_trunc' names the column 'id', which the table "
+                               "does not have (its columns: k1, k2, n)")
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.a cannot be partitioned as its `partition_by:` "
+                                                   "says: .*cannot partition by the column 'v' of type varchar"):
+        check([TableConfig(TableName(schema, "a"), "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
+              tmp_path)
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
