@@ -29,6 +29,7 @@ from airflow_cdc_provider.core.identifiers import (
     validate_hive_name,
     validate_identifier,
 )
+from airflow_cdc_provider.core.partitioning import BadPartitionSpec, PartitionSpec
 from airflow_cdc_provider.core.schema import POLICIES
 from airflow_cdc_provider.core.workdir import StorageError, check_work_dir, location_problem
 
@@ -171,7 +172,8 @@ class HiveConfig(_Section):
     metastore_uri: str | None = Field(None, description="thrift://host:port of a Hive metastore service; null: an "
                                       "embedded metastore at `warehouse_dir`/metastore_db, for one machine")
     time_zone: str = Field("UTC", description="the zone the tables' readers use (their spark.sql.session.timeZone):"
-                           " a DATETIME is written so that it reads back with the source's digits there")
+                           " a DATETIME is written so that it reads back with the source's digits there, and a "
+                           "`partition_by:` of a DATETIME or TIMESTAMP dates its rows as they are seen there")
     keep_versions: int = Field(3, ge=2, description="versions of each Hive table kept on disk, and run directories "
                                "of each table kept in the work dir; a re-run needs its input version")
 
@@ -291,6 +293,9 @@ class TableEntry(_Section):
                                           json_schema_extra={"choices": POLICY_CHOICES})
     spark_conf: dict[str, str] | None = Field(None, description="runtime SQL settings (`spark.sql.*`) the merge "
                                               "applies while it handles this table, over `spark: merge_conf`")
+    partition_by: str | None = Field(None, description="how the Hive table is partitioned: one transform of one "
+                                     "column, such as `day(created_at)`, `truncate(id, 1000000)` or `bucket(id, 64) "
+                                     "AS b` ([partitions.md](partitions.md)); null: not partitioned")
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
@@ -320,6 +325,7 @@ class TableConfig:
     target: str  # the Hive table name, within HiveConfig.database
     schema_changes: str | None = None  # this table's policy, else the configuration's
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
+    partition_by: PartitionSpec | None = None  # how its Hive table is partitioned; the check binds it to the columns
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -350,6 +356,7 @@ class TablePattern:
     target: str = DEFAULT_TARGET  # the Hive table name, a template with {schema} and {table}
     schema_changes: str | None = None
     spark_conf: tuple[tuple[str, str], ...] = ()
+    partition_by: PartitionSpec | None = None  # each table it selects is partitioned so
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -376,7 +383,7 @@ class TablePattern:
                 f"Set `target:` for {name} in an entry of its own (`- source: {name}` with `target: a_name`), "
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
-        return TableConfig(name, target, self.schema_changes, self.spark_conf)
+        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -590,8 +597,8 @@ def time_zone(value: Any, where: str) -> str:
 
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
-               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:` and, on a pattern, "
-               "`exclude:`")
+               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:` and, on "
+               "a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -613,7 +620,8 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
     return replace(pattern, exclude=_exclude(entry.get("exclude"), pattern.regex is not None, where),
                    target=_template(entry.get("target"), where),
                    schema_changes=_policy(entry.get("schema_changes"), where),
-                   spark_conf=_table_spark_conf(entry.get("spark_conf"), where))
+                   spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
+                   partition_by=_partition_by(entry.get("partition_by"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -628,7 +636,8 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
         raise ConfigError(f"{exc} Set `target:` for {source} in {origin}.{hint}") from None
     where = f"{source} in {origin}"
     return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
-                       _table_spark_conf(entry.get("spark_conf"), where))
+                       _table_spark_conf(entry.get("spark_conf"), where),
+                       _partition_by(entry.get("partition_by"), where))
 
 
 def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
@@ -636,6 +645,20 @@ def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
         return tuple(spark_settings(value, per_table=True).items())
     except _Invalid as exc:
         raise ConfigError(f"`spark_conf:` of {where} {exc}") from None
+
+
+def _partition_by(value: Any, where: str) -> PartitionSpec | None:
+    """A table's `partition_by:` parsed when the configuration is read: its form is checked here, and whether it
+    fits the table's columns by the check (``operators.check``), which knows them."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"`partition_by:` of {where} must be a text such as 'day(created_at)' or 'bucket(id, 64) "
+                          f"AS b', got {value!r} ({type(value).__name__}). Quote it in the YAML.")
+    try:
+        return PartitionSpec.parse(value)
+    except BadPartitionSpec as exc:
+        raise ConfigError(f"`partition_by:` of {where}: {exc}") from None
 
 
 def _parse_source(text: Any, origin: str) -> TableName | tuple[str, str]:

@@ -359,6 +359,22 @@ def metastore_value(value: Any) -> str:
     return str(value)
 
 
+def table_partitioning(table: str, spec: PartitionSpec | None, columns: Sequence[tuple[str, str]],
+                       time_zone: str) -> Partitioning | None:
+    """The configured spec of ``table`` (schema.table) bound to its columns and the readers' zone (``hive:
+    time_zone``), None for a table not partitioned; or BadPartitionSpec naming the table and what to do, so that
+    the check refuses it before anything of it is read."""
+    if spec is None:
+        return None
+    try:
+        return spec.resolve(columns, time_zone)
+    except BadPartitionSpec as exc:
+        raise BadPartitionSpec(
+            f"The table {table} cannot be partitioned as its `partition_by:` says: {exc} Change or remove the "
+            "`partition_by:` of the table entry that selects it (a table a pattern selects can be given an entry "
+            "of its own, which wins); until then the table is not captured.") from None
+
+
 # --- parsing ----------------------------------------------------------------------------------------------
 
 def _tokens(text: str) -> list[tuple[str, str]]:

@@ -291,6 +291,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                          definitions=[_header(t) for t in tables],
                          schema_changes={t.source: t.table.schema_changes for t in tables},
                          defaults=hook.added_column_defaults, starts=starts, charsets=hook.column_charsets,
+                         partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
                          progress=lambda events, at: progress.update(
                              events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
         progress.finish(result.events)
@@ -327,7 +328,8 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
             files=tuple(located(f) for f in files), columns=result.headers[name].columns,
             schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
             fills=added_columns_of(result.fills[name]), reread=replaced(table.reread, done.held if done else None),
-            reread_rows=done.rows if done else 0, seconds=round(time.monotonic() - clock, 3))
+            reread_rows=done.rows if done else 0, seconds=round(time.monotonic() - clock, 3),
+            left_partitions=result.left_partitions[name])
 
     def _reread(self, hook: MySqlSourceHook, tables: list[TablePlan], local: dict[str, Any],
                 failed: list[TableFailure]) -> dict[str, RereadResult]:
@@ -441,7 +443,8 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
                 upserts=result.upserts, deletes=result.deletes, reread=part.reread, changes=part.counts,
                 start=part.start, seconds={"extract": part.seconds,
-                                           "replay": round(time.monotonic() - started, 3)}))
+                                           "replay": round(time.monotonic() - started, 3)},
+                left_partitions=part.left_partitions))
         return _finish(self.log, "replay", results, transient).to_xcom()
 
 

@@ -11,6 +11,8 @@ from airflow_cdc_provider.core.catalog import StoredCatalog, resolve
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
+from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -24,14 +26,15 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
     configuration that cannot be captured fails the task with every problem found, each with its fix; a table
-    a pattern matched that cannot be captured (no usable key, an unsupported type) is reported and left out.
+    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:` that does
+    not fit its columns) is reported and left out.
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
     Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
     columns.
 
     :param tables: the configuration's table entries (``CdcConfig.tables``).
-    :param hive: the Hive settings (the targets' database).
+    :param hive: the Hive settings (the targets' database; the readers' zone, which dates a partition).
     :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
@@ -77,17 +80,14 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
             self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", left_out.reason)
         problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
         for table in resolution.tables:
-            header = headers[table.source]
-            if isinstance(header, CdcError):
-                if table.source in resolution.named:
-                    problems.append(str(header))
-                else:
-                    self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", header)
-                    skipped.append(SkippedTable(source=str(table.source), reason=str(header)))
-                continue
-            captured.append(CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
-                                          schema_changes=table.schema_changes or self.schema_changes,
-                                          key=header.key, columns=header.columns, spark_conf=table.spark_conf))
+            ready = self._captured(table, headers[table.source])
+            if isinstance(ready, CapturedTable):
+                captured.append(ready)
+            elif table.source in resolution.named:
+                problems.append(str(ready))
+            else:
+                self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", ready)
+                skipped.append(SkippedTable(source=str(table.source), reason=str(ready)))
         if problems:
             raise _TablesRefused(problems)
         gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]
@@ -102,6 +102,20 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
                            skipped=tuple(skipped), gone=tuple(gone))
 
+
+    def _captured(self, table: TableConfig, header: RawHeader | CdcError) -> CapturedTable | CdcError:
+        """The table as this run captures it, or why it cannot be: its key or types (``header``), or a
+        `partition_by:` that does not fit its columns, found here before anything of it is read."""
+        if isinstance(header, CdcError):
+            return header
+        try:
+            partitioning = table_partitioning(str(table.source), table.partition_by, header.columns,
+                                              self.hive.time_zone)
+        except BadPartitionSpec as exc:
+            return exc
+        return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
+                             schema_changes=table.schema_changes or self.schema_changes, key=header.key,
+                             columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning)
 
 def _literal_schema(pattern: TablePattern) -> str | None:
     """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""

@@ -26,6 +26,7 @@ from airflow_cdc_provider.core.charsets import known as known_charset
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
 from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.partitioning import BadPartitionSpec, Partitioning, metastore_value
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
 from airflow_cdc_provider.core.schema import (
     Fill,
@@ -62,6 +63,11 @@ class UnreadableText(CdcError):
     """A text value (or an ENUM or SET's members) that cannot be read in its column's character set."""
 
 
+class PartitionSourceChanged(CdcError):
+    """The column a table is partitioned by was dropped, renamed or retyped in the range, so that the partition
+    its rows were in can no longer be told."""
+
+
 @dataclass
 class ExtractResult:
     start: Watermark
@@ -73,6 +79,8 @@ class ExtractResult:
     schema_changes: dict[str, list[SchemaChange]] = field(default_factory=dict)
     fills: dict[str, list[Fill]] = field(default_factory=dict)  # what added columns hold in earlier rows
     failed: dict[str, CdcError] = field(default_factory=dict)  # tables left out of the range, with why
+    # A partitioned table's partitions rows left (``_TableSink.note_left``), as the metastore writes them, sorted.
+    left_partitions: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def check(self) -> ExtractResult:
         """Raise the first table's failure, if any (for a caller of one table); else return the result."""
@@ -98,10 +106,14 @@ def fills_of(added: Sequence[AddedColumn]) -> list[Fill]:
     return [Fill(a.column, a.sources, decode_values(a.value)[0], a.needs_value) for a in added]
 
 
+_RANGE_START = "the start of the range"
+
+
 class _TableSink:
     """One table's raw files, the columns in force at the current point of the binlog, and the changes met."""
 
-    def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None) -> None:
+    def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None,
+                 partitioning: Partitioning | None = None) -> None:
         self.writer = writer
         self.now = now or header  # the definition when the extraction began: the types of added columns
         self.start = header.columns
@@ -118,19 +130,55 @@ class _TableSink:
         self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
         self.policy = "strict"
         self.failed: CdcError | None = None
-        self._use(header)
+        # A partitioned table's layout as the check bound it, bound again to the columns in force (``_bind``),
+        # and the partitions rows left, as the metastore writes them. None for a table not partitioned.
+        self.partitioning = self.bound = partitioning
+        self.left: set[str] | None = None if partitioning is None else set()
+        try:
+            self._use(header)
+        except PartitionSourceChanged as exc:  # the columns at the start do not fit the spec
+            self.fail(exc)
 
     def fail(self, error: CdcError) -> None:
         """Leave this table out of the range: its raw files go, the other tables go on."""
         self.failed = error
         self.writer.abort()
 
-    def _use(self, header: RawHeader) -> None:
+    def _use(self, header: RawHeader, where: str = _RANGE_START) -> None:
         self.header = header
         self.names = header.column_names
         self.key_indexes = header.key_indexes() if set(header.key) <= set(self.names) else ()
         self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
         self.sets = {name for name, ctype in header.columns if ctype.lower().startswith("set(")}
+        if self.partitioning is not None:
+            self._bind(header, where)
+
+    def _bind(self, header: RawHeader, where: str) -> None:
+        """The partitioning bound to ``header``'s columns: which column of a row image its value is read from,
+        and the column's type then. The spec is bound anew at each change of columns (the zone is the check's:
+        a type that would date its values otherwise lands as another Hive type, which no policy takes on)."""
+        assert self.partitioning is not None and self.bound is not None
+        spec, bound = self.partitioning.spec, self.bound
+        try:
+            self.bound = spec.resolve(header.columns, self.partitioning.time_zone)
+        except BadPartitionSpec as exc:
+            column = bound.source_column
+            found = [ctype for name, ctype in header.columns if name.lower() == column.lower()]
+            if where == _RANGE_START:  # the columns of its last version, against the check's of now
+                change = (f"the range starts with the columns of its last version, where {column} is "
+                          f"{found[0]}, not {bound.source_type}" if found else
+                          f"the range starts with the columns of its last version, which have no {column}")
+            else:
+                change = (f"at {where} the type of {column} changed from {bound.source_type} to {found[0]}" if found
+                          else f"at {where} the column {column} was dropped or renamed")
+            raise PartitionSourceChanged(
+                f"The table {header.table} is partitioned by its column {column} ({spec.text}), and {change}: "
+                f"{exc} The partitions its rows were in can no longer be told from the binlog. Nothing of this "
+                "table was written; the Hive table is as it was. Make `partition_by:` fit the table's columns if "
+                "need be, then trigger a run with fresh_snapshot=true.") from None
+        self.partition_at = self.names.index(self.bound.source_column)
+        # An update whose raw values of these columns are equal before and after leaves no partition.
+        self.partition_watch = (self.bound.source_column, *(k for k in header.key if k in self.names))
 
     def follow(self, columns: list[Any], where: str) -> None:
         """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
@@ -248,7 +296,7 @@ class _TableSink:
                                          header.columns, tuple(self.renames)))
         self.renames = []
         self.writer.switch(header)
-        self._use(header)
+        self._use(header, where)
 
     def image(self, values: dict[str, Any], none_sources: dict[str, str], where: str) -> list[Any]:
         if self.sets and none_sources:
@@ -276,6 +324,32 @@ class _TableSink:
 
     def uid(self, row: list[Any]) -> str:
         return key_uid([row[i] for i in self.key_indexes])
+
+    def note_left(self, event: Any, where: str) -> None:
+        """The partitions the rows of a row event leave: a deleted row's, the old key's of an update that changes
+        the key (written as a delete), and the before image's of an update that moves the row to another
+        partition. The merge rewrites only the partitions a run touches, and only the before image tells which
+        partition a row was in. Called for a partitioned table's events only, after they are written: their
+        rows are read again, the images of updates only where the partition's column or the key changed."""
+        assert self.left is not None
+        assert self.bound is not None
+        at, value = self.partition_at, self.bound.value
+        if isinstance(event, UpdateRowsEvent):
+            watched = self.partition_watch
+            source = watched[0]
+            for row in event.rows:
+                old, new = row["before_values"], row["after_values"]
+                if all(old[c] == new[c] for c in watched) and (
+                        row["before_none_sources"].get(source) == row["after_none_sources"].get(source)):
+                    continue  # the key and the partition's column as they were: the row stays where it was
+                before = self.image(old, row["before_none_sources"], where)
+                after = self.image(new, row["after_none_sources"], where)
+                partition = value(before[at])
+                if partition != value(after[at]) or self.uid(before) != self.uid(after):
+                    self.left.add(metastore_value(partition))
+        elif isinstance(event, DeleteRowsEvent):
+            for row in event.rows:
+                self.left.add(metastore_value(value(self.image(row["values"], row["none_sources"], where)[at])))
 
     def finish(self) -> None:
         """A DDL after the last row event changed the table too: the definition now is its result."""
@@ -321,6 +395,7 @@ def extract(
     starts: Mapping[str, Watermark] | None = None,
     progress: Callable[[int, tuple[int, int]], None] | None = None,
     charsets: Callable[[str], dict[str, str]] | None = None,
+    partitionings: Mapping[str, Partitioning] | None = None,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
@@ -349,6 +424,10 @@ def extract(
     for a column whose collation the binlog reader does not know. A value that is not text in its character set
     fails its table, as above.
 
+    ``partitionings`` gives a partitioned table its partitioning (``CapturedTable.partitioning``):
+    ``result.left_partitions`` then holds the partitions its rows left in the range (``_TableSink.note_left``).
+    A change of its columns after which the spec no longer fits fails the table, as above.
+
     ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
     """
     if high < start:
@@ -361,7 +440,8 @@ def extract(
         for h in headers:
             name = TableName.parse(h.table)
             directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
-            sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table))
+            sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table),
+                              (partitionings or {}).get(h.table))
             table_start = starts.get(h.table, start)
             if table_start < start:
                 raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
@@ -392,6 +472,7 @@ def extract(
                     continue
                 result.files[table] = sink.writer.close()
                 result.counts[table] = dict(sink.writer.counts)
+                result.left_partitions[table] = tuple(sorted(sink.left or ()))
                 result.headers[table], result.schema_changes[table] = sink.header, sink.changes
         except BaseException:
             for sink in sinks.values():
@@ -571,3 +652,5 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
         for n, row in enumerate(event.rows):
             image = sink.image(row["values"], row["none_sources"], where)
             write(op, sink.uid(image), (seq, pos, n), image)
+    if sink.left is not None:  # a partitioned table: the one test per event a table not partitioned pays
+        sink.note_left(event, where)

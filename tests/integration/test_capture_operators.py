@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePatte
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
+from airflow_cdc_provider.core.partitioning import NULL_PARTITION, PartitionSpec
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -44,10 +45,11 @@ def schema(mariadb):
     mariadb.execute(f"DROP DATABASE {name}")
 
 
-def check(entries, conn_id, tmp_path) -> CheckResult:
+def check(entries, conn_id, tmp_path, time_zone="UTC") -> CheckResult:
     with DAG("ops", schedule=None):
         operator = CaptureCheckOperator(task_id="check", tables=entries,
-                                        hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse")),
+                                        hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse"),
+                                                        time_zone=time_zone),
                                         work_dir=str(tmp_path), mysql_conn_id=conn_id)
     return CheckResult.model_validate(operator.execute({}))
 
@@ -90,6 +92,20 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
               tmp_path)
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
         check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
+    # A `partition_by:` that does not fit the table's columns refuses the table alike: a pattern's match is left
+    # out (b has no id), the others go on; a named table fails the check (a's v is no date).
+    by_id = PartitionSpec.parse("truncate(id, 10)")
+    checked = check([TablePattern(schema=schema, table="*", partition_by=by_id)], capture_conn, tmp_path)
+    assert [t.source for t in checked.tables] == [f"{schema}.a"]
+    assert checked.tables[0].partitioning == by_id.resolve(checked.tables[0].columns)
+    (b,) = [s for s in checked.skipped if s.source == f"{schema}.b"]
+    assert b.reason.startswith(f"The table {schema}.b cannot be partitioned as its `partition_by:` says: The "
+                               "partition spec 'truncate(id, 10) AS id_trunc' names the column 'id', which the table "
+                               "does not have (its columns: k1, k2, n)")
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.a cannot be partitioned as its `partition_by:` "
+                                                   "says: .*cannot partition by the column 'v' of type varchar"):
+        check([TableConfig(TableName(schema, "a"), "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
+              tmp_path)
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
@@ -161,6 +177,57 @@ def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermar
     keys: list = []
     texts = plain_values([(args, kwargs) for _, args, kwargs in stage_calls], keys)
     assert not [t for t in texts if password in t] and not {"password", "passwd"} & {str(k) for k in keys}
+
+
+def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_replay_hands_them_on(
+        mariadb, schema, capture_conn, tmp_path):
+    # A TIMESTAMP, dated where the readers are (`hive: time_zone`): 20:00 UTC is the next day in Shanghai.
+    mariadb.execute(f"CREATE TABLE {schema}.ev (id INT PRIMARY KEY, at TIMESTAMP NULL, note VARCHAR(10))",
+                    f"CREATE TABLE {schema}.gone (id INT PRIMARY KEY, at DATE)",
+                    "SET time_zone = '+00:00'",
+                    f"INSERT INTO {schema}.ev VALUES (1, '2026-01-01 10:00', ''), (2, '2026-01-02 20:00', ''), "
+                    "(3, NULL, ''), (4, '2026-01-04 10:00', ''), (5, '2026-01-05 10:00', ''), "
+                    "(6, '2026-01-06 10:00', ''), (7, '2026-01-07 10:00', '')",
+                    f"INSERT INTO {schema}.gone VALUES (1, '2026-01-01')")
+    checked = check([TableConfig(TableName(schema, "ev"), "ev", partition_by=PartitionSpec.parse("day(at)")),
+                     TableConfig(TableName(schema, "gone"), "gone", schema_changes="evolve",
+                                 partition_by=PartitionSpec.parse("month(at)")),
+                     TablePattern(schema=schema, table="a")], capture_conn, tmp_path, time_zone="Asia/Shanghai")
+    ev, gone, a = (f"{schema}.{t}" for t in ("ev", "gone", "a"))
+    assert [(t.source, t.partitioning.time_zone if t.partitioning else None) for t in checked.tables] == [
+        (a, None), (ev, "Asia/Shanghai"), (gone, "UTC")]
+    start = MySqlSourceHook(capture_conn).current_watermark()
+    mariadb.execute("SET time_zone = '+00:00'",
+                    f"INSERT INTO {ev} VALUES (8, '2026-01-08 10:00', '')",  # a new row leaves nothing
+                    f"UPDATE {ev} SET note = 'x' WHERE id = 1",  # neither the key nor the date changes
+                    f"UPDATE {ev} SET at = '2026-01-01 12:00' WHERE id = 1",  # the same day
+                    f"UPDATE {ev} SET at = '2026-01-09 10:00' WHERE id = 2",  # moves: leaves 2026-01-03 (Shanghai)
+                    f"UPDATE {ev} SET at = '2026-01-03 10:00' WHERE id = 3",  # from NULL
+                    f"UPDATE {ev} SET at = NULL WHERE id = 4",  # to NULL
+                    f"UPDATE {ev} SET id = 50 WHERE id = 5",  # a new key: the old one is deleted from its day
+                    f"DELETE FROM {ev} WHERE id IN (6, 8)",  # 8 leaves the day it came to in the range
+                    f"UPDATE {ev} SET note = 'y' WHERE id = 7",
+                    f"UPDATE {a} SET v = 'z' WHERE id = 1", f"DELETE FROM {a} WHERE id = 3",
+                    # The column gone is partitioned by is dropped: its rows' partitions can no longer be told.
+                    f"ALTER TABLE {gone} DROP COLUMN at", f"INSERT INTO {gone} VALUES (2)")
+    plan = source_plan(checked, tmp_path, committed={t.source: start for t in checked.tables})
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    parts = {t.source: t for t in extraction.tables}
+    assert parts[ev].left_partitions == ("2026-01-03", "2026-01-04", "2026-01-05", "2026-01-06", "2026-01-08",
+                                         NULL_PARTITION)
+    assert parts[a].counts == {"I": 0, "U": 1, "D": 1} and parts[a].left_partitions == ()
+    (failed,) = extraction.failed
+    assert failed.source == gone and failed.error.startswith(
+        f"The table {gone} is partitioned by its column at (month(at) AS dt), and at binlog file ")
+    assert "the column at was dropped or renamed: The partition spec 'month(at) AS dt' names the column 'at', " \
+           "which the table does not have (its columns: id)" in failed.error
+    assert failed.error.endswith("then trigger a run with fresh_snapshot=true.")
+
+    replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
+                                                         extraction=extraction.to_xcom()).execute({}))
+    handed = {i.source: i.left_partitions for i in replayed.inputs}
+    assert handed == {ev: parts[ev].left_partitions, a: ()}
 
 
 def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,

@@ -13,6 +13,7 @@ from airflow_cdc_provider.core.config import (
 )
 from airflow_cdc_provider.core.errors import InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.partitioning import PartitionSpec
 from tests.conftest import DAGS, read_config
 
 
@@ -516,6 +517,29 @@ def test_a_patterns_spark_conf_goes_to_each_table_it_selects():
     (pattern,) = entries({"source": "shop.*", "spark_conf": {"spark.sql.shuffle.partitions": 8}})
     assert pattern.table_config(TableName("shop", "a")).spark_conf == (("spark.sql.shuffle.partitions", "8"),)
 
+
+
+def test_partition_by_is_parsed_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
+    named, pattern, plain = entries({"source": "shop.orders", "partition_by": "day(created_at)"},
+                                    {"source": "crm.*", "partition_by": "bucket(id, 64) AS b"}, "shop.a")
+    assert named.partition_by == PartitionSpec.parse("day(created_at)")
+    assert pattern.table_config(TableName("crm", "contacts")).partition_by == PartitionSpec.parse("bucket(id, 64) AS b")
+    assert plain.partition_by is None
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"source": "shop.orders", "partition_by": "days(created_at)"},
+     r"`partition_by:` of shop.orders in cdc.yaml: The partition spec 'days\(created_at\)' is not accepted: "
+     r"days\(…\) is Spark's spelling: write day\(column\)"),
+    ({"regex": "shop\\.o.*", "partition_by": "bucket(16, id)"},
+     r"`partition_by:` of the pattern regex shop\\.o\.\* in cdc.yaml: The partition spec 'bucket\(16, id\)' is "
+     r"not accepted: the number comes after the column .*write bucket\(id, 16\)"),
+    ({"source": "shop.orders", "partition_by": 5},
+     r"`partition_by:` of shop.orders in cdc.yaml must be a text such as 'day\(created_at\)'.*got 5 \(int\)"),
+])
+def test_a_partition_by_that_does_not_parse_is_refused_naming_the_entry_the_file_and_the_text(entry, message):
+    with pytest.raises(ConfigError, match=message):
+        read_config({"tables": [entry]}, "cdc.yaml")
 
 def test_expectations_read_as_sentences():
     fields = SECTIONS["run"].model_fields

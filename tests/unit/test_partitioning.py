@@ -16,6 +16,7 @@ from airflow_cdc_provider.core.partitioning import (
     PartitionSpec,
     Transform,
     metastore_value,
+    table_partitioning,
 )
 
 COLUMNS = [("id", "bigint"), ("created_at", "datetime(6)"), ("paid_at", "timestamp(3)"), ("born", "date"),
@@ -137,6 +138,20 @@ def test_a_binding_keeps_the_zone_only_for_a_source_whose_values_it_changes():
     assert resolved("day(born)", "Asia/Shanghai") == resolved("day(born)")
     assert resolved("bucket(id, 4)", "Asia/Shanghai") == resolved("bucket(id, 4)")
     assert resolved("bucket(id, 4)") != resolved("bucket(id, 8)")
+
+
+def test_a_table_is_refused_by_name_with_what_to_do_when_its_spec_does_not_fit_its_columns():
+    assert table_partitioning("shop.orders", None, COLUMNS, "Asia/Shanghai") is None
+    bound = table_partitioning("shop.orders", PartitionSpec.parse("day(created_at)"), COLUMNS, "Asia/Shanghai")
+    assert bound == resolved("day(created_at)", "Asia/Shanghai") and bound.time_zone == "Asia/Shanghai"
+    for text, says in [("day(placed_at)", "names the column 'placed_at', which the table does not have"),
+                       ("day(region)", "cannot partition by the column 'region' of type varchar(32)"),
+                       ("bucket(small, 4) AS id", "names its partition column 'id', which the table has")]:
+        with pytest.raises(BadPartitionSpec) as refused:
+            table_partitioning("shop.orders", PartitionSpec.parse(text), COLUMNS, "UTC")
+        message = str(refused.value)
+        assert message.startswith("The table shop.orders cannot be partitioned as its `partition_by:` says: ")
+        assert says in message and "Change or remove the `partition_by:` of the table entry" in message
 
 
 def test_a_column_is_found_whatever_its_case_an_exact_match_first():
