@@ -112,7 +112,9 @@ class VerifyJob(Model):
     buckets: int
     result_file: str
     detail: tuple[int, ...] = ()  # buckets whose rows are listed
-    location: str | None = None  # the version's files; None: the table as the metastore has it now
+    # The version's directory (its version file lists a partitioned version's partitions: see
+    # core.merge.version_locations); None: the table as the metastore has it now.
+    location: str | None = None
     time_zone: str = "UTC"  # hive.time_zone: the zone whose digits a DATETIME's instant holds
     source: Sums | None = None  # the server's sums
     source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
