@@ -75,7 +75,7 @@ def partition_location_problem(partition: str, value: str, info: VersionInfo, lo
     It must be a partition directory of the table's own versions, ``<table>/vNNNNNN/<column>=<value>``, or an
     emptied one, ``<table>/vNNNNNN/_empty/<column>=<value>``, of this version or an older one (a partition the
     run did not touch stays where an older run wrote it; none can be in a later one), under the warehouse."""
-    column = info.partitioning.column if info.partitioning else "?"
+    column = info.partitioning.column if info.partitioning else ""
     what = f"location of the partition {column}={value}"
     problem = location_problem(partition, what)
     if problem:
@@ -107,9 +107,9 @@ def version_locations(info: VersionInfo | None, location: str, warehouse_dir: st
     if problem is None and info is not None and info.version != parse_version_dir(location):
         problem = f"its {VERSION_FILE} is of version {info.version}, not of the version its directory is named for."
     problems = [problem] if problem else []
+    if info is not None and not problems and info.partitioning is None and info.partitions:
+        problems.append(f"its {VERSION_FILE} lists {len(info.partitions)} partitions but no partitioning.")
     if info is not None and not problems:
-        if info.partitioning is None and info.partitions:
-            problems.append(f"its {VERSION_FILE} lists {len(info.partitions)} partitions but no partitioning.")
         values, locations = [value for value, _ in info.partitions], [where for _, where in info.partitions]
         for twice, what in ((_repeated(values), "partition value"), (_repeated(locations), "partition location")):
             if twice:
