@@ -162,13 +162,15 @@ class SourceSums(Model):
 
 class VerifyResult(Model):
     """What the Spark half found for one table (its job's ``result_file``): each bucket's sums over the copy, the
-    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket."""
+    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket;
+    or why the version was not read (``refused``, ``core.merge.VersionRefused``'s message)."""
 
     buckets: Sums
     differing: tuple[int, ...] = ()
     rows: dict[int, tuple[tuple[str, str], ...]] = {}
     compared: bool = False
     seconds: float = 0.0
+    refused: str = ""
 
 
 class VerifyState(Model):

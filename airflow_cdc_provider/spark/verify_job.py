@@ -26,7 +26,7 @@ from airflow_cdc_provider.core.checksum import (
     spark_text,
 )
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
-from airflow_cdc_provider.core.merge import version_locations
+from airflow_cdc_provider.core.merge import VersionRefused, version_locations
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.verify import (
     BucketSum,
@@ -172,6 +172,16 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
 _UNSIGNED = (1 << 64) - 1
 
 
+def table_result(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
+    """The job's result, or why its version was not read (the verify task then fails without retries); the
+    application's other tables are summed either way."""
+    try:
+        return run(spark, job, files)
+    except VersionRefused as exc:  # raised before anything of the version was read
+        print(f"cdc-verify: {job.table}: {exc}", flush=True)
+        return VerifyResult(buckets={}, refused=str(exc))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <URI of the verify jobs JSON>", file=sys.stderr)
@@ -187,7 +197,7 @@ def main(argv: list[str]) -> int:
     failpoint("verify.driver")
     spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
     for job in jobs:
-        result = run(spark, job, files)
+        result = table_result(spark, job, files)
         files.write_text(job.result_file, result.to_text(), overwrite=True)
         print(f"cdc-verify: {job.table}: {len(result.buckets)} buckets summed, {len(result.differing)} differ, "
               f"in {result.seconds} s", flush=True)

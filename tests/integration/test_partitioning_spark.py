@@ -211,5 +211,7 @@ def test_verify_sums_a_partitioned_version_as_the_same_rows_unpartitioned(spark,
         version=2, watermark=Watermark("binlog.000001", 4, server_id=1), run=RunRef("d", "r"),
         partitioning=partitioning, partitions=(("0", f"file:{ods}/flat/v000001"),)).to_text())
     job = job.model_copy(update={"table": "ods.orders", "location": locations["partitioned"]})
+    refused = verify_job.table_result(spark, job, files).refused
+    assert "flat/v000001, which is not one of the table's partition directories" in refused, refused
     with pytest.raises(VersionRefused, match="not one of the table's partition directories"):
         verify_job.run(spark, job, files)
