@@ -15,8 +15,9 @@ from typing import Literal
 from pydantic import model_validator
 
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
-from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan
+from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
@@ -56,6 +57,84 @@ def version_dir_problem(path: str, warehouse_dir: str, table: str) -> str | None
                 "directories there only. Keep the table's database in the warehouse (`hive: warehouse_dir:`).")
     return None
 
+
+# In a partitioned version's directory: the empty directories of the partitions its run emptied, one per partition
+# (``_empty/<column>=<value>``). Hive and Spark skip names starting with _ when they list the version's directory.
+EMPTY_PARTITIONS = "_empty"
+
+
+class VersionRefused(CdcError):
+    """A version whose rows cannot be read as the table's: no version file, or one naming other places than the
+    table's own version directories. A retry would read the same file."""
+
+
+def partition_location_problem(partition: str, value: str, info: VersionInfo, location: str, warehouse_dir: str,
+                               table: str) -> str | None:
+    """Why ``partition``, the location of the partition ``value`` in the version file ``info`` found at
+    ``location`` (a version directory of ``table``), may not be read as that partition's rows, or None.
+
+    It must be a partition directory of the table's own versions, ``<table>/vNNNNNN/<column>=<value>``, or an
+    emptied one, ``<table>/vNNNNNN/_empty/<column>=<value>``, of this version or an older one (a partition the
+    run did not touch stays where an older run wrote it; none can be in a later one), under the warehouse."""
+    column = info.partitioning.column if info.partitioning else ""
+    what = f"location of the partition {column}={value}"
+    problem = location_problem(partition, what)
+    if problem:
+        return problem
+    versions, _, _ = location.rstrip("/").rpartition("/")  # the table's directory in the warehouse
+    expected = (f"{versions}/vNNNNNN/{column}=… or {versions}/vNNNNNN/{EMPTY_PARTITIONS}/{column}=…, in version "
+                f"{info.version} or an older one")
+    home = place(versions)[2]
+    parts = place(partition)[2][len(home) + 1:].split("/") if within(partition, versions) else []
+    number = parse_version_dir(parts[0]) if parts else None
+    leaf = parts[1:] if parts[1:2] != [EMPTY_PARTITIONS] else parts[2:]
+    if (number is None or number > info.version or len(leaf) != 1 or not leaf[0].startswith(f"{column}=")
+            or leaf[0] == f"{column}=" or not within(partition, warehouse_dir)):
+        return (f"The {what} of version {info.version} of {table} is {partition}, which is not one of the table's "
+                f"partition directories ({expected}).")
+    return None
+
+
+def version_locations(info: VersionInfo | None, location: str, warehouse_dir: str, table: str) -> tuple[str, ...]:
+    """Where the rows of the version at ``location`` (a version directory of ``table``, the table's name without
+    its database) are, given its version file ``info`` (None: there is none): the directory itself for an
+    unpartitioned version; for a partitioned one, the location of every partition its version file lists (its
+    directory holds only the partitions its run rewrote). VersionRefused unless each is one of the table's own
+    directories in the warehouse: whoever could change a version file would otherwise choose what is read as the
+    table (another table's files, or a later attempt's)."""
+    problem = version_dir_problem(location, warehouse_dir, table)
+    if problem is None and info is None:
+        problem = f"{location} holds no {VERSION_FILE}: it is not a version this pipeline's merge wrote."
+    if problem is None and info is not None and info.version != parse_version_dir(location):
+        problem = f"its {VERSION_FILE} is of version {info.version}, not of the version its directory is named for."
+    problems = [problem] if problem else []
+    if info is not None and not problems and info.partitioning is None and info.partitions:
+        problems.append(f"its {VERSION_FILE} lists {len(info.partitions)} partitions but no partitioning.")
+    if info is not None and not problems:
+        values, locations = [value for value, _ in info.partitions], [where for _, where in info.partitions]
+        for twice, what in ((_repeated(values), "partition value"), (_repeated(locations), "partition location")):
+            if twice:
+                problems.append(f"its {VERSION_FILE} lists the {what} {twice!r} more than once.")
+        problems += [p for value, where in info.partitions
+                     if (p := partition_location_problem(where, value, info, location, warehouse_dir, table))]
+    if problems:
+        raise VersionRefused(
+            f"The version at {location} is not read as the table {table}: " + " ".join(problems[:5])
+            + (f" ({len(problems) - 5} more problems)" if len(problems) > 5 else "")
+            + " Neither the merge nor the verify task writes such a version or job: find out what changed it, and "
+            "load the table anew with a run triggered with fresh_snapshot=true.")
+    if info is None or info.partitioning is None:
+        return (location,)
+    return tuple(where for _, where in info.partitions)
+
+
+def _repeated(items: list[str]) -> str | None:
+    seen: set[str] = set()
+    for item in items:
+        if item in seen:
+            return item
+        seen.add(item)
+    return None
 
 def versions_to_remove(versions: dict[int, bool], committed: int, keep: int,
                        merged_onto: int | None = None) -> list[int]:

@@ -112,7 +112,9 @@ class VerifyJob(Model):
     buckets: int
     result_file: str
     detail: tuple[int, ...] = ()  # buckets whose rows are listed
-    location: str | None = None  # the version's files; None: the table as the metastore has it now
+    # The version's directory (its version file lists a partitioned version's partitions: see
+    # core.merge.version_locations); None: the table as the metastore has it now.
+    location: str | None = None
     time_zone: str = "UTC"  # hive.time_zone: the zone whose digits a DATETIME's instant holds
     source: Sums | None = None  # the server's sums
     source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
@@ -160,13 +162,15 @@ class SourceSums(Model):
 
 class VerifyResult(Model):
     """What the Spark half found for one table (its job's ``result_file``): each bucket's sums over the copy, the
-    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket."""
+    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket;
+    or why the version was not read (``refused``, ``core.merge.VersionRefused``'s message)."""
 
     buckets: Sums
     differing: tuple[int, ...] = ()
     rows: dict[int, tuple[tuple[str, str], ...]] = {}
     compared: bool = False
     seconds: float = 0.0
+    refused: str = ""
 
 
 class VerifyState(Model):

@@ -20,6 +20,7 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import Committed, Ledger
+from airflow_cdc_provider.core.merge import VersionRefused
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import Unreadable, read_position
 from airflow_cdc_provider.core.verify import (
@@ -210,12 +211,18 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             raise failed
         if submitted:
             raise submitted[0]
+        results = {}
         for check in checks:
             written = store.read(check.job.result_file, VerifyResult)
             if written is None:  # a retry of the task submits the job again
                 raise RuntimeError(f"The verify application ended without writing {check.job.result_file}; see "
                                    "its log above.")
-            found[check.table.source] = self._compare(hook, check, written)
+            results[check.table.source] = written
+        refused = [result.refused for result in results.values() if result.refused]
+        if refused:  # a version file the merge did not write: the task fails, without retries (they would read it)
+            raise VersionRefused(" ".join(refused))
+        for check in checks:
+            found[check.table.source] = self._compare(hook, check, results[check.table.source])
         return [found[t.source] for t in tables]
 
     def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:

@@ -25,6 +25,9 @@ from airflow_cdc_provider.core.checksum import (
     hive_text,
     spark_text,
 )
+from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
+from airflow_cdc_provider.core.merge import VersionRefused, version_locations
+from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     SourceSums,
@@ -37,7 +40,7 @@ from airflow_cdc_provider.core.verify import (
 )
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
-from airflow_cdc_provider.spark.names import column
+from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.session import hive_session
 
 
@@ -97,7 +100,26 @@ def bucket_of(text: Any, buckets: int) -> Any:
     return F.pmod(F.crc32(text.cast("binary")), F.lit(int(buckets)))
 
 
-def row_frame(spark: Any, job: VerifyJob) -> Any:
+def version_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
+    """The rows of the version at ``job.location``, as its version file says where they are (``version_locations``,
+    which refuses any place but the table's own version directories): the directory's files; for a partitioned
+    version, the files of every partition it lists, in its directory or older ones', read as the source's
+    columns only (the files hold no partition column; an emptied partition's directory holds no file)."""
+    location = job.location or ""
+    text = files.read_text(f"{location.rstrip('/')}/{VERSION_FILE}")
+    info = VersionInfo.from_text(text) if text is not None else None
+    locations = version_locations(info, location, job.warehouse_dir, job.table.partition(".")[2])
+    if info is None or info.partitioning is None:
+        return spark.read.parquet(location)
+    # The schema given, not found in the files: the rows of a version whose partitions are all empty have none to
+    # find it in, and every partition is read as the same columns.
+    schema = columns_ddl((name.lower(), hive_type(ctype)) for name, ctype in job.columns)
+    if not locations:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*locations)
+
+
+def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
     """The table's rows as (bucket, key text, row text MD5)."""
     from pyspark.sql import functions as F
 
@@ -106,7 +128,7 @@ def row_frame(spark: Any, job: VerifyJob) -> Any:
                        for name, _ in job.columns])
     row_text = F.concat_ws("#", *texts, flags)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
-    frame = spark.read.parquet(job.location) if job.location else spark.table(job.table)
+    frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
     return frame.select(bucket_of(key, job.buckets).alias("bucket"), key.alias("key"),
                         F.md5(row_text.cast("binary")).alias("md5"))
 
@@ -130,7 +152,7 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
     from pyspark.sql import functions as F
 
     started = time.monotonic()
-    rows = row_frame(spark, job)
+    rows = row_frame(spark, job, files)
     # The first 64 bits of the MD5 as a signed integer (Spark has no unsigned one): the same bits.
     digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
     sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
@@ -150,6 +172,16 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
 _UNSIGNED = (1 << 64) - 1
 
 
+def table_result(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
+    """The job's result, or why its version was not read (the verify task then fails without retries); the
+    application's other tables are summed either way."""
+    try:
+        return run(spark, job, files)
+    except VersionRefused as exc:  # raised before anything of the version was read
+        print(f"cdc-verify: {job.table}: {exc}", flush=True)
+        return VerifyResult(buckets={}, refused=str(exc))
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <URI of the verify jobs JSON>", file=sys.stderr)
@@ -165,7 +197,7 @@ def main(argv: list[str]) -> int:
     failpoint("verify.driver")
     spark = hive_session("cdc-verify", jobs[0].warehouse_dir, jobs[0].metastore_uri)
     for job in jobs:
-        result = run(spark, job, files)
+        result = table_result(spark, job, files)
         files.write_text(job.result_file, result.to_text(), overwrite=True)
         print(f"cdc-verify: {job.table}: {len(result.buckets)} buckets summed, {len(result.differing)} differ, "
               f"in {result.seconds} s", flush=True)

@@ -1,15 +1,18 @@
 """The partition value of a row, computed by Spark over the Hive form of the capture files (``spark.partitioning``)
 and by Python over the values the capture stages give (``core.partitioning``): the same value, of the same type,
 for a few hundred varied values of every transform and column type, NULLs, zero dates (NULL by then), the ends of
-each range, negative numbers, year boundaries, and the readers' zone's skipped and doubled hours. One Spark session,
-in this process, without Hive: nothing here needs a metastore."""
+each range, negative numbers, year boundaries, and the readers' zone's skipped and doubled hours. And verify's Spark
+half over a partitioned version, against the same rows unpartitioned. One Spark session, in this process, without
+Hive: nothing here needs a metastore."""
 
 from __future__ import annotations
 
 import datetime as dt
 import random
+from collections.abc import Iterator
 from decimal import Decimal
 from types import SimpleNamespace
+from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
@@ -77,58 +80,138 @@ def _rows(count: int) -> list[list[object]]:
     return rows
 
 
-@pytest.mark.spark
-def test_spark_and_python_give_every_row_the_same_partition_value(tmp_path, monkeypatch):
+@pytest.fixture(scope="module")
+def spark() -> Iterator[Any]:
+    """One local session for the module's tests, in UTC, with the rebase modes of the provider's jobs."""
     from airflow_cdc_testing.hive import spark_env
     from pyspark.sql import SparkSession
 
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in spark_env().items():
+            patch.setenv(key, value)
+        builder = SparkSession.builder.master("local[1]").appName("partitioning").config("spark.ui.enabled", "false")
+        for key, value in {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
+                           **{f"spark.sql.parquet.{mode}": "CORRECTED" for mode in (
+                               "datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
+                               "int96RebaseModeInWrite")}}.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        try:
+            yield session
+        finally:
+            # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
+            from pyspark import SparkContext
+
+            gateway = SparkContext._gateway
+            session.stop()
+            if gateway is not None:
+                gateway.shutdown()
+                gateway.proc.stdin.close()
+                gateway.proc.wait(timeout=60)
+                SparkContext._gateway = SparkContext._jvm = None
+
+
+def _hive_rows(spark: Any, path: str, zone: str) -> Any:
+    """The capture file at ``path`` as the merge reads it: Hive's names and types, DATETIMEs held for the zone."""
     from airflow_cdc_provider.spark import merge_job
+
+    return merge_job._hive_frame(spark, [path], [(name, hive_type(ctype)) for name, ctype in COLUMNS],
+                                 SimpleNamespace(datetime_zone=zone, datetime_columns=("created_at",)))
+
+
+@pytest.mark.spark
+def test_spark_and_python_give_every_row_the_same_partition_value(spark, tmp_path):
     from airflow_cdc_provider.spark.names import column
     from airflow_cdc_provider.spark.partitioning import partition_value
 
-    for key, value in spark_env().items():
-        monkeypatch.setenv(key, value)
     rows = _rows(400)
     path = str(tmp_path / "upserts.parquet")
     pq.write_table(arrow_table(rows, arrow_schema(COLUMNS)), path)
-    hive_columns = [(name, hive_type(ctype)) for name, ctype in COLUMNS]
-
-    builder = SparkSession.builder.master("local[1]").appName("partitioning").config("spark.ui.enabled", "false")
-    for key, value in {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
-                       **{f"spark.sql.parquet.{mode}": "CORRECTED" for mode in (
-                           "datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
-                           "int96RebaseModeInWrite")}}.items():
-        builder = builder.config(key, value)
-    spark = builder.getOrCreate()
     wrong = []
-    try:
-        for zone in ("UTC", "America/New_York"):
-            specs = [PartitionSpec.parse(f"{text} AS p{i}").resolve(COLUMNS, zone) for i, text in enumerate(SPECS)]
-            # The capture files as the merge reads them: Hive's names and types, DATETIMEs held for the zone.
-            frame = merge_job._hive_frame(spark, [path], hive_columns,
-                                          SimpleNamespace(datetime_zone=zone, datetime_columns=("created_at",)))
-            got = frame.select(column("n"), *[partition_value(p) for p in specs]).collect()
-            assert len(got) == len(rows)
-            position = {name.lower(): i for i, (name, _) in enumerate(COLUMNS)}
-            for p in specs:  # every transform met NULL and several partitions: nothing compared in vain
-                values = {row[p.column] for row in got}
-                assert len(values) >= 3 and (None in values or p.source_column == "n"), (p.spec.text, values)
-            for row in got:
-                source = rows[row["n"]]
-                for p in specs:
-                    value = source[position[p.source_column.lower()]]
-                    mine, theirs = p.value(value), row[p.column]
-                    if (type(mine), mine) != (type(theirs), theirs):
-                        wrong.append(f"{zone} {p.spec.text} of {value!r}: Python {mine!r}, Spark {theirs!r}")
-    finally:
-        # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
-        from pyspark import SparkContext
-
-        gateway = SparkContext._gateway
-        spark.stop()
-        if gateway is not None:
-            gateway.shutdown()
-            gateway.proc.stdin.close()
-            gateway.proc.wait(timeout=60)
-            SparkContext._gateway = SparkContext._jvm = None
+    for zone in ("UTC", "America/New_York"):
+        specs = [PartitionSpec.parse(f"{text} AS p{i}").resolve(COLUMNS, zone) for i, text in enumerate(SPECS)]
+        got = _hive_rows(spark, path, zone).select(column("n"), *[partition_value(p) for p in specs]).collect()
+        assert len(got) == len(rows)
+        position = {name.lower(): i for i, (name, _) in enumerate(COLUMNS)}
+        for p in specs:  # every transform met NULL and several partitions: nothing compared in vain
+            values = {row[p.column] for row in got}
+            assert len(values) >= 3 and (None in values or p.source_column == "n"), (p.spec.text, values)
+        for row in got:
+            source = rows[row["n"]]
+            for p in specs:
+                value = source[position[p.source_column.lower()]]
+                mine, theirs = p.value(value), row[p.column]
+                if (type(mine), mine) != (type(theirs), theirs):
+                    wrong.append(f"{zone} {p.spec.text} of {value!r}: Python {mine!r}, Spark {theirs!r}")
     assert wrong[:20] == []
+
+
+@pytest.mark.spark
+def test_verify_sums_a_partitioned_version_as_the_same_rows_unpartitioned(spark, tmp_path):
+    """Verify's Spark half over a version whose partitions are spread over two version directories (one kept
+    from version 1, one rewritten by version 2, one emptied by it, the NULL partition kept) gives the sums and
+    row MD5s it gives over the same rows in one unpartitioned version directory; a version file naming another
+    table's partition is refused before anything is read."""
+    from pyspark.sql import functions as F
+
+    from airflow_cdc_provider.core.ledger import VERSION_FILE, RunRef, VersionInfo
+    from airflow_cdc_provider.core.merge import VersionRefused
+    from airflow_cdc_provider.core.partitioning import metastore_value
+    from airflow_cdc_provider.core.verify import VerifyJob
+    from airflow_cdc_provider.core.watermark import Watermark
+    from airflow_cdc_provider.spark import verify_job
+    from airflow_cdc_provider.spark.files import HadoopFiles
+    from airflow_cdc_provider.spark.names import column
+    from airflow_cdc_provider.spark.partitioning import partition_value
+
+    path = str(tmp_path / "upserts.parquet")
+    pq.write_table(arrow_table(_rows(400), arrow_schema(COLUMNS)), path)
+    warehouse = tmp_path / "warehouse"
+    partitioning = PartitionSpec.parse("bucket(id, 3) AS p").resolve(COLUMNS)
+    first = _hive_rows(spark, path, "UTC").withColumn("p", partition_value(partitioning))
+    ods = warehouse / "ods.db"
+    first.write.partitionBy("p").parquet(f"file:{ods}/orders/v000001")
+    # Version 2 rewrites partition 1 (every other row of it gone, the rest changed) and empties partition 2.
+    rewritten = first.where("p = 1 AND n % 2 = 0").withColumn("region", F.concat(column("region"), F.lit("!")))
+    rewritten.write.partitionBy("p").parquet(f"file:{ods}/orders/v000002")
+    (ods / "orders" / "v000002" / "_empty" / "p=2").mkdir(parents=True)
+    now = first.where("p = 0 OR p IS NULL").unionByName(rewritten).drop("p")
+    now.write.parquet(f"file:{ods}/flat/v000001")
+
+    def version(number: int, table: str, partitions: dict[Any, str] | None) -> str:
+        where = ods / table / f"v{number:06d}"
+        (where / VERSION_FILE).write_text(VersionInfo(
+            version=number, watermark=Watermark("binlog.000001", 4, server_id=1), run=RunRef("d", "r"),
+            partitioning=partitioning if partitions is not None else None,
+            partitions=tuple((metastore_value(v), f"file:{ods}/orders/{d}") for v, d in (partitions or {}).items()),
+        ).to_text())
+        return f"file:{where}"
+
+    kept = {0: "v000001/p=0", None: "v000001/p=__HIVE_DEFAULT_PARTITION__"}
+    locations = {"partitioned": version(2, "orders", {**kept, 1: "v000002/p=1", 2: "v000002/_empty/p=2"}),
+                 "unpartitioned": version(1, "flat", None),
+                 "version 1": version(1, "orders", {**kept, 1: "v000001/p=1", 2: "v000001/p=2"})}
+    files = HadoopFiles(spark, "")
+    found = {}
+    for name, location in locations.items():
+        job = VerifyJob(warehouse_dir=f"file:{warehouse}", metastore_uri=None,
+                        table=f"ods.{location.rsplit('/', 2)[-2]}", columns=tuple(COLUMNS), key=("n",), mariadb=True,
+                        buckets=7, result_file=str(tmp_path / "result.json"), detail=tuple(range(7)),
+                        location=location)
+        result = verify_job.run(spark, job, files)
+        found[name] = (result.buckets, {b: sorted(rows) for b, rows in result.rows.items()})
+
+    assert found["partitioned"] == found["unpartitioned"]
+    summed = sum(rows for rows, _ in found["partitioned"][0].values())
+    assert summed == now.count() and 0 < rewritten.count() < summed
+    assert found["version 1"] != found["partitioned"]  # the partitions listed are what is read, not the directory
+    assert sum(rows for rows, _ in found["version 1"][0].values()) == 400
+
+    (ods / "orders" / "v000002" / VERSION_FILE).write_text(VersionInfo(
+        version=2, watermark=Watermark("binlog.000001", 4, server_id=1), run=RunRef("d", "r"),
+        partitioning=partitioning, partitions=(("0", f"file:{ods}/flat/v000001"),)).to_text())
+    job = job.model_copy(update={"table": "ods.orders", "location": locations["partitioned"]})
+    refused = verify_job.table_result(spark, job, files).refused
+    assert "flat/v000001, which is not one of the table's partition directories" in refused, refused
+    with pytest.raises(VersionRefused, match="not one of the table's partition directories"):
+        verify_job.run(spark, job, files)

@@ -8,8 +8,19 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, merge_spec, version_dir_problem
+from airflow_cdc_provider.core.ledger import RunRef, VersionInfo
+from airflow_cdc_provider.core.merge import (
+    MergeJob,
+    MergeSpec,
+    VersionRefused,
+    merge_spec,
+    partition_location_problem,
+    version_dir_problem,
+    version_locations,
+)
+from airflow_cdc_provider.core.partitioning import PartitionSpec
 from airflow_cdc_provider.core.verify import VerifyJob
+from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import location_problem, within
 from tests.unit.test_contract import RUN_DIR, merge_input, table_plan
 
@@ -127,3 +138,76 @@ def test_a_verify_job_whose_names_or_locations_break_the_rules_is_refused(change
     assert verify_job().table == "ods.orders"
     with pytest.raises(Exception, match=says):
         verify_job(**changes)
+
+
+# A partitioned version of ods.orders: v000003 rewrote dt=2026-11-25 and emptied dt=2026-11-23; dt=2026-11-24 and
+# the NULL partition stay where version 1 wrote them.
+TABLE_DIR = f"file:{WAREHOUSE}/ods.db/orders"
+PARTITIONS = (("2026-11-24", f"{TABLE_DIR}/v000001/dt=2026-11-24"),
+              ("2026-11-25", f"{TABLE_DIR}/v000003/dt=2026-11-25"),
+              ("2026-11-23", f"{TABLE_DIR}/v000003/_empty/dt=2026-11-23"),
+              ("__HIVE_DEFAULT_PARTITION__", f"{TABLE_DIR}/v000001/dt=__HIVE_DEFAULT_PARTITION__"))
+
+
+def version_info(version: int = 3, partitions=PARTITIONS, spec: str | None = "day(created_at)") -> VersionInfo:
+    partitioning = PartitionSpec.parse(spec).resolve([("id", "int"), ("created_at", "datetime")]) if spec else None
+    return VersionInfo(version=version, watermark=Watermark("binlog.000002", 4, server_id=1),
+                       run=RunRef("d", "r"), partitioning=partitioning, partitions=partitions)
+
+
+def test_a_partitioned_version_is_read_from_every_partition_its_version_file_lists():
+    assert version_locations(version_info(), f"{TABLE_DIR}/v000003", WAREHOUSE, "orders") == tuple(
+        where for _, where in PARTITIONS)
+    # No partition at all (every row deleted): nothing to read, and nothing wrong.
+    assert version_locations(version_info(partitions=()), f"{TABLE_DIR}/v000003", WAREHOUSE, "orders") == ()
+    # A partition on another filesystem spelling of the same place, as the metastore may write it.
+    plain = (("2026-11-24", f"{WAREHOUSE}/ods.db/orders/v000002/dt=2026-11-24"),)
+    assert version_locations(version_info(partitions=plain), f"{TABLE_DIR}/v000003", WAREHOUSE, "orders") == (
+        plain[0][1],)
+
+
+def test_an_unpartitioned_version_is_read_from_its_own_directory():
+    assert version_locations(version_info(partitions=(), spec=None), f"{TABLE_DIR}/v000003", WAREHOUSE,
+                             "orders") == (f"{TABLE_DIR}/v000003",)
+
+
+@pytest.mark.parametrize(("where", "says"), [
+    (f"file:{WAREHOUSE}/ods.db/customers/v000001/dt=2026-11-24", "not one of the table's partition directories"),
+    ("file:/etc/orders/v000001/dt=2026-11-24", "not one of the table's partition directories"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000004/dt=2026-11-24", "in version 3 or an older one"),  # a later attempt
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001", "not one of the table's partition directories"),  # a whole version
+    (f"file:{WAREHOUSE}/ods.db/orders", "not one of the table's partition directories"),
+    (f"file:{WAREHOUSE}/ods.db/orders/dt=2026-11-24", "not one of the table's partition directories"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/day=2026-11-24", "vNNNNNN/dt=…"),  # another column
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/dt=", "not one of the table's partition directories"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/dt=2026-11-24/x", "not one of the table's partition directories"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/_empty/x/dt=2026-11-24", "not one of the table's partition"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/_other/dt=2026-11-24", "not one of the table's partition"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/../../customers/v000001/dt=1", r"`\.` or `\.\.` segment"),
+    (f"file:{WAREHOUSE}/ods.db/orders/v000001/dt=it's", "holds a quote"),
+    (f"hdfs://nn{WAREHOUSE}/ods.db/orders/v000001/dt=2026-11-24", "not one of the table's partition directories"),
+    ("dt=2026-11-24", "neither an absolute path nor a URI"),
+])
+def test_a_partition_anywhere_but_the_tables_own_version_directories_is_refused(where, says):
+    info = version_info(partitions=(PARTITIONS[1], ("2026-11-24", where)))
+    with pytest.raises(VersionRefused, match=says) as refused:
+        version_locations(info, f"{TABLE_DIR}/v000003", WAREHOUSE, "orders")
+    message = str(refused.value)
+    assert "dt=2026-11-24" in message and "fresh_snapshot=true" in message
+    assert partition_location_problem(PARTITIONS[1][1], "2026-11-25", info, f"{TABLE_DIR}/v000003", WAREHOUSE,
+                                      "orders") is None
+
+
+@pytest.mark.parametrize(("info", "location", "says"), [
+    (None, f"{TABLE_DIR}/v000003", "holds no _cdc_version.json"),
+    (version_info(version=2), f"{TABLE_DIR}/v000003", "is of version 2"),
+    (version_info(), f"file:{WAREHOUSE}/ods.db/customers/v000003", "not a version directory of the table orders"),
+    (version_info(spec=None), f"{TABLE_DIR}/v000003", "lists 4 partitions but no partitioning"),
+    (version_info(partitions=(*PARTITIONS, ("2026-11-24", f"{TABLE_DIR}/v000002/dt=2026-11-24"))),
+     f"{TABLE_DIR}/v000003", "the partition value '2026-11-24' more than once"),
+    (version_info(partitions=(*PARTITIONS, ("2026-11-22", PARTITIONS[0][1]))), f"{TABLE_DIR}/v000003",
+     "the partition location .* more than once"),
+])
+def test_a_version_file_that_the_merge_would_not_write_is_refused(info, location, says):
+    with pytest.raises(VersionRefused, match=says):
+        version_locations(info, location, WAREHOUSE, "orders")
