@@ -280,7 +280,11 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             partitions_now = partitions_of(spark, spec.database, spec.table)
         # The partitions this run rewrites: those its rows land in and those they left; a load rewrites them all.
         touched = _touched(spark, spec, layout, bool(partitions_now)) if origin.action == "merge" else set()
-        touched |= set(partitions_now) if origin.action == "load" else set()
+        # A load replaces every partition. Columns added in the range have their fill (a default, a renamed
+        # column's values) in every row, so every partition is rewritten too: a partition left alone would show
+        # them as NULL.
+        if origin.action == "load" or fills[1]:
+            touched |= set(partitions_now)
         read = sorted(touched & set(partitions_now)) if origin.action == "merge" else []
         old = _partitions_frame(spark, spec, layout, read) if read else None
         if old is not None:
