@@ -16,6 +16,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
 from tests.e2e.test_example_dag import latest_xcoms
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
@@ -84,6 +85,9 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) SELECT CONCAT('c', seq, '@example.com'),"
                  " CONCAT('C', seq), NULL, '2026-01-01' FROM {s}.seq_1_to_300")
     pipeline.config["tables"].append({"source": f"{pipeline.schema}.all_types", "target": "all_types"})
+    # customers partitioned: verified through its version's partitions, spread over version directories, and
+    # repaired by rewriting the partitions that hold the repaired buckets' rows.
+    pipeline.config["tables"][1]["partition_by"] = "truncate(id, 100)"
     # A key of (id, DATETIME, DATE, TIME) holding zero dates, NULL in Hive: snapshotted, changed through the binlog
     # (deleted and inserted again, updated, its key moved), verified, drifted and repaired like the others.
     zero_keys = f"`{pipeline.schema}`.`datetime_key`"
@@ -123,7 +127,9 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     assert code == 0, output[-8000:]
     assert verification(pipeline)[datetime_key]["status"] == "clean"
     committed = pipeline.ledger("customers").committed()
-    tamper(committed.location, "id", remove=1, alter=("city", 2), value="Tampered", add=(1, 999))
+    listed = dict(VersionInfo.from_text((Path(committed.location.removeprefix("file:")) / VERSION_FILE)
+                                        .read_text()).partitions)
+    tamper(listed["0"], "id", remove=1, alter=("city", 2), value="Tampered", add=(1, 999))
     tamper_zero_key(pipeline.ledger("datetime_key").committed().location)
     code, output = pipeline.run("2026-05-01T06:00:00+00:00", json.dumps({"verify": True}))
     assert code != 0, output[-8000:]
