@@ -90,6 +90,9 @@ class Committed(Model):
     mode: str
     # The source table's columns (name, MySQL type) at the watermark: the next extraction starts from them.
     columns: Columns | None = None
+    # How the Hive table is partitioned (``partition_by:``); None: not (and in ledgers written before it was
+    # recorded, where no table was partitioned).
+    partitioning: Partitioning | None = None
 
 
 class RunPlan(Model):

@@ -238,7 +238,8 @@ class MergeSpec(Model):
     def committed(self, version: int, location: str) -> Committed:
         """What the ledger records once the job committed this spec as ``version`` at ``location``."""
         return Committed(version=version, location=location, watermark=self.end, as_of=self.as_of,
-                         run=self.plan.run, mode=self.plan.mode, columns=self.source_columns or None)
+                         run=self.plan.run, mode=self.plan.mode, columns=self.source_columns or None,
+                         partitioning=self.partitioning)
 
     @property
     def hive_columns(self) -> list[tuple[str, str]]:
@@ -356,15 +357,22 @@ def layout_text(partitioning: Partitioning | None) -> str:
     return f"partitioned by {partitioning.spec.text}{zone}"
 
 
+def layout_problem(hive_table: str, recorded: Partitioning | None, configured: Partitioning | None) -> str | None:
+    """Why a table laid out as ``recorded`` cannot take a run laid out as ``configured`` without a fresh snapshot:
+    its rows would be in partitions of two layouts. None when they are the same."""
+    if recorded == configured:
+        return None
+    return (f"The Hive table {hive_table} is {layout_text(recorded)}, but its configuration now says "
+            f"{layout_text(configured)}. Nothing was changed. A table changes its layout by a fresh snapshot: "
+            "trigger a run with fresh_snapshot=true (or set `partition_by:` back).")
+
+
 def check_layout(version_layout: Partitioning | None, spec: MergeSpec, load: bool) -> None:
-    """Refuse to merge onto a version laid out otherwise than the table's configuration says: the rows would be
-    in partitions of two layouts. A snapshot (a load) writes the table anew in the configured layout."""
-    if version_layout != spec.partitioning and not load:
-        raise LedgerConflict(
-            f"The Hive table {spec.database}.{spec.table} is {layout_text(version_layout)}, but its configuration now "
-            f"says {layout_text(spec.partitioning)}. Nothing was changed. A table changes its layout by a fresh "
-            "snapshot: trigger a run with fresh_snapshot=true (or set `partition_by:` back)."
-        )
+    """Refuse to merge onto a version laid out otherwise than the table's configuration says. A snapshot (a load)
+    writes the table anew in the configured layout."""
+    problem = None if load else layout_problem(f"{spec.database}.{spec.table}", version_layout, spec.partitioning)
+    if problem:
+        raise LedgerConflict(problem)
 
 
 Retention = Literal["keep", "delete", "descend"]

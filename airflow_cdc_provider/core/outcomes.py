@@ -142,7 +142,8 @@ def advance(table: TablePlan, part: TableExtraction, extraction: Extraction) -> 
         return Advance(outcome(table, "failed", error="an incremental plan without a committed version, or a "
                                                       "range without its moment"))
     advanced = Committed(version=committed.version, location=committed.location, watermark=part.end, as_of=as_of,
-                         run=table.plan.run, mode=table.plan.mode, columns=part.columns)
+                         run=table.plan.run, mode=table.plan.mode, columns=part.columns,
+                         partitioning=committed.partitioning)
     return Advance(outcome(table, IDLE, reason=f"no change in the range: version {committed.version} now reflects "
                            f"the source as of {as_of.isoformat()}", version=committed.version,
                            location=committed.location, watermark=part.end, start=committed.watermark, as_of=as_of,

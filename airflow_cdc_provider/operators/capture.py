@@ -31,6 +31,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.merge import layout_problem
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
@@ -262,6 +263,13 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         position on this server after a failover. A table that cannot be read from its watermark goes into
         ``failed``."""
         starts = {}
+        for table in tables:  # a layout that changed needs a fresh snapshot, and no reading of the binlog
+            recorded = table.committed.partitioning if table.committed is not None else None
+            problem = layout_problem(table.table.hive_table, recorded, table.table.partitioning)
+            if problem:
+                self.log.error("%s is left out of this run: %s", table.source, problem)
+                failed.append(TableFailure(source=table.source, stage="extract", error=problem))
+        tables = [t for t in tables if not any(f.source == t.source for f in failed)]
         watermarks = [t.plan.resume_from for t in tables]
         for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
             if isinstance(where, Unreadable):
