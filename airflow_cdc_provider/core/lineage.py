@@ -49,12 +49,20 @@ def hive_namespace(metastore_uri: str | None) -> str:
 
 
 def table_lineage(source: str, source_columns: Sequence[tuple[str, str]], hive_table: str,
-                  hive_columns: Sequence[tuple[str, str]], mysql: str, hive: str) -> TableLineage:
+                  hive_columns: Sequence[tuple[str, str]], mysql: str, hive: str,
+                  partition: tuple[str, str, str] | None = None) -> TableLineage:
     """The lineage of ``source`` (``schema.table``, its MySQL columns and types) copied to ``hive_table``
     (``database.table``, its columns as Hive has them: lower case, Hive types), in the namespaces ``mysql`` and
     ``hive``. A Hive column holds the source column of the same name (MySQL's names do not depend on case); a
-    column kept after the source dropped it (``schema_changes: evolve``) has no source column now."""
+    column kept after the source dropped it (``schema_changes: evolve``) has no source column now. ``partition``
+    (its name, Hive type and source column) is a partitioned table's partition column, the last of the Hive
+    table's, computed from that source column."""
     by_name = {name.lower(): name for name, _ in source_columns}
     columns = tuple((column, by_name[column.lower()]) for column, _ in hive_columns if column.lower() in by_name)
+    fields = tuple(hive_columns)
+    if partition is not None:
+        name, hive_type, source_column = partition
+        fields += ((name, hive_type),)
+        columns += ((name, source_column),)
     return TableLineage(LineageDataset(mysql, source, tuple(source_columns)),
-                        LineageDataset(hive, hive_table, tuple(hive_columns)), columns)
+                        LineageDataset(hive, hive_table, fields), columns)

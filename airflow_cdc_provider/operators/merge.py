@@ -179,7 +179,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             mysql = mysql_namespace(*MySqlSourceHook(self.mysql_conn_id).address)
             hive = hive_namespace(self.metastore_uri)
             lineage = [table_lineage(spec.source, merge_input.source_columns or merge_input.columns,
-                                     f"{spec.database}.{spec.table}", spec.hive_columns, mysql, hive)
+                                     f"{spec.database}.{spec.table}", spec.hive_columns, mysql, hive,
+                                     (spec.partitioning.column, spec.partitioning.hive_type,
+                                      spec.partitioning.source_column) if spec.partitioning else None)
                        for merge_input, spec in self._committed]
         return operator_lineage(lineage)
 

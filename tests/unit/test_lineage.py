@@ -29,6 +29,11 @@ def test_each_hive_column_comes_from_the_source_column_of_its_name_whatever_its_
                                                                                     "ods.orders", HIVE)
     # A column the source dropped (kept by schema_changes: evolve) comes from no column now.
     assert lineage.columns == (("id", "ID"), ("note", "Note"), ("amount", "amount"))
+    # A partitioned table's partition column is a field of the Hive table, computed from its source column.
+    partitioned = table_lineage("shop.orders", SOURCE, "ods.orders", HIVE, "mysql://db:3306", "hive://hms:9083",
+                                ("id_trunc", "bigint", "ID"))
+    assert partitioned.target.fields == (*HIVE, ("id_trunc", "bigint"))
+    assert partitioned.columns == (*lineage.columns, ("id_trunc", "ID"))
 
 
 def test_the_facets_are_openlineage_datasets_with_schema_and_column_lineage():
