@@ -25,6 +25,7 @@ from tests.integration.hive_helpers import hive_rows, plain
 
 SPECS = {
     "ev_day": "day(happened_at)",
+    "ev_month": "month(happened_at) AS ym",
     "ev_trunc": "truncate(id, 100)",
     "ev_bucket": "bucket(id, 8) AS b",
     "ev_kind": "kind",
@@ -121,7 +122,7 @@ def test_each_partition_spec_keeps_hive_equal_rewrites_only_touched_partitions_a
     assert code == 0, output[-8000:]
     first = pipeline.levelled()
     assert None in first["ev_day"] and None in first["ev_kind"], "NULL dates and NULL or empty kinds: NULL partition"
-    assert len(first["ev_trunc"]) == 11 and len(first["ev_bucket"]) == 8
+    assert len(first["ev_trunc"]) == 11 and len(first["ev_bucket"]) == 8 and first["ev_month"] == {"2026-11", None}
 
     # Random changes of every kind, then deletes that each empty a partition of one table.
     rng, next_id = random.Random(28), [1000]
