@@ -51,7 +51,7 @@ from airflow_cdc_provider.core.merge import (
     versions_to_remove,
 )
 from airflow_cdc_provider.core.partition_commit import PartitionChange
-from airflow_cdc_provider.core.partitioning import NULL_PARTITION, Partitioning, metastore_value
+from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.names import column, columns_ddl
@@ -286,7 +286,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         if origin.action == "load" or fills[1]:
             touched |= set(partitions_now)
         read = sorted(touched & set(partitions_now)) if origin.action == "merge" else []
-        old = _partitions_frame(spark, spec, layout, read) if read else None
+        old = _partitions_frame(spark, spec, layout, [partitions_now[value] for value in read]) if read else None
         if old is not None:
             old = old.observe(rows_before, count(lit(1)).alias("rows"))
         frame = _merged(spark, spec, old, columns, fills)
@@ -385,18 +385,16 @@ def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partit
     return texts
 
 
-def _partitions_frame(spark: Any, spec: MergeSpec, layout: Partitioning, values: list[str]) -> Any:
-    """The rows of the partitions ``values`` (metastore texts) as the metastore lists them now, without the
-    partition column. The values are literals of the column's type: Spark asks the metastore for those
-    partitions only, and reads nothing else."""
-    from pyspark.sql import functions as F
+def _partitions_frame(spark: Any, spec: MergeSpec, layout: Partitioning, locations: list[str]) -> Any:
+    """The rows of the partitions at ``locations`` (as the metastore listed them for this merge), in the table's
+    columns without the partition column. Read by location, not through a partition filter: the files read are
+    exactly those listed, and a run touching hundreds of partitions does not send the metastore a filter of
+    hundreds of values (the embedded metastore fails on one). A column the table gained after a partition was
+    written is NULL there, as Hive reads it."""
+    from pyspark.sql.types import StructType
 
-    held = column(layout.column)
-    listed = [F.lit(value).cast(layout.hive_type) for value in values if value != NULL_PARTITION]
-    condition = held.isin(listed) if listed else F.lit(False)
-    if NULL_PARTITION in values:
-        condition = condition | held.isNull()
-    return spark.table(spec.qualified_table).where(condition).drop(layout.column)
+    schema = StructType([field for field in spark.table(spec.qualified_table).schema if field.name != layout.column])
+    return spark.read.schema(schema).parquet(*locations)
 
 
 def _partition_changes(spark: Any, files: HadoopFiles, path: str, layout: Partitioning, touched: set[str],
