@@ -225,11 +225,12 @@ def main() -> None:
 
         big = tables["big"]
         big.random_changes(rng, 2_000)
-        run = big.incremental()["partitioned"]
-        partitions = run["outcome"]["partitions"]
+        spread = big.incremental()
+        partitions = spread["partitioned"]["outcome"]["partitions"]
         expected = partitions * (1 - pow(2.718281828459045, -2_000 / partitions))
-        print(f"2,000 updates at random in the big table: {describe('partitioned', run)}; N(1 - e^(-c/N)) = "
-              f"{expected:.0f}", flush=True)
+        print(f"2,000 updates at random in the big table: {describe('partitioned', spread['partitioned'])} "
+              f"(N(1 - e^(-c/N)) = {expected:.0f}; the merge's phases {spread['partitioned']['outcome']['phases']}); "
+              f"{describe('unpartitioned', spread['unpartitioned'])}", flush=True)
 
         for table in tables.values():
             count = server.execute(f"SELECT COUNT(*) FROM bench.{table.name}")[0][0]
