@@ -12,7 +12,6 @@ from typing import Any
 
 from airflow_cdc_provider.core.partitioning import TIME_FORMATS, TIME_TRANSFORMS, Partitioning, Transform
 from airflow_cdc_provider.spark.names import column
-from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
 
 _BIGINT_MIN = -(2**63)
 
@@ -20,6 +19,10 @@ _BIGINT_MIN = -(2**63)
 def partition_value(partitioning: Partitioning) -> Any:
     """The partition column's value of each row (NULL for the NULL partition), named as the partition column."""
     from pyspark.sql import functions as F
+
+    # Verify's bucket rule, imported here: verify's module needs pandas, which the merge of a table partitioned
+    # otherwise (or not at all) does not.
+    from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
 
     spec = partitioning.spec
     source = partitioning.source_column
