@@ -21,6 +21,7 @@ import datetime as dt
 import json
 import os
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -195,6 +196,13 @@ def main() -> None:
     big_rows = int(sys.argv[2]) if len(sys.argv) > 2 else 10_000_000
     width = int(sys.argv[3]) if len(sys.argv) > 3 else 20_000
     work = Path(tempfile.mkdtemp(prefix="partition-bench-"))
+    try:  # the 10 M-row table's server, capture files and warehouse take about 4 GB
+        run(work, small_rows, big_rows, width)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path, small_rows: int, big_rows: int, width: int) -> None:
     rng = random.Random(42)
     with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
         login = server.create_user("bench")
