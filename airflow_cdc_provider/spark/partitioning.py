@@ -20,9 +20,6 @@ def partition_value(partitioning: Partitioning) -> Any:
     """The partition column's value of each row (NULL for the NULL partition), named as the partition column."""
     from pyspark.sql import functions as F
 
-    # Verify's bucket rule, imported here: verify's module needs pandas, which the merge of a table partitioned
-    # otherwise (or not at all) does not.
-    from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
 
     spec = partitioning.spec
     source = partitioning.source_column
@@ -47,6 +44,10 @@ def partition_value(partitioning: Partitioning) -> Any:
         else:
             result = lower
     else:
+        # Verify's bucket rule, imported here: verify's module needs pandas, which the merge of a table partitioned
+        # otherwise (or not at all) does not.
+        from airflow_cdc_provider.spark.verify_job import bucket_of, key_text
+
         text = key_text([(source, partitioning.source_type)], [source], True, zone)
         result = F.when(value.isNotNull(), bucket_of(text, spec.argument or 1))
     return result.cast(partitioning.hive_type).alias(partitioning.column)
