@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
+from airflow_cdc_provider.core.changelog import ChangelogSettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
@@ -33,6 +34,7 @@ class CapturedTable(Model):
     columns: Columns
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
+    changelog: ChangelogSettings | None = None  # its changelog table's settings (``changelog:``); None: none
 
     @property
     def name(self) -> TableName:

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 
 from pydantic import model_serializer, model_validator
 
+from airflow_cdc_provider.core.changelog import ChangelogCommit
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.holder import HolderSeen, Owner, holder_gone, same_pid_space
 from airflow_cdc_provider.core.model import Instant, M, Model
@@ -191,6 +192,8 @@ class VersionInfo(Model):
     # version directory goes only once no kept version names a location in it.
     partitioning: Partitioning | None = None
     partitions: tuple[tuple[str, str], ...] = ()
+    # Its changelog partition (``core.changelog``), written before the commit and added to the metastore after.
+    changelog: ChangelogCommit | None = None
 
     @model_validator(mode="before")
     @classmethod

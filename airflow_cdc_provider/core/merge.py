@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
+from airflow_cdc_provider.core.changelog import ChangelogSpec
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
@@ -191,6 +192,8 @@ class MergeSpec(Model):
     partitioning: Partitioning | None = None
     left_partitions: tuple[str, ...] = ()
     reread_rows: bool = False
+    # The changelog table the merge writes the version's changes to (``core.changelog``); None: none.
+    changelog: ChangelogSpec | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -300,6 +303,8 @@ class TableMerge(Model):
     partitions: int | None = None
     rewritten_partitions: int = 0
     emptied_partitions: int = 0
+    # The rows the version's changelog partition holds (``core.changelog``); None without a changelog.
+    changes: int | None = None
     phases: dict[str, float] = {}
     error: str | None = None
     seconds: float = 0.0
