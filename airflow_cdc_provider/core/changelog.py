@@ -50,6 +50,11 @@ CHANGE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_source_row", "int"),
 )
 
+# The columns replay adds to its upsert and delete files for a table with a changelog: the coordinate of each key's
+# last record (binlog file sequence number, end position of the row event, row index). A comma can be in no column
+# of a captured table (``hive_column_problem``), so these never meet one of the table's own.
+POSITION_COLUMNS = ("cdc,seq", "cdc,pos", "cdc,row")
+
 
 class ChangelogSettings(Model):
     """What a table's ``changelog:`` says (``true`` is every default)."""
