@@ -21,6 +21,16 @@ def hive_asset_uri(metastore_uri: str | None, hive_table: str) -> str:
     return f"{hive_namespace(metastore_uri)}/{database}/{table}"
 
 
+def changelog_event_extra(outcome: TableOutcome) -> dict[str, Any]:
+    """What a commit's event on its changelog table carries: the version whose changes it added, and where."""
+    assert outcome.changelog is not None
+    return {
+        "source": outcome.source, "table": outcome.hive_table, "version": outcome.version,
+        "partition": {outcome.changelog.day_column: outcome.changelog.day, "_commit_version": outcome.version},
+        "rows": outcome.changelog.rows, "as_of": outcome.as_of.isoformat() if outcome.as_of else None,
+    }
+
+
 def event_extra(outcome: TableOutcome) -> dict[str, Any]:
     """What a commit's asset event carries: the version, where and when it reflects the source, the changes."""
     return {

@@ -136,14 +136,3 @@ def changelog_day(as_of: dt.datetime, zone: str) -> str:
     local = as_of.astimezone(ZoneInfo(zone)) - dt.timedelta(microseconds=1)
     return local.date().isoformat()
 
-
-def change_location_problem(location: str, version_location: str, version: int) -> str | None:
-    """Why ``location`` is not the changelog directory of the version ``version`` at ``version_location``
-    (``<db>/<table>/vNNNNNN`` → ``<db>/<table>_changelog/vNNNNNN``), or None. A version file names its changelog
-    partition, and a later merge adds it to the metastore: only the directory that belongs to it."""
-    versions, _, name = version_location.rstrip("/").rpartition("/")
-    database, _, table = versions.rpartition("/")
-    expected = f"{database}/{table}{CHANGELOG_SUFFIX}/{name}"
-    if location.rstrip("/") != expected or name != f"v{version:06d}":
-        return f"the changelog location {location} of version {version} is not {expected}"
-    return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
-from airflow_cdc_provider.core.changelog import ChangelogSettings
+from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
@@ -261,6 +261,7 @@ class TableOutcome(Model):
     partitions: int | None = None
     rewritten_partitions: int = 0
     emptied_partitions: int = 0
+    changelog: ChangelogCommit | None = None  # the commit's changelog partition (``core.changelog``)
 
 
 class KeyDifference(Model):

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from airflow_cdc_provider.core.changelog import ChangelogSpec
+from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
@@ -303,8 +303,8 @@ class TableMerge(Model):
     partitions: int | None = None
     rewritten_partitions: int = 0
     emptied_partitions: int = 0
-    # The rows the version's changelog partition holds (``core.changelog``); None without a changelog.
-    changes: int | None = None
+    # The version's changelog partition (``core.changelog``); None without a changelog.
+    changelog: ChangelogCommit | None = None
     phases: dict[str, float] = {}
     error: str | None = None
     seconds: float = 0.0

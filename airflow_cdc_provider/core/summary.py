@@ -29,6 +29,9 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     if outcome.partitions is not None:
         details.append(f"partitions {outcome.rewritten_partitions:,} rewritten, {outcome.emptied_partitions:,} "
                        f"emptied of {outcome.partitions:,}")
+    if outcome.changelog is not None:
+        details.append(f"changelog {outcome.changelog.rows:,} rows ({outcome.changelog.day_column}="
+                       f"{outcome.changelog.day})")
     if outcome.as_of is not None:
         details.append(f"lag {max(0.0, (now - outcome.as_of).total_seconds()):.0f} s")
     line = parts[0] + " " + ", ".join(details)

@@ -34,8 +34,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogCommit, changelog_day
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import SNAPSHOT, VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
     MergeJob,
     MergeResult,
@@ -47,12 +48,21 @@ from airflow_cdc_provider.core.merge import (
     next_columns,
     parse_version_dir,
     retention,
+    version_dir_name,
     version_dir_problem,
     versions_to_remove,
 )
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.spark.changelog import (
+    changelog_root,
+    changelog_rows,
+    last_changes,
+    net_changes,
+    register,
+    registered,
+)
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.partition_commit import (
@@ -95,8 +105,10 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
     return location, info, columns
 
 
-def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], spec: MergeSpec) -> Any:
-    """Parquet files of the capture stages, as the Hive columns: lower-case names (Hive's), Hive types.
+def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], spec: MergeSpec,
+                keep: tuple[str, ...] = ()) -> Any:
+    """Parquet files of the capture stages, as the Hive columns: lower-case names (Hive's), Hive types; with the
+    columns ``keep`` the files have (replay's positions), as they are.
 
     A DATETIME holds the UTC instant of its digits in the capture files; for readers in another zone it becomes
     the instant its digits name there (the session is in UTC)."""
@@ -109,7 +121,8 @@ def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], sp
         value = column(name).cast(hive)
         return (to_utc_timestamp(value, spec.datetime_zone) if name.lower() in shifted else value).alias(name.lower())
 
-    return frame.select([hive_column(name, hive) for name, hive in columns])
+    have = set(frame.columns)
+    return frame.select([hive_column(name, hive) for name, hive in columns] + [column(k) for k in keep if k in have])
 
 
 def _datetimes_in_gaps(spark: Any, spec: MergeSpec) -> int:
@@ -157,22 +170,21 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     return frame, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
 
 
-def _merged(spark: Any, spec: MergeSpec, old: Any, columns: list[tuple[str, str]],
-            fills: tuple[Any, dict[str, list[str]]]) -> Any:
-    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``, where ``old`` holds the
-    origin's rows (of a partitioned table, those of the partitions rewritten); just the upserts without an origin.
-    ``fills`` (``_fills``) give the origin's rows the columns added in the range."""
-    from pyspark.sql.functions import broadcast, lit
+def _upserts(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]]) -> Any:
+    """The upsert files' rows as ``columns``: a column the source no longer has (kept by ``evolve``) NULL."""
+    from pyspark.sql.functions import lit
 
-    key = spec.hive_key
     upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns, spec)
     have = set(upserts.columns)
-    upserts = upserts.select([column(name) if name in have else lit(None).cast(hive).alias(name)
-                              for name, hive in columns])
-    if old is None:
-        return upserts
-    if spec.buckets and spec.replaced:  # read again from the source whole: the upserts hold what is there
-        old = old.where(~_bucket(spec).isin(list(spec.replaced)))
+    return upserts.select([column(name) if name in have else lit(None).cast(hive).alias(name)
+                           for name, hive in columns])
+
+
+def _as_columns(old: Any, columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
+    """A version's rows as ``columns``: the columns added in the range get their fill (``_fills``), as the rows
+    predate them; a column the version lacks is NULL."""
+    from pyspark.sql.functions import broadcast, lit
+
     fill_row, sources = fills
     held = set(old.columns)
     if fill_row is not None:
@@ -188,11 +200,23 @@ def _merged(spark: Any, spec: MergeSpec, old: Any, columns: list[tuple[str, str]
             value = lit(None)
         return value.cast(hive).alias(name)
 
-    old = old.select([origin_value(name, hive) for name, hive in columns])
+    return old.select([origin_value(name, hive) for name, hive in columns])
+
+
+def _merged(spark: Any, spec: MergeSpec, origin: Any, columns: list[tuple[str, str]]) -> Any:
+    """origin ANTI JOIN deletes ANTI JOIN upserts UNION ALL upserts, as ``columns``, where ``origin`` holds the
+    origin's rows as ``columns`` (``_as_columns``; of a partitioned table, those of the partitions rewritten);
+    just the upserts without an origin."""
+    key = spec.hive_key
+    upserts = _upserts(spark, spec, columns)
+    if origin is None:
+        return upserts
+    if spec.buckets and spec.replaced:  # read again from the source whole: the upserts hold what is there
+        origin = origin.where(~_bucket(spec).isin(list(spec.replaced)))
     if spec.delete_file is not None:  # a snapshot's input has none
         key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
-        old = _without_keys(old, _hive_frame(spark, [spec.delete_file], key_columns, spec), key)
-    return _without_keys(old, upserts, key).unionByName(upserts)
+        origin = _without_keys(origin, _hive_frame(spark, [spec.delete_file], key_columns, spec), key)
+    return _without_keys(origin, upserts, key).unionByName(upserts)
 
 
 def _bucket(spec: MergeSpec) -> Any:
@@ -230,6 +254,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     origin = choose_origin(current, spec.plan, spec.end)
     clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
+    if spec.changelog is not None and current is not None and current.changelog is not None and location:
+        # A commit whose job died before it added its changelog partition: added now, before anything else.
+        _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
     if origin.action == "skip":
         return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
                           location=location)
@@ -273,7 +300,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if layout is None:
         old = (spark.read.parquet(files.version_path(origin.version))
                if origin.action == "merge" and origin.version is not None else None)
-        frame = _merged(spark, spec, old, columns, fills)
+        frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
         frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
     else:
         if location is not None and not redefine:
@@ -289,7 +316,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         old = _partitions_frame(spark, spec, layout, [partitions_now[value] for value in read]) if read else None
         if old is not None:
             old = old.observe(rows_before, count(lit(1)).alias("rows"))
-        frame = _merged(spark, spec, old, columns, fills)
+        frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
         frame = frame.select([column(name) for name, _ in columns] + [partition_value(layout)])
         (frame.observe(written, count(lit(1)).alias("rows")).write.partitionBy(layout.column)
          .mode("errorifexists").parquet(path))
@@ -306,12 +333,21 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             read_rows = int(rows_before.get["rows"]) if read else 0
             rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
 
+    logged = None
+    if spec.changelog is not None:
+        # The version's changes, from the version the table is at now to this one, written before the commit.
+        before = None if current is None or redefine else _rows_before(
+            spark, spec, current, location or "", origin, touched, columns, fills)
+        logged = _write_changes(spark, spec, files, version, before, columns,
+                                 first_load=current is None or redefine)
+        clock.lap("changes")
+
     def version_info(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
         return VersionInfo(
             version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
             input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
             source_columns=spec.source_columns, datetime_zone=spec.datetime_zone, partitioning=layout,
-            partitions=partitions)
+            partitions=partitions, changelog=logged)
 
     if layout is None:
         files.write_text(f"{path}/{VERSION_FILE}", version_info(()).to_text())
@@ -343,6 +379,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             # in between is not recorded as committed; its retry merges again and adds them.
             spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
             print(f"cdc-merge: added the columns {added}", flush=True)
+    if logged is not None:
+        _add_changes(spark, spec, logged, version, path, columns)
     clock.lap("commit")
     rewritten = sum(1 for c in changes if c.location is not None)
     emptied = len(changes) - rewritten
@@ -355,13 +393,109 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
               "daylight-saving change): moved forward by the gap", flush=True)
     removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
+    if spec.changelog is not None:
+        _remove_unlisted_changes(spark, spec, files, removed)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
     return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
                       reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases,
                       partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
-                      emptied_partitions=emptied)
+                      emptied_partitions=emptied, changelog=logged)
+
+
+def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: str, origin: Any, touched: set[str],
+                 columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
+    """The rows of the version the table is at (``current``, as its version file describes it, at ``location``)
+    that the run may change, as ``columns``: all of them for a load; for a merge, of a partitioned table those of
+    the partitions it rewrites. None when there are none to read.
+
+    Read from that version, not from the merge's origin: a re-run merging onto its input version again finds
+    the table at its own earlier result, and the change from there to the new version is none. Columns added in
+    the range get their fill only in the origin itself, which predates them."""
+    if current.partitioning is None:
+        locations = [location]
+    else:
+        locations = [where for value, where in current.partitions if origin.action == "load" or value in touched]
+    if not locations:
+        return None
+    if current.partitioning is None:
+        rows = spark.read.parquet(location)
+    else:
+        rows = _partitions_frame(spark, spec, current.partitioning, locations)
+    return _as_columns(rows, columns, fills if current.version == origin.version else (None, {}))
+
+
+def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, before: Any,
+                   columns: list[tuple[str, str]], first_load: bool) -> ChangelogCommit:
+    """Write the version's changes into its changelog directory (``core.changelog``); returns what its version
+    file records of them. ``before``: ``_rows_before``."""
+    from pyspark.sql import Observation
+    from pyspark.sql.functions import count, lit
+
+    assert spec.changelog is not None
+    key = spec.hive_key
+    frames = [(_hive_frame(spark, [path], spec.hive_columns, spec, POSITION_COLUMNS), True)
+              for path in spec.upsert_files]
+    if spec.delete_file is not None:
+        key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
+        frames.append((_hive_frame(spark, [spec.delete_file], key_columns, spec, POSITION_COLUMNS), False))
+    last = last_changes(frames, columns)
+    if before is not None and spec.plan.mode != SNAPSHOT:
+        # Only the rows whose key changed, and every row of a repaired bucket: the others are as they were.
+        keys = last.select([column(k) for k in key])
+        going = _without_keys(before, keys, key, "left_semi")
+        if spec.buckets and spec.replaced:
+            going = going.unionByName(_without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key))
+        before = going
+    settings = spec.changelog.settings
+    changes = net_changes(before, last, key, columns,
+                          first_load=settings.snapshot == "insert" if first_load else True)
+    committed_at = dt.datetime.now(dt.UTC)
+    rows = changelog_rows(changes, columns, spec.end.file, committed_at)
+    root = changelog_root(files, files.root, spec.changelog)
+    path = f"{root}/{version_dir_name(version)}"
+    problem = version_dir_problem(path, spec.warehouse_dir, spec.changelog.table)
+    if problem:
+        raise LedgerConflict(f"The changes of {spec.database}.{spec.table} were not written: {problem}")
+    if files.exists(path):
+        files.delete(path)  # a killed attempt's: its version was never committed (a committed one is older)
+    written = Observation("changes")
+    rows.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
+    failpoint("merge.changes.written")
+    return ChangelogCommit(table=spec.changelog.table, day=changelog_day(spec.as_of, spec.datetime_zone),
+                           day_column=settings.day_column, location=path, rows=int(written.get["rows"]),
+                           committed_at=committed_at)
+
+
+def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version: int, location: str,
+                 columns: list[tuple[str, str]]) -> None:
+    """Add the changelog partition of the committed ``version`` (at ``location``), checked to be that version's
+    own changelog directory: a version file names it, and only that directory may become a partition."""
+    assert spec.changelog is not None
+    problem = version_dir_problem(changes.location, spec.warehouse_dir, changes.table)
+    if problem is None and (parse_version_dir(changes.location) != version or changes.table != spec.changelog.table):
+        problem = f"{changes.location} is not the changelog directory of version {version} in {spec.changelog.table}"
+    if problem:
+        raise LedgerConflict(f"The changelog partition of {spec.database}.{spec.table} was not added: {problem}.")
+    versions = HadoopFiles(spark, location).parent(location)
+    register(spark, spec.database, changes, changelog_root(HadoopFiles(spark, versions), versions, spec.changelog),
+             columns, version)
+
+
+def _remove_unlisted_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, removed: list[int]) -> None:
+    """Delete the changelog directories of the versions ``removed`` whose partition the changelog table does not
+    list: attempts killed before their commit. A committed version's changes stay after its own files go."""
+    assert spec.changelog is not None
+    root = changelog_root(files, files.root, spec.changelog)
+    for number in removed:
+        path = f"{root}/{version_dir_name(number)}"
+        if not files.exists(path):
+            continue
+        text = files.read_text(f"{files.version_path(number)}/{VERSION_FILE}")
+        listed = VersionInfo.from_text(text).changelog if text is not None else None
+        if listed is None or not registered(spark, spec.database, listed, number):
+            files.delete(path)
 
 
 def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partitions: bool) -> set[str]:
