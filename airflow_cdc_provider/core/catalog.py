@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.changelog import ChangelogSettings
+from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern, changelog_clashes
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.model import Model
@@ -45,7 +46,8 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     is missing); a pattern selects every found table it matches. A table named explicitly takes its own entry's
     options even when a pattern matches it too; among patterns the first that matches wins. ``previous`` maps
     each source of the last resolution to its Hive table; those not found now are ``gone``. Tables that would
-    share a Hive table are left out but one (``_collisions``).
+    share a Hive table are left out but one (``_collisions``), and so are those whose changelog table would be
+    another's Hive table (``_changelog_collisions``).
     """
     database = hive.database if hive is not None else _DEFAULT_DATABASE
     entries = tuple(entries)
@@ -68,6 +70,7 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
             except ConfigError as exc:  # one oddly named table must not stop the others
                 unusable.append((name, str(exc)))
     unusable += _collisions(chosen, previous, database)
+    unusable += _changelog_collisions(chosen, previous, database, hive.changelog if hive is not None else None)
     named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
@@ -114,6 +117,42 @@ def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePa
     for source, _ in left_out:
         del chosen[source]
     return left_out
+
+
+def _changelog_collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],
+                          previous: Mapping[TableName, str], database: str,
+                          default: ChangelogSettings | None) -> list[tuple[TableName, str]]:
+    """A table whose changelog table would be another table's Hive table: one of the two goes on, the other is
+    taken out of ``chosen`` and returned with why (as in ``_collisions``): the named one goes on; else the one the
+    last run copied into that Hive table, or else the one the last run copied into its own; else neither. A table
+    whose changelog table's name is too long for Hive is left out. Between named tables, each is a configuration
+    error (which ``CdcConfig.from_dict`` finds before)."""
+    def named(table: TableConfig) -> bool:
+        return isinstance(chosen[table.source][1], TableConfig)
+
+    def held(table: TableConfig) -> bool:
+        return previous.get(table.source) == f"{database}.{table.target}"
+
+    left_out: dict[TableName, str] = {}
+    for table, other, why in changelog_clashes([entry for entry, _ in chosen.values()], default, database):
+        if other is None or (named(table) and named(other)):
+            if named(table):
+                raise ConfigError(why)
+            left_out.setdefault(table.source, f"{why} Until then it is left out.")
+            continue
+        keeper = next((t for t in (table, other) if named(t)), None) or next(
+            (t for t in (other, table) if held(t)), None)
+        if keeper is None:
+            goes_on = "so is the other"
+        else:
+            kept_by = "named in the configuration" if named(keeper) else "the last run copied it"
+            goes_on = f"{keeper.source} goes on ({kept_by})"
+        for loser in (table, other):
+            if loser is not keeper:
+                left_out.setdefault(loser.source, f"{why} Until then {loser.source} is left out; {goes_on}.")
+    for source in left_out:
+        del chosen[source]
+    return list(left_out.items())
 
 
 def _origin(entry: TableConfig | TablePattern) -> str:

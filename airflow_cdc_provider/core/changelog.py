@@ -26,11 +26,13 @@ version that was not committed.
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import field_validator, model_validator
 
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import validate_hive_name
 from airflow_cdc_provider.core.model import Instant, Model
 
@@ -95,8 +97,27 @@ class ChangelogSettings(Model):
         if not taken:
             return None
         hint = (" Name the day column otherwise (`changelog: {day_column: ...}`)." if self.day_column in taken
-                else " Leave `changelog:` off for this table.")
+                else " Set `changelog: false` for this table.")
         return f"the table has the column(s) {', '.join(taken)}, which its changelog table adds itself.{hint}"
+
+
+class BadChangelog(CdcError, ValueError):
+    """A table's ``changelog:`` that does not fit its columns."""
+
+
+def table_changelog(table: str, settings: ChangelogSettings | None,
+                    columns: Sequence[tuple[str, str]]) -> ChangelogSettings | None:
+    """The changelog of ``table`` (schema.table) with these columns (name, type), None for none; or BadChangelog
+    naming the table and what to do, so that the check refuses it before anything of it is read."""
+    if settings is None:
+        return None
+    problem = settings.clash([name for name, _ in columns])
+    if problem:
+        raise BadChangelog(
+            f"The table {table} cannot have the changelog its `changelog:` (or `hive: changelog:`) asks for: "
+            f"{problem} A table a pattern selects can be given an entry of its own, which wins; until then the table "
+            "is not captured.")
+    return settings
 
 
 class ChangelogSpec(Model):

@@ -15,13 +15,16 @@ from __future__ import annotations
 import difflib
 import re
 import string
+import typing
 import zoneinfo
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
+from airflow_cdc_provider.core.changelog import ChangelogSettings, changelog_table
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import (
     TableName,
@@ -162,6 +165,62 @@ class WorkConfig(_Section):
             raise _Invalid(str(exc).lstrip()) from None
 
 
+# A table's changelog (``core.changelog``) --------------------------------------------------------------------
+
+CHANGELOG_TYPE = "`true`, `false` or mapping"
+CHANGELOG_MEANING = ("a changelog table `<target>_changelog` beside the Hive table: each committed version's net "
+                     "changes as rows (`_change_type`, `_change_ordinal`, `_commit_timestamp`, the binlog position), "
+                     "partitioned by the day and the version; `true` with the defaults, or a mapping of its keys")
+# The keys of a `changelog:` mapping, for the reference (``ChangelogSettings`` holds their values and defaults).
+CHANGELOG_KEYS: dict[str, JsonValue] = {
+    "mode": "`net` (the only mode so far): one row per key a version changed, its pre-image looked up in the "
+            "version before",
+    "snapshot": "what a first load writes: `insert` (default) every row as an insert, or `none`",
+    "day_column": "the name of the day partition column (default `dt`)"}
+assert tuple(CHANGELOG_KEYS) == tuple(ChangelogSettings.model_fields), "the keys core.changelog knows"
+_CHANGELOG_EXAMPLE = "`changelog: true` for the defaults, or a mapping such as `changelog: {snapshot: none}`"
+
+
+def changelog_settings(value: Any) -> ChangelogSettings | None:
+    """A ``changelog:`` value read (``ChangelogSettings.of``), or an ``_Invalid`` that says in a sentence what is
+    wrong with it and what to write instead."""
+    if isinstance(value, ChangelogSettings):  # given so in code, not in a file
+        return value
+    try:
+        return ChangelogSettings.of(value)
+    except ValidationError as exc:
+        problems = "; it ".join(_changelog_problem(error) for error in exc.errors())
+        raise _Invalid(f"{problems}. Write {_CHANGELOG_EXAMPLE}.") from None
+    except ValueError as exc:  # not a boolean nor a mapping
+        raise _Invalid(f"{exc}. Write {_CHANGELOG_EXAMPLE}.") from None
+
+
+def _changelog_problem(error: Any) -> str:
+    """One of pydantic's findings in a ``changelog:`` mapping, as a clause ("has …") naming the key, the value and
+    what the key takes."""
+    fields = ChangelogSettings.model_fields
+    key = str(error["loc"][0]) if error["loc"] else ""
+    if error["type"] == "extra_forbidden":
+        return (f"has the key `{key}`{_did_you_mean([key], list(fields))}, which a changelog does not have: its keys "
+                f"are {', '.join(f'`{k}`' for k in fields)}")
+    value = error["input"]
+    given = f"has `{key}: {value if isinstance(value, str) else repr(value)}`"
+    cause = (error.get("ctx") or {}).get("error")
+    if isinstance(cause, ValueError):  # the day column's own rule
+        return f"{given}: {str(cause).rstrip('.')}"
+    if key not in fields:  # not a finding about one key: pydantic's own words
+        return f"{given}: {error['msg']}"
+    return f"{given}, which is not accepted: `{key}` takes {_accepted(fields[key].annotation)}"
+
+
+def _accepted(annotation: Any) -> str:
+    """What a key of the changelog takes, in words."""
+    if typing.get_origin(annotation) is Literal:
+        values = [f"`{v}`" for v in typing.get_args(annotation)]
+        return f"only {values[0]} so far" if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+    return "a Hive column name (letters, digits and _, in lower case)"
+
+
 class HiveConfig(_Section):
     """Where the tables are written, and how many versions of each are kept."""
 
@@ -176,6 +235,10 @@ class HiveConfig(_Section):
                            "`partition_by:` of a DATETIME or TIMESTAMP dates its rows as they are seen there")
     keep_versions: int = Field(3, ge=2, description="versions of each Hive table kept on disk, and run directories "
                                "of each table kept in the work dir; a re-run needs its input version")
+    changelog: ChangelogSettings | None = Field(None, description=CHANGELOG_MEANING + "; this is every table's, "
+                                                "unless its entry sets its own (`false`: none)",
+                                                json_schema_extra={"per_table": "changelog", "type": CHANGELOG_TYPE,
+                                                                   "keys": CHANGELOG_KEYS})
 
     @field_validator("database")
     @classmethod
@@ -198,6 +261,11 @@ class HiveConfig(_Section):
         if problem:
             raise _Invalid(problem)
         return value
+
+    @field_validator("changelog", mode="before")
+    @classmethod
+    def _changelog(cls, value: Any) -> ChangelogSettings | None:
+        return changelog_settings(value)
 
 
 class SparkConfig(_Section):
@@ -296,6 +364,9 @@ class TableEntry(_Section):
     partition_by: str | None = Field(None, description="how the Hive table is partitioned: one transform of one "
                                      "column, such as `day(created_at)`, `truncate(id, 1000000)` or `bucket(id, 64) "
                                      "AS b` ([partitions.md](partitions.md)); null: not partitioned")
+    changelog: bool | dict[str, Any] | None = Field(None, description=CHANGELOG_MEANING + ", over `hive: changelog`"
+                                                    " (`false`: none; null: as `hive: changelog` says)",
+                                                    json_schema_extra={"type": CHANGELOG_TYPE, "keys": CHANGELOG_KEYS})
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
@@ -326,9 +397,18 @@ class TableConfig:
     schema_changes: str | None = None  # this table's policy, else the configuration's
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partition_by: PartitionSpec | None = None  # how its Hive table is partitioned; the check binds it to the columns
+    # its changelog (`changelog:`); False: none; None: as `hive: changelog:` says
+    changelog: ChangelogSettings | Literal[False] | None = None
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
+
+    def changelog_settings(self, default: ChangelogSettings | None) -> ChangelogSettings | None:
+        """The table's changelog: its entry's own `changelog:` (`false` for none), else ``default`` (`hive:
+        changelog:`)."""
+        if self.changelog is None:
+            return default
+        return None if self.changelog is False else self.changelog
 
     @property
     def group_id(self) -> str:
@@ -357,6 +437,7 @@ class TablePattern:
     schema_changes: str | None = None
     spark_conf: tuple[tuple[str, str], ...] = ()
     partition_by: PartitionSpec | None = None  # each table it selects is partitioned so
+    changelog: ChangelogSettings | Literal[False] | None = None  # as TableConfig's, for each table it selects
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -383,7 +464,7 @@ class TablePattern:
                 f"Set `target:` for {name} in an entry of its own (`- source: {name}` with `target: a_name`), "
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
-        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by)
+        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -479,7 +560,38 @@ class CdcConfig(BaseModel):
             raise ConfigError(f"{where} in {origin} is {run.lock_lease_seconds}, shorter than a retry's wait: a task "
                               "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
                               "120, or set `retries: 0`.")
+        # Between named tables, found now; a pattern's tables are known only at the check (``core.catalog``).
+        clashes = changelog_clashes(config.named_tables(), config.hive.changelog, config.hive.database)
+        if clashes:
+            raise ConfigError("\n".join(f"{why.removesuffix('.')} (in {origin})." for _, _, why in clashes))
         return config
+
+
+def changelog_clashes(tables: Iterable[TableConfig], default: ChangelogSettings | None,
+                      database: str) -> list[tuple[TableConfig, TableConfig | None, str]]:
+    """The tables whose changelog table (``<target>_changelog``) cannot be made, each with the table whose Hive
+    table has that name (None: the name is longer than Hive allows) and why, in a sentence. A changelog written
+    into another table's Hive table would replace its rows, or the other way round."""
+    tables = list(tables)
+    by_target = {t.target.lower(): t for t in tables}
+    clashes: list[tuple[TableConfig, TableConfig | None, str]] = []
+    for table in tables:
+        if table.changelog_settings(default) is None:
+            continue
+        name = changelog_table(table.target.lower())
+        other = by_target.get(name)
+        if other is not None:
+            clashes.append((table, other, (
+                f"The changelog table of {table.source} would be {database}.{name}, the Hive table {other.source} is "
+                f"copied into: give one of them another `target:`, or set `changelog: false` for {table.source}.")))
+            continue
+        try:
+            validate_hive_name(name, "changelog table name")
+        except InvalidIdentifier:
+            clashes.append((table, None, (
+                f"The changelog table of {table.source} would be named {name!r}, longer than the 128 characters a "
+                f"Hive name may have: give {table.source} a shorter `target:`, or set `changelog: false` for it.")))
+    return clashes
 
 
 def _tables(data: Any, origin: str) -> tuple[TableConfig | TablePattern, ...]:
@@ -597,8 +709,8 @@ def time_zone(value: Any, where: str) -> str:
 
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
-               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:` and, on "
-               "a pattern, `exclude:`")
+               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
+               "`changelog:` and, on a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -621,7 +733,8 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
                    target=_template(entry.get("target"), where),
                    schema_changes=_policy(entry.get("schema_changes"), where),
                    spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
-                   partition_by=_partition_by(entry.get("partition_by"), where))
+                   partition_by=_partition_by(entry.get("partition_by"), where),
+                   changelog=_table_changelog(entry.get("changelog"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -637,7 +750,7 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     where = f"{source} in {origin}"
     return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
                        _table_spark_conf(entry.get("spark_conf"), where),
-                       _partition_by(entry.get("partition_by"), where))
+                       _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where))
 
 
 def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
@@ -659,6 +772,18 @@ def _partition_by(value: Any, where: str) -> PartitionSpec | None:
         return PartitionSpec.parse(value)
     except BadPartitionSpec as exc:
         raise ConfigError(f"`partition_by:` of {where}: {exc}") from None
+
+
+def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[False] | None:
+    """A table entry's `changelog:`: `false` is none, whatever `hive: changelog:` says; null (or no key) leaves it
+    to `hive: changelog:`. Whether it fits the table's columns is the check's to find (``operators.check``)."""
+    if value is None:
+        return None
+    try:
+        settings = changelog_settings(value)
+    except _Invalid as exc:
+        raise ConfigError(f"`changelog:` of {where} {exc}") from None
+    return False if settings is None else settings
 
 
 def _parse_source(text: Any, origin: str) -> TableName | tuple[str, str]:

@@ -44,14 +44,22 @@ def _default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
+def _type(field: FieldInfo) -> str:
+    """A field's type, or the words its ``type`` gives when its annotation is not how the YAML writes it (a
+    ``changelog:``, read from `true` or a mapping)."""
+    extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
+    return str(extra.get("type") or type_name(field.annotation))
+
+
 def _limits(field: FieldInfo) -> str:
     least = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
     extra = field.json_schema_extra if isinstance(field.json_schema_extra, dict) else {}
-    choices = extra.get("choices") or {}
-    if not isinstance(choices, dict):
-        raise TypeError(f"choices of {field} must be a mapping of each choice to its meaning")
+    choices, keys = extra.get("choices") or {}, extra.get("keys") or {}
+    if not isinstance(choices, dict) or not isinstance(keys, dict):
+        raise TypeError(f"choices and keys of {field} must be mappings of each choice or key to its meaning")
     parts = [f">= {least}"] if least is not None else []
     parts += [f"`{c}`: {meaning}" for c, meaning in choices.items()]
+    parts += [f"`{k}:` {meaning}" for k, meaning in keys.items()]
     return "; ".join(parts)
 
 
@@ -77,7 +85,7 @@ def _rows(model: type[BaseModel], section: str | None) -> list[str]:
         if section and (section, name) in flat:
             written = flat[section, name]
             key += " (also at the top level)" if written == name else f" (or `{written}` at the top level)"
-        cells = [key, type_name(field.annotation)]
+        cells = [key, _type(field)]
         cells += [_default(field)] if section else []
         cells += [_escape(_limits(field))]
         cells += [_per_table(field)] if section else []

@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import model_validator
 
-from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec
+from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec, changelog_table
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
@@ -351,6 +351,8 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         spark_conf=table.table.spark_conf, partitioning=table.table.partitioning,
         left_partitions=merge_input.left_partitions if table.table.partitioning else (),
         reread_rows=merge_input.reread is not None,
+        changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
+                   if table.table.changelog is not None else None),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.catalog import StoredCatalog, resolve
+from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
@@ -26,15 +27,17 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
     configuration that cannot be captured fails the task with every problem found, each with its fix; a table
-    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:` that does
-    not fit its columns) is reported and left out.
+    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:` or
+    `changelog:` that does not fit its columns, a changelog table that would be another table's) is reported and
+    left out.
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
     Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
     columns.
 
     :param tables: the configuration's table entries (``CdcConfig.tables``).
-    :param hive: the Hive settings (the targets' database; the readers' zone, which dates a partition).
+    :param hive: the Hive settings (the targets' database; the readers' zone, which dates a partition; the
+        changelog of tables whose entry sets none).
     :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
@@ -105,17 +108,20 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     def _captured(self, table: TableConfig, header: RawHeader | CdcError) -> CapturedTable | CdcError:
         """The table as this run captures it, or why it cannot be: its key or types (``header``), or a
-        `partition_by:` that does not fit its columns, found here before anything of it is read."""
+        `partition_by:` or `changelog:` that does not fit its columns, found here before anything of it is read."""
         if isinstance(header, CdcError):
             return header
         try:
             partitioning = table_partitioning(str(table.source), table.partition_by, header.columns,
                                               self.hive.time_zone)
-        except BadPartitionSpec as exc:
+            changelog = table_changelog(str(table.source), table.changelog_settings(self.hive.changelog),
+                                        header.columns)
+        except (BadPartitionSpec, BadChangelog) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
-                             columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning)
+                             columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
+                             changelog=changelog)
 
 def _literal_schema(pattern: TablePattern) -> str | None:
     """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""

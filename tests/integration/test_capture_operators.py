@@ -14,6 +14,7 @@ from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 from airflow_cdc_testing.cluster import free_port
 
+from airflow_cdc_provider.core.changelog import ChangelogSettings
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
@@ -45,11 +46,11 @@ def schema(mariadb):
     mariadb.execute(f"DROP DATABASE {name}")
 
 
-def check(entries, conn_id, tmp_path, time_zone="UTC") -> CheckResult:
+def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None) -> CheckResult:
     with DAG("ops", schedule=None):
         operator = CaptureCheckOperator(task_id="check", tables=entries,
                                         hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse"),
-                                                        time_zone=time_zone),
+                                                        time_zone=time_zone, changelog=changelog),
                                         work_dir=str(tmp_path), mysql_conn_id=conn_id)
     return CheckResult.model_validate(operator.execute({}))
 
@@ -106,6 +107,28 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
                                                    "says: .*cannot partition by the column 'v' of type varchar"):
         check([TableConfig(TableName(schema, "a"), "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
               tmp_path)
+    # A `changelog:` alike: c has a column `dt`, its changelog table's day column; and a_changelog's Hive table
+    # would be a's changelog table, so a pattern leaves both out.
+    mariadb.execute(f"CREATE TABLE {schema}.c (id INT PRIMARY KEY, dt DATE)",
+                    f"CREATE TABLE {schema}.a_changelog (id INT PRIMARY KEY)")
+    checked = check([TablePattern(schema=schema, table="*", changelog=ChangelogSettings())], capture_conn, tmp_path)
+    assert [(t.source, t.changelog) for t in checked.tables] == [(f"{schema}.b", ChangelogSettings())]
+    why = {s.source: s.reason for s in checked.skipped}
+    assert why[f"{schema}.c"].startswith(f"The table {schema}.c cannot have the changelog its `changelog:` (or `hive: "
+                                         "changelog:`) asks for: the table has the column(s) dt, which its changelog "
+                                         "table adds itself. Name the day column otherwise")
+    assert why[f"{schema}.a"].startswith(f"The changelog table of {schema}.a would be ods.{schema}_a_changelog, the "
+                                         f"Hive table {schema}.a_changelog is copied into")
+    assert f"{schema}.a_changelog" in why
+    # Named tables take `hive: changelog:` unless their entry says otherwise; one that cannot fails the check.
+    day = ChangelogSettings(day_column="day")
+    checked = check([TableConfig(TableName(schema, "c"), "c", changelog=day),
+                     TableConfig(TableName(schema, "a"), "a", changelog=False), TableConfig(TableName(schema, "b"), "b")],
+                    capture_conn, tmp_path, changelog=ChangelogSettings(snapshot="none"))
+    assert {t.source: t.changelog for t in checked.tables} == {
+        f"{schema}.a": None, f"{schema}.b": ChangelogSettings(snapshot="none"), f"{schema}.c": day}
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the changelog .*the column"):
+        check([TableConfig(TableName(schema, "c"), "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:

@@ -11,6 +11,7 @@ from airflow_cdc_provider.core.catalog import (
     StoredCatalogError,
     resolve,
 )
+from airflow_cdc_provider.core.changelog import ChangelogSettings
 from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import read_config
@@ -137,6 +138,45 @@ def test_a_named_table_keeps_its_hive_table_and_two_named_ones_are_refused():
         "shop.a": ("x", None)}
     # A table no pattern selects takes no Hive table.
     assert targets(run(["shop.a"], ["shop.a", "shop_a.b"])) == {"shop.a": ("shop_a", None)}
+
+
+def test_a_table_whose_changelog_table_would_be_another_tables_hive_table_is_left_out():
+    # shop.a's changelog table is ods.shop_a_changelog, the Hive table shop.a_changelog is copied into.
+    found = ["shop.a", "shop.a_changelog", "shop.b"]
+    r = run([{"source": "shop.*", "changelog": True}], found)
+    assert targets(r) == {"shop.b": ("shop_b", None)}, "the other tables go on"
+    why = left_out(r)
+    assert why["shop.a"] == ("The changelog table of shop.a would be ods.shop_a_changelog, the Hive table "
+                             "shop.a_changelog is copied into: give one of them another `target:`, or set `changelog: "
+                             "false` for shop.a. Until then shop.a is left out; so is the other.")
+    assert set(why) == {"shop.a", "shop.a_changelog"}
+    # `hive: changelog:` gives it alike, unless an entry of its own says `false`.
+    assert set(left_out(run(["shop.*"], found, hive={"changelog": True}))) == {"shop.a", "shop.a_changelog"}
+    assert left_out(run([{"source": "shop.a", "changelog": False}, "shop.*"], found, hive={"changelog": True})) == {}
+    # The one the last run copied into that Hive table goes on; else the one it copied into its own.
+    r = run(["shop.*"], found, {TableName("shop", "a_changelog"): "ods.shop_a_changelog",
+                                TableName("shop", "a"): "ods.shop_a"}, hive={"changelog": True})
+    assert list(left_out(r)) == ["shop.a"] and left_out(r)["shop.a"].endswith(
+        "Until then shop.a is left out; shop.a_changelog goes on (the last run copied it).")
+    r = run(["shop.*"], found, {TableName("shop", "a"): "ods.shop_a"}, hive={"changelog": True})
+    assert list(left_out(r)) == ["shop.a_changelog"]
+    # A named table goes on, whichever of the two it is.
+    r = run([{"source": "shop.a", "changelog": True}, "shop.*"], found)
+    assert list(left_out(r)) == ["shop.a_changelog"] and left_out(r)["shop.a_changelog"].endswith(
+        "Until then shop.a_changelog is left out; shop.a goes on (named in the configuration).")
+    r = run([{"source": "shop.x", "target": "shop_a_changelog"}, {"source": "shop.*", "changelog": True}],
+            ["shop.a", "shop.x"])
+    assert targets(r) == {"shop.x": ("shop_a_changelog", None)} and list(left_out(r)) == ["shop.a"]
+    # Two named ones: refused (the configuration's reading refuses them first).
+    with pytest.raises(ConfigError, match="^The changelog table of shop.a would be ods.a_changelog, the Hive table "
+                                          "shop.b is copied into"):
+        resolve([TableConfig(TableName("shop", "a"), "a", changelog=ChangelogSettings()),
+                 TableConfig(TableName("shop", "b"), "a_changelog")], names("shop.a", "shop.b"), {}, HIVE)
+    # A changelog table's name that Hive refuses: the table is left out.
+    r = run([{"source": "shop.*", "target": "x" * 117 + "_{table}", "changelog": True}], ["shop.a", "shop.bb"])
+    assert targets(r) == {} and left_out(r)["shop.a"].startswith(
+        f"The changelog table of shop.a would be named '{'x' * 117}_a_changelog', longer than the 128 characters")
+    assert left_out(r)["shop.a"].endswith("Until then it is left out.")
 
 
 def test_gone_lists_previous_tables_not_found_now_whatever_selected_them():

@@ -1,6 +1,7 @@
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.changelog import ChangelogSettings
 from airflow_cdc_provider.core.config import (
     LEGACY_KEYS,
     SECTIONS,
@@ -39,7 +40,7 @@ def test_target_and_short_form():
         ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
         ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
         ({"tables": ["shop.a"], "hive": {"db": "x"}}, (r"`hive:` in the configuration has unknown keys \['db'\]; the "
-                                                      r"keys of `hive:` are database, keep_versions, metastore_uri")),
+                                                      r"keys of `hive:` are changelog, database, keep_versions, metastore_uri")),
     ],
 )
 def test_bad_configs_say_what_is_wrong(data, message):
@@ -540,6 +541,102 @@ def test_partition_by_is_parsed_on_an_entry_and_goes_with_a_pattern_to_each_tabl
 def test_a_partition_by_that_does_not_parse_is_refused_naming_the_entry_the_file_and_the_text(entry, message):
     with pytest.raises(ConfigError, match=message):
         read_config({"tables": [entry]}, "cdc.yaml")
+
+def test_changelog_is_read_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
+    text = """
+tables:
+  - source: shop.a
+    changelog: true
+  - source: shop.b
+    changelog: {snapshot: none, day_column: day}
+  - source: shop.c
+    changelog: false
+  - shop.d
+  - source: shop.e
+    changelog:
+  - source: crm.*
+    changelog: {mode: net}
+"""
+    a, b, c, d, e, pattern = read_config(yaml.safe_load(text)).tables
+    assert a.changelog == ChangelogSettings() == ChangelogSettings(mode="net", snapshot="insert", day_column="dt")
+    assert b.changelog == ChangelogSettings(snapshot="none", day_column="day")
+    assert c.changelog is False, "an entry's `false` is kept: it overrides `hive: changelog:`"
+    assert d.changelog is None and e.changelog is None, "no key, or an empty one, leaves it to `hive: changelog:`"
+    assert pattern.table_config(TableName("crm", "contacts")).changelog == ChangelogSettings()
+    # Without `hive: changelog:`, only the tables that ask for one have a changelog.
+    hive = read_config(yaml.safe_load(text)).hive
+    assert hive.changelog is None
+    assert [t.changelog_settings(hive.changelog) for t in (a, b, c, d, e)] == [
+        ChangelogSettings(), ChangelogSettings(snapshot="none", day_column="day"), None, None, None]
+
+
+def test_hive_changelog_is_every_tables_unless_its_entry_says_otherwise_false_included():
+    config = read_config({"tables": [{"source": "shop.a", "changelog": True}, {"source": "shop.b", "changelog": False},
+                                     "shop.c", {"source": "shop.*", "changelog": {"day_column": "day"}}, "crm.*"],
+                          "hive": {"changelog": {"snapshot": "none"}}})
+    default = config.hive.changelog
+    assert default == ChangelogSettings(snapshot="none")
+    a, b, c, shop, crm = config.tables
+    assert a.changelog_settings(default) == ChangelogSettings(), "its own `true`: the defaults, not the hive's"
+    assert b.changelog_settings(default) is None
+    assert c.changelog_settings(default) == default
+    assert shop.table_config(TableName("shop", "x")).changelog_settings(default) == ChangelogSettings(day_column="day")
+    assert crm.table_config(TableName("crm", "x")).changelog_settings(default) == default
+    assert read_config({"tables": ["shop.a"], "hive": {"changelog": True}}).hive.changelog == ChangelogSettings()
+    for none in (False, None):
+        assert read_config({"tables": ["shop.a"], "hive": {"changelog": none}}).hive.changelog is None
+    # Given in code, the settings are taken as they are.
+    assert HiveConfig(warehouse_dir="/w", changelog=ChangelogSettings(snapshot="none")).changelog == default
+
+
+WRITE = r"Write `changelog: true` for the defaults, or a mapping such as `changelog: \{snapshot: none\}`\.$"
+
+
+@pytest.mark.parametrize(("entry", "hive", "message"), [
+    ({"source": "shop.a", "changelog": {"mode": "all"}}, None,
+     r"^`changelog:` of shop.a in cdc.yaml has `mode: all`, which is not accepted: `mode` takes only `net` so far\. "
+     + WRITE),
+    ({"source": "shop.*", "changelog": {"snapshot": "full", "modes": "net"}}, None,
+     r"^`changelog:` of the pattern shop.\* in cdc.yaml has `snapshot: full`, which is not accepted: `snapshot` takes "
+     r"`insert` or `none`; it has the key `modes` \(did you mean `mode`\?\), which a changelog does not have: its keys "
+     r"are `mode`, `snapshot`, `day_column`\. " + WRITE),
+    ({"source": "shop.a", "changelog": {"day_column": "Dt"}}, None,
+     r"^`changelog:` of shop.a in cdc.yaml has `day_column: Dt`: the changelog day column 'Dt' must be in lower case"),
+    ({"source": "shop.a", "changelog": {"day_column": "a-b"}}, None,
+     r"^`changelog:` of shop.a in cdc.yaml has `day_column: a-b`: The changelog day column 'a-b' is not a valid Hive "
+     r"name"),
+    ({"regex": "shop\\.a", "changelog": "yes"}, None,
+     r"^`changelog:` of the pattern regex shop\\.a in cdc.yaml must be true, false or a mapping .*got 'yes' \(str\)\. "
+     + WRITE),
+    ("shop.a", {"mode": "all"},
+     r"^`hive: changelog:` in cdc.yaml has `mode: all`, which is not accepted: `mode` takes only `net` so far\. " + WRITE),
+    ("shop.a", 1, r"^`hive: changelog:` in cdc.yaml must be true, false or a mapping .*got 1 \(int\)\. " + WRITE),
+])
+def test_a_bad_changelog_is_refused_naming_the_entry_the_file_the_value_and_what_to_write(entry, hive, message):
+    with pytest.raises(ConfigError, match=message):
+        read_config({"tables": [entry], **({"hive": {"changelog": hive}} if hive is not None else {})}, "cdc.yaml")
+
+
+def test_a_changelog_table_that_would_be_another_named_tables_hive_table_is_refused_when_read():
+    clash = [{"source": "shop.a", "changelog": True}, {"source": "shop.b", "target": "Shop_A_Changelog"}]
+    with pytest.raises(ConfigError) as err:
+        read_config({"tables": clash}, "cdc.yaml")
+    assert str(err.value) == ("The changelog table of shop.a would be ods.shop_a_changelog, the Hive table shop.b is "
+                              "copied into: give one of them another `target:`, or set `changelog: false` for shop.a "
+                              "(in cdc.yaml).")
+    # The same through `hive: changelog:`, unless the entry says `false`.
+    with pytest.raises(ConfigError, match="^The changelog table of shop.a would be raw.shop_a_changelog"):
+        read_config({"tables": ["shop.a", clash[1]], "hive": {"database": "raw", "changelog": True}}, "cdc.yaml")
+    assert read_config({"tables": [{"source": "shop.a", "changelog": False}, clash[1]], "hive": {"changelog": True}})
+    assert read_config({"tables": ["shop.a", clash[1]]}), "no changelog, no clash"
+    # A changelog table's name longer than Hive allows.
+    with pytest.raises(ConfigError, match=r"^The changelog table of shop.a would be named 'x{119}_changelog', longer "
+                                          r"than the 128 characters a Hive name may have: give shop.a a shorter "
+                                          r"`target:`, or set `changelog: false` for it \(in cdc.yaml\)\.$"):
+        read_config({"tables": [{"source": "shop.a", "target": "x" * 119, "changelog": True}]}, "cdc.yaml")
+    # A pattern's tables are known at the check only (core.catalog): the file reads.
+    assert read_config({"tables": [{"source": "shop.*", "changelog": True}, clash[1]]})
+
 
 def test_expectations_read_as_sentences():
     fields = SECTIONS["run"].model_fields

@@ -8,6 +8,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from airflow_cdc_provider.core.changelog import ChangelogSettings, ChangelogSpec
 from airflow_cdc_provider.core.ledger import RunRef, VersionInfo
 from airflow_cdc_provider.core.merge import (
     MergeJob,
@@ -82,6 +83,17 @@ def test_the_merge_task_refuses_a_merge_input_naming_files_outside_the_runs_dire
     # On S3 the spec names the files by their URIs, and they are still under the run's directory's URI.
     on_s3 = merge_spec(table_plan(), merge_input(), WAREHOUSE, None, 3, uri=lambda p: f"s3a://work{p}")
     assert on_s3.capture_dir == f"s3a://work{RUN_DIR}" and on_s3.upsert_files == (f"s3a://work{RUN_DIR}/u.parquet",)
+
+
+def test_the_spec_of_a_table_with_a_changelog_names_its_changelog_table_and_settings():
+    assert spec().changelog is None, "a table without a changelog has none"
+    plan = table_plan()
+    settings = ChangelogSettings(snapshot="none", day_column="day")
+    plan = plan.model_copy(update={"table": plan.table.model_copy(update={"changelog": settings})})
+    with_changelog = merge_spec(plan, merge_input(), WAREHOUSE, None, 3)
+    assert with_changelog.changelog == ChangelogSpec(table="orders_changelog", settings=settings)
+    assert (with_changelog.database, with_changelog.table) == ("ods", "orders"), "in the table's database"
+    assert MergeSpec.from_text(with_changelog.to_text()) == with_changelog
 
 
 def test_a_job_has_one_warehouse_and_a_result_file_it_may_write():
