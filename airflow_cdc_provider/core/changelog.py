@@ -9,7 +9,7 @@
                        the binlog file, end position of the row event and the row's index in it, of the key's
                        last change in the range; NULL for rows a snapshot or a re-read gives
     dt, _commit_version
-                       the partition: the day the version belongs to (``changelog_day``), then the version
+                       the partition: the day the version belongs to (``version_day``), then the version
 
 A version's changes are its net changes (``net``): one per key that differs between the version the table was
 at before the commit and the version committed, the pre-image looked up in the former. An insert then an update
@@ -138,7 +138,7 @@ class ChangelogCommit(Model):
     committed, added to the changelog table after (again by any later merge, until it is there)."""
 
     table: str  # the changelog table's name, in the table's database
-    day: str  # the day partition's value (``changelog_day``)
+    day: str  # the day partition's value (``version_day``)
     day_column: str = "dt"
     location: str  # ``<table>_changelog/vNNNNNN``
     rows: int
@@ -150,10 +150,14 @@ def changelog_table(target: str) -> str:
     return f"{target}{CHANGELOG_SUFFIX}"
 
 
-def changelog_day(as_of: dt.datetime, zone: str) -> str:
-    """The day (``YYYY-MM-DD`` in ``zone``) a version reflecting the moment ``as_of`` belongs to: the day that
-    moment falls in, a moment at midnight belonging to the day it ends. A run scheduled daily whose range ends
-    at midnight thus files its changes under the day they happened."""
-    local = as_of.astimezone(ZoneInfo(zone)) - dt.timedelta(microseconds=1)
+def version_day(as_of: dt.datetime, previous_as_of: dt.datetime | None, zone: str) -> str:
+    """The day (``YYYY-MM-DD`` in ``zone``) a version's changes belong to: the first day whose daily snapshot (the
+    first version at or after the day's end, ``core.history``) holds them. That is the day the version before it
+    reflects a moment of (a moment at midnight is of the day it starts); for a table's first version, the day its
+    own moment ends (a moment at midnight is of the day it ends). So the changes filed under day D are exactly
+    those between the snapshots of D - 1 and D, and a run scheduled daily files its changes under their day."""
+    if previous_as_of is None:
+        local = as_of.astimezone(ZoneInfo(zone)) - dt.timedelta(microseconds=1)
+    else:
+        local = previous_as_of.astimezone(ZoneInfo(zone))
     return local.date().isoformat()
-

@@ -34,7 +34,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogCommit, changelog_day
+from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogCommit, version_day
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import SNAPSHOT, VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
@@ -339,7 +339,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         before = None if current is None or redefine else _rows_before(
             spark, spec, current, location or "", origin, touched, columns, fills)
         logged = _write_changes(spark, spec, files, version, before, columns,
-                                 first_load=current is None or redefine)
+                                first_load=current is None or redefine,
+                                previous_as_of=current.as_of if current is not None else None)
         clock.lap("changes")
 
     def version_info(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
@@ -427,7 +428,8 @@ def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: st
 
 
 def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, before: Any,
-                   columns: list[tuple[str, str]], first_load: bool) -> ChangelogCommit:
+                   columns: list[tuple[str, str]], first_load: bool,
+                   previous_as_of: dt.datetime | None) -> ChangelogCommit:
     """Write the version's changes into its changelog directory (``core.changelog``); returns what its version
     file records of them. ``before``: ``_rows_before``."""
     from pyspark.sql import Observation
@@ -463,7 +465,7 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
     written = Observation("changes")
     rows.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
     failpoint("merge.changes.written")
-    return ChangelogCommit(table=spec.changelog.table, day=changelog_day(spec.as_of, spec.datetime_zone),
+    return ChangelogCommit(table=spec.changelog.table, day=version_day(spec.as_of, previous_as_of, spec.datetime_zone),
                            day_column=settings.day_column, location=path, rows=int(written.get["rows"]),
                            committed_at=committed_at)
 

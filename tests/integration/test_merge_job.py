@@ -201,8 +201,10 @@ def test_changelog_applied_in_order_gives_every_version_through_a_rerun_and_kill
         state = _apply(state, by_version.get(version, []), key, columns)
         assert state == expected[version], f"the changelog up to version {version} does not give it"
     assert state == hive_rows(rows, table.header.key)
-    for changes in by_version.values():
-        assert {c["dt"] for c in changes} == {"2025-12-31"}  # as of NOW, midnight: the day it ends
+    for version, changes in by_version.items():
+        # Every version is as of NOW, a midnight: the first one's changes are of the day it ends, the others' of
+        # the day the version before them starts (the first whose snapshot holds them).
+        assert {c["dt"] for c in changes} == {"2025-12-31" if version == 1 else "2026-01-01"}
         kinds = {c["_change_type"] for c in changes}
         assert kinds <= {"insert", "update_preimage", "update_postimage", "delete"}
     assert {c["_change_type"] for c in by_version[1]} == {"insert"} and len(by_version[1]) == 200
