@@ -89,3 +89,19 @@ def days_served(as_of: dt.datetime, previous_as_of: dt.datetime | None, zone: st
         if len(days) > 3660:  # ten years between two versions: a bound, not a case
             break
     return tuple(reversed(days))
+
+
+def next_days(previous: tuple[tuple[str, int], ...], served: tuple[str, ...], version: int,
+              keep_days: int | None, as_of: dt.datetime, zone: str) -> tuple[tuple[tuple[str, int], ...],
+                                                                              tuple[str, ...]]:
+    """The snapshots table's days and the version each is, once ``version`` (serving the days ``served``) is
+    committed over a table whose days were ``previous``; and the days dropped past ``keep_days`` (the last
+    ``keep_days`` days that have ended by ``as_of`` stay). A version a kept day is stays on disk."""
+    days = {**dict(previous), **{day: version for day in served}}
+    dropped: tuple[str, ...] = ()
+    if keep_days is not None:
+        last = as_of.astimezone(ZoneInfo(zone)).date() - dt.timedelta(days=1)
+        cutoff = (last - dt.timedelta(days=keep_days - 1)).isoformat()
+        dropped = tuple(sorted(day for day in days if day < cutoff))
+        days = {day: v for day, v in days.items() if day >= cutoff}
+    return tuple(sorted(days.items())), dropped

@@ -194,6 +194,10 @@ class VersionInfo(Model):
     partitions: tuple[tuple[str, str], ...] = ()
     # Its changelog partition (``core.changelog``), written before the commit and added to the metastore after.
     changelog: ChangelogCommit | None = None
+    # The daily snapshots' days and the version each is, as this version leaves them (``core.history``), and the
+    # days it dropped past their retention: each version a day names is kept on disk.
+    snapshot_days: tuple[tuple[str, int], ...] = ()
+    dropped_days: tuple[str, ...] = ()
 
     @model_validator(mode="before")
     @classmethod

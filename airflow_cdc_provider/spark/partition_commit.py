@@ -206,6 +206,62 @@ def commit_partitions(spark: Any, database: str, table: str, changes: Iterable[P
     return PartitionCommit(database=database, table=table, added=tuple(added), switched=tuple(switched))
 
 
+def add_partitions(spark: Any, database: str, table: str, partitions: Iterable[tuple[Values, str]],
+                   warehouse_dir: str) -> int:
+    """Add the partitions not there yet, each at its location (an existing directory under the warehouse), in
+    one ``add_partitions`` call, which the metastore runs in one transaction: a reader sees all of them or none.
+    Those there already are left as they are, so that a commit a killed job did not finish can be done again.
+    Returns how many were added."""
+    catalog = _Catalog(spark)
+    where = f"{database}.{table}"
+    raw_table = catalog.external.getTable(database, table)
+    columns = catalog.strings(raw_table.partitionColumnNames())
+    missing = []
+    for values, location in partitions:
+        if tuple(column for column, _ in values) != columns or not within(location, warehouse_dir):
+            raise PartitionCommitRefused(f"The partition {partition_name(values)} at {location} was not added to "
+                                         f"{where}: it must name the columns {list(columns)} and be under the "
+                                         f"warehouse {warehouse_dir}.")
+        if not catalog.external.getPartitionOption(database, table, catalog.spec(values)).isDefined():
+            missing.append((values, location))
+    if missing:
+        blank = catalog.jvm.org.apache.spark.sql.catalyst.catalog.CatalogTablePartition
+        template = raw_table.storage()
+        no_parameters = catalog.jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(catalog.jvm.java.util.HashMap())
+        new = []
+        for values, location in missing:
+            fields = [getattr(template, f"copy$default${n}")() for n in range(1, _copy_arity(template) + 1)]
+            fields[0] = catalog.jvm.scala.Option.apply(catalog.qualified(location).toUri())
+            new.append(blank(catalog.spec(values), template.copy(*fields), no_parameters, int(time.time() * 1000),
+                             -1, catalog.jvm.scala.Option.empty()))
+        catalog.external.createPartitions(database, table, catalog.seq(new), True)
+        spark.catalog.refreshTable(".".join(backticked(name) for name in (database, table)))
+    return len(missing)
+
+
+def drop_partitions(spark: Any, database: str, table: str, partitions: Iterable[Values]) -> None:
+    """Drop the partitions from the metastore (their files stay: a table's versions own them), in one call;
+    those gone already are passed over."""
+    catalog = _Catalog(spark)
+    specs = [catalog.spec(values) for values in partitions]
+    if specs:
+        # dropPartitions(db, table, specs, ignoreIfNotExists, purge, retainData)
+        catalog.external.dropPartitions(database, table, catalog.seq(specs), True, False, True)
+        spark.catalog.refreshTable(".".join(backticked(name) for name in (database, table)))
+
+
+def partition_values(spark: Any, database: str, table: str) -> list[Values]:
+    """Every partition of a table, as its values column by column, in one metastore call."""
+    catalog = _Catalog(spark)
+    columns = catalog.strings(catalog.external.getTable(database, table).partitionColumnNames())
+    partitions = catalog.external.listPartitions(database, table, catalog.jvm.scala.Option.empty())
+    found = []
+    for n in range(partitions.length()):
+        spec = partitions.apply(n).spec()
+        found.append(tuple((column, str(spec.apply(column))) for column in columns))
+    return found
+
+
 def _location(partition: Any) -> str | None:
     uri = partition.storage().locationUri()
     return str(uri.get().toString()) if uri.isDefined() else None
