@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_cdc_provider.core.changelog import VERSION_COLUMN
 from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.lineage import hive_namespace
 
@@ -26,7 +27,7 @@ def changelog_event_extra(outcome: TableOutcome) -> dict[str, Any]:
     assert outcome.changelog is not None
     return {
         "source": outcome.source, "table": outcome.hive_table, "version": outcome.version,
-        "partition": {outcome.changelog.day_column: outcome.changelog.day, "_commit_version": outcome.version},
+        "partition": {outcome.changelog.day_column: outcome.changelog.day, VERSION_COLUMN: outcome.version},
         "rows": outcome.changelog.rows, "as_of": outcome.as_of.isoformat() if outcome.as_of else None,
     }
 

@@ -89,6 +89,10 @@ class ChangelogSettings(Model):
     def partition_columns(self) -> tuple[tuple[str, str], ...]:
         return ((self.day_column, "string"), (VERSION_COLUMN, "bigint"))
 
+    def fields(self, columns: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+        """The changelog table's columns as readers see them, given the table's (Hive names and types)."""
+        return (*columns, *CHANGE_COLUMNS, *self.partition_columns())
+
     def clash(self, columns: list[str] | tuple[str, ...]) -> str | None:
         """Why a table with these columns (any case) cannot have this changelog, or None: a column of its own
         would have the name of a changelog column."""

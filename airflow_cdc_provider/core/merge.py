@@ -9,7 +9,7 @@ too (``file://`` on a shared disk), so that the driver can run on any node of th
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Literal
 
 from pydantic import model_validator
@@ -19,6 +19,7 @@ from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
+from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
@@ -428,3 +429,18 @@ def next_columns(table: list[tuple[str, str]], run: list[tuple[str, str]], fille
         raise LedgerConflict(f"The columns {unexplained} are not in the Hive table {table_name}, and this run did "
                              f"not see them added, so their values in the table's other rows are unknown. {fix}")
     return [*table, *new]
+
+
+def written_lineage(spec: MergeSpec, source_columns: Sequence[tuple[str, str]], mysql: str,
+                    hive: str) -> list[TableLineage]:
+    """The Hive tables a commit of ``spec`` writes, each read from its source table (its MySQL columns
+    ``source_columns``), in the namespaces ``mysql`` and ``hive``: the table, and its changelog table, which holds
+    the same columns copied as they are and the columns of its changes."""
+    layout = spec.partitioning
+    written = [table_lineage(spec.source, source_columns, f"{spec.database}.{spec.table}", spec.hive_columns,
+                             mysql, hive,
+                             (layout.column, layout.hive_type, layout.source_column) if layout else None)]
+    if spec.changelog is not None:
+        written.append(table_lineage(spec.source, source_columns, f"{spec.database}.{spec.changelog.table}",
+                                     spec.changelog.settings.fields(spec.hive_columns), mysql, hive))
+    return written

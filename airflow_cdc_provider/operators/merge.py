@@ -18,8 +18,8 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef
-from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace, table_lineage
-from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec
+from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace
+from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec, written_lineage
 from airflow_cdc_provider.core.outcomes import (
     IDLE,
     deal,
@@ -178,11 +178,9 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         if self._committed:
             mysql = mysql_namespace(*MySqlSourceHook(self.mysql_conn_id).address)
             hive = hive_namespace(self.metastore_uri)
-            lineage = [table_lineage(spec.source, merge_input.source_columns or merge_input.columns,
-                                     f"{spec.database}.{spec.table}", spec.hive_columns, mysql, hive,
-                                     (spec.partitioning.column, spec.partitioning.hive_type,
-                                      spec.partitioning.source_column) if spec.partitioning else None)
-                       for merge_input, spec in self._committed]
+            lineage = [written for merge_input, spec in self._committed
+                       for written in written_lineage(spec, merge_input.source_columns or merge_input.columns,
+                                                      mysql, hive)]
         return operator_lineage(lineage)
 
 
