@@ -336,10 +336,12 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     logged = None
     if spec.changelog is not None:
         # The version's changes, from the version the table is at now to this one, written before the commit.
-        before = None if current is None or redefine else _rows_before(
+        # A fresh snapshot that changes a column's type starts the changelog again; one that only lays the table
+        # out anew is compared with the version before, as any other.
+        anew = current is None or (redefine and table_columns != columns)
+        before = None if anew or current is None else _rows_before(
             spark, spec, current, location or "", origin, touched, columns, fills)
-        logged = _write_changes(spark, spec, files, version, before, columns,
-                                first_load=current is None or redefine,
+        logged = _write_changes(spark, spec, files, version, before, columns, first_load=anew,
                                 previous_as_of=current.as_of if current is not None else None)
         clock.lap("changes")
 

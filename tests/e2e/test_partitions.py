@@ -21,7 +21,7 @@ from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
 from airflow_cdc_provider.core.partitioning import PartitionSpec
 from tests.e2e.test_pipeline import Pipeline
 from tests.integration.capture_helpers import source_rows
-from tests.integration.hive_helpers import hive_rows, plain
+from tests.integration.hive_helpers import apply_changes, changes_by_version, hive_rows, plain
 
 SPECS = {
     "ev_day": "day(happened_at)",
@@ -71,11 +71,18 @@ def random_changes(rng: random.Random, next_id: list[int], count: int) -> list[s
     return out
 
 
+# Tables whose changelog is checked after each run: the changes applied to what Hive held give what it holds.
+CHANGELOGS = ("ev_trunc", "ev_kind")
+
+
 class Partitioned(Pipeline):
     def __init__(self, server, conn_id, tmp_path):
         super().__init__(server, conn_id, tmp_path, list(SPECS))
         for entry in self.config["tables"]:
             entry["partition_by"] = SPECS[entry["target"]]
+            if entry["target"] in CHANGELOGS:
+                entry["changelog"] = True
+        self.held: dict[str, tuple[int, dict]] = {}  # by table: the versions whose changes were applied, the rows
         self.config_path.write_text(yaml.safe_dump(self.config))
         self.sql(*(DDL % t for t in SPECS), *(FILL % t for t in SPECS))
 
@@ -86,7 +93,9 @@ class Partitioned(Pipeline):
         """Each table's rows as Hive holds them (the partition column aside), checked against the source: the
         same rows, each in the partition its values give. Returns the partition values found, by table."""
         hive, tables = self.config["hive"], tables or list(SPECS)
-        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], [f"{hive['database']}.{t}" for t in tables])
+        logs = [f"{t}_changelog" for t in tables if t in CHANGELOGS]
+        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"],
+                                [f"{hive['database']}.{t}" for t in [*tables, *logs]])
         found = {}
         for table in tables:
             text = next(e["partition_by"] for e in self.config["tables"] if e["target"] == table)
@@ -101,7 +110,22 @@ class Partitioned(Pipeline):
             expected = {key: layout.value(row[layout.source_column]) for key, row in source.items()}
             assert held == expected, f"rows of {table} in other partitions than their values give"
             found[table] = set(held.values())
+            if table in CHANGELOGS:
+                self.check_changelog(table, header, hive_rows(rows.drop_columns([layout.column]), header.key),
+                                     read[f"{hive['database']}.{table}_changelog"][0])
         return found
+
+    def check_changelog(self, table: str, header, now: dict, changelog) -> None:
+        """The changes of the versions committed since the last look, applied to the rows Hive held then, give
+        the rows it holds now; the table's first version's are all inserts."""
+        seen, state = self.held.get(table, (0, {}))
+        by_version = changes_by_version(changelog)
+        columns = [name.lower() for name, _ in header.columns]
+        key = tuple(k.lower() for k in header.key)
+        for version in sorted(v for v in by_version if v > seen):
+            state = apply_changes(state, by_version[version], key, columns)
+        assert state == now, f"the changelog of {table} does not give its rows"
+        self.held[table] = (max(by_version, default=seen), now)
 
     def version(self, table: str) -> VersionInfo:
         location = self.ledger(table).committed().location

@@ -29,3 +29,31 @@ def hive_rows(table: pa.Table, key: Sequence[str]) -> dict[tuple, dict]:
     keyed = {tuple(row[k.lower()] for k in key): row for row in rows}
     assert len(keyed) == len(rows), "the Hive table holds a key twice"
     return keyed
+
+
+def changes_by_version(rows: pa.Table) -> dict[int, list[dict]]:
+    """A changelog table read back: its rows by version, values as ``plain`` gives them."""
+    out: dict[int, list[dict]] = {}
+    for row in rows.to_pylist():
+        out.setdefault(row["_commit_version"], []).append({k: _plain_value(v) for k, v in row.items()})
+    return out
+
+
+def apply_changes(state: dict, changes: list[dict], key: tuple[str, ...], columns: list[str]) -> dict:
+    """``state`` with a version's net changes applied; each pre-image must be the row the state holds."""
+    state = dict(state)
+    kinds = {}
+    for change in changes:
+        row = {name: change[name] for name in columns}
+        k = tuple(row[c] for c in key)
+        assert k not in kinds or {kinds[k], change["_change_type"]} == {"update_preimage", "update_postimage"}, (
+            f"two changes of the key {k} in one version")
+        kinds[k] = change["_change_type"]
+        if change["_change_type"] in ("update_preimage", "delete"):
+            assert state.get(k) == row, (change["_change_type"], k, state.get(k), row)
+        if change["_change_type"] == "delete":
+            del state[k]
+        elif change["_change_type"] in ("insert", "update_postimage"):
+            assert change["_change_type"] != "insert" or k not in state, ("insert of a key held", k)
+            state[k] = row
+    return state

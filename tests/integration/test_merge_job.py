@@ -14,7 +14,7 @@ from airflow_cdc_testing.hive import read_hive_table, read_hive_tables, spark_en
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from tests.integration.capture_helpers import source_rows
-from tests.integration.hive_helpers import hive_rows, plain
+from tests.integration.hive_helpers import apply_changes, changes_by_version, hive_rows, plain
 from tests.integration.merge_helpers import Table
 from tests.integration.test_capture import fill, items, random_change  # noqa: F401
 
@@ -108,37 +108,6 @@ def test_a_table_not_made_by_the_pipeline_is_refused_untouched(mariadb, items, c
 
 
 
-def _changes_by_version(rows) -> dict[int, list[dict]]:
-    out: dict[int, list[dict]] = {}
-    for row in rows.to_pylist():
-        out.setdefault(row["_commit_version"], []).append({k: _plain(v) for k, v in row.items()})
-    return out
-
-
-def _plain(value):
-    return plain({(): {"v": value}})[()]["v"]
-
-
-def _apply(state: dict, changes: list[dict], key: tuple[str, ...], columns: list[str]) -> dict:
-    """``state`` with a version's net changes applied; each pre-image must be the row the state holds."""
-    state = dict(state)
-    kinds = {}
-    for change in changes:
-        row = {name: change[name] for name in columns}
-        k = tuple(row[c] for c in key)
-        assert k not in kinds or {kinds[k], change["_change_type"]} == {"update_preimage", "update_postimage"}, (
-            f"two changes of the key {k} in one version")
-        kinds[k] = change["_change_type"]
-        if change["_change_type"] in ("update_preimage", "delete"):
-            assert state.get(k) == row, (change["_change_type"], k, state.get(k), row)
-        if change["_change_type"] == "delete":
-            del state[k]
-        elif change["_change_type"] in ("insert", "update_postimage"):
-            assert change["_change_type"] != "insert" or k not in state, ("insert of a key held", k)
-            state[k] = row
-    return state
-
-
 def test_changelog_applied_in_order_gives_every_version_through_a_rerun_and_kills(mariadb, items, capture_conn,
                                                                                    tmp_path):
     fill(mariadb, items.quoted, 200)
@@ -191,14 +160,14 @@ def test_changelog_applied_in_order_gives_every_version_through_a_rerun_and_kill
     read = read_hive_tables(table.warehouse, None, ["ods.items", "ods.items_changelog"])
     (rows, location), (changed, _) = read["ods.items"], read["ods.items_changelog"]
     assert location.endswith(f"/v{result['version']:06d}")
-    by_version = _changes_by_version(changed)
+    by_version = changes_by_version(changed)
     # One partition per committed version (the last one empty, so without rows), none of the killed attempt.
     assert sorted(by_version) == sorted(set(expected) - {result["version"]})
     logged = sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "items_changelog").iterdir())
     assert logged == [f"v{v:06d}" for v in sorted(expected)], "the killed attempt's changes are removed"
     state: dict = {}
     for version in sorted(expected):
-        state = _apply(state, by_version.get(version, []), key, columns)
+        state = apply_changes(state, by_version.get(version, []), key, columns)
         assert state == expected[version], f"the changelog up to version {version} does not give it"
     assert state == hive_rows(rows, table.header.key)
     for version, changes in by_version.items():
