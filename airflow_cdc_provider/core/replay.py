@@ -80,6 +80,29 @@ def parse_block(data: bytes) -> Block:
     return Block(data, starts, ends, ops, uids.view(f"S{UID_BYTES}").ravel())
 
 
+# Each coordinate's largest value: what its column in the upsert and delete files holds (int32, int64, int32).
+COORDINATE_LIMITS = (2**31 - 1, 2**63 - 1, 2**31 - 1)
+
+
+def coordinates(block: Block, indexes: np.ndarray) -> np.ndarray:
+    """The ``SEQ:POS:ROW`` of the lines ``indexes`` (after the uid's tab, up to the next tab), as an (n, 3) int64
+    array. Raises BadLine naming the first line whose coordinate is not three decimal numbers within
+    ``COORDINATE_LIMITS``. Parsed per line, so meant for the lines that survive only."""
+    data, limits = block.data, COORDINATE_LIMITS
+    found: list[int] = []
+    for i, start, end in zip(indexes.tolist(), block.starts[indexes].tolist(), block.ends[indexes].tolist()):
+        field = UID_END + 1 + start
+        tab = data.find(b"\t", field, end)
+        parts = data[field:tab].split(b":") if tab > 0 else []
+        if len(parts) != 3 or not all(part.isdigit() for part in parts):
+            raise BadLine(i, f"the coordinate is not SEQ:POS:ROW: {block.line(i)[:200]!r}")
+        values = [int(part) for part in parts]
+        if any(value > limit for value, limit in zip(values, limits)):
+            raise BadLine(i, f"a coordinate is out of range (at most {limits}): {block.line(i)[:200]!r}")
+        found.extend(values)
+    return np.array(found, np.int64).reshape(-1, 3)
+
+
 def bad_uids(block: Block, indexes: np.ndarray) -> np.ndarray:
     """Those of ``indexes`` whose uid is not 32 lowercase hex digits."""
     digits = block.uids[indexes].view(np.uint8).reshape(-1, UID_BYTES)
