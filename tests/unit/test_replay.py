@@ -9,6 +9,7 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -473,7 +474,8 @@ def test_without_positions_the_files_are_as_before(tmp_path):
     assert pq.read_table(result.upsert_file).to_pylist() == [{"id": "a", "name": "A", "score": 1}]
 
 
-@pytest.mark.parametrize("coordinate", ["1:x:0", "1:2", "1:2:3:4", "-1:2:3", "2147483648:2:3", "1:2: 3", "1:2_0:3"])
+@pytest.mark.parametrize("coordinate", ["1:x:0", "1:2", "1:2:3:4", "-1:2:3", "2147483648:2:3", "1:2: 3", "1:2_0:3",
+                                        "1:9223372036854775808:0", "1:12345678901234567890:0", "", "1::0", "1:2:3/"])
 def test_a_bad_coordinate_of_a_surviving_record_is_refused_and_of_a_dropped_one_not_read(tmp_path, coordinate):
     raw = write_at(tmp_path / "raw", [("I", ["a", "A", 1], (1, 4, 0)), ("U", ["a", "A2", 2], (1, 9, 0))])
     survivor = raw.read_text().replace("\t1:9:0\t", f"\t{coordinate}\t")
@@ -486,3 +488,14 @@ def test_a_bad_coordinate_of_a_surviving_record_is_refused_and_of_a_dropped_one_
     raw.write_text(survivor.replace(f"\t{coordinate}\t", "\t1:9:0\t").replace("\t1:4:0\t", f"\t{coordinate}\t"))
     result = replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True)
     assert positioned(result)[0] == {"a": (("a", "A2", 2), (1, 9, 0))}
+
+
+def test_coordinates_are_read_whole_up_to_their_columns_limits():
+    from airflow_cdc_provider.core.replay import COORDINATE_LIMITS, coordinates
+
+    ats = [(0, 0, 0), COORDINATE_LIMITS, (1, 2**32 + 5, 7)] * 3  # the two mixed: each line read on its own
+    lines = "".join(format_record("U", key_uid([n]), at, [n]) for n, at in enumerate(ats)).encode()
+    block = parse_block(lines)
+    assert coordinates(block, np.arange(len(ats))).tolist() == [list(at) for at in ats]
+    assert coordinates(block, np.array([5, 1])).tolist() == [[1, 2**32 + 5, 7], list(COORDINATE_LIMITS)]
+    assert coordinates(block, np.array([], np.int64)).shape == (0, 3)
