@@ -393,7 +393,8 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):
-    """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet).
+    """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet);
+    for a table with a changelog, each row with the binlog coordinate of its key's last change.
 
     Returns (XCom) a ``Captured``: a merge input per table.
 
