@@ -10,6 +10,7 @@ here, and the uids seen are kept as one sorted array of 32-byte values: memory g
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -78,6 +79,37 @@ def parse_block(data: bytes) -> Block:
     for w in range(4):
         uids[:, w] = words[first + 8 * w]
     return Block(data, starts, ends, ops, uids.view(f"S{UID_BYTES}").ravel())
+
+
+# Each coordinate's largest value: what its column in the upsert and delete files holds (int32, int64, int32).
+COORDINATE_LIMITS = (2**31 - 1, 2**63 - 1, 2**31 - 1)
+_LIMITS = np.array(COORDINATE_LIMITS, np.uint64)
+# Coordinates joined by "/": three numbers each, of at most 19 digits (what uint64 holds whole).
+_JOINED = re.compile(rb"(?:\d{1,19}:\d{1,19}:\d{1,19}/)*")
+
+
+def coordinates(block: Block, indexes: np.ndarray) -> np.ndarray:
+    """The ``SEQ:POS:ROW`` of the lines ``indexes`` (after the uid's tab, up to the next tab), as an (n, 3) int64
+    array. Raises BadLine naming a line whose coordinate is not three decimal numbers within
+    ``COORDINATE_LIMITS``. The lines' coordinates are checked and read together, one pass over their text."""
+    at = _read_coordinates(block, indexes)
+    if at is None:
+        bad = next(i for i in reversed(indexes.tolist()) if _read_coordinates(block, np.array([i])) is None)
+        raise BadLine(bad, f"the coordinate is not SEQ:POS:ROW within {COORDINATE_LIMITS}: {block.line(bad)[:200]!r}")
+    return at
+
+
+def _read_coordinates(block: Block, indexes: np.ndarray) -> np.ndarray | None:
+    data, find = block.data, block.data.find
+    fields = [data[f : find(b"\t", f, e)] for f, e in zip((block.starts[indexes] + UID_END + 1).tolist(),
+                                                           block.ends[indexes].tolist())]
+    joined = b"/".join([*fields, b""])
+    if _JOINED.fullmatch(joined) is None:
+        return None
+    at = np.array(list(map(int, joined.replace(b"/", b":").split(b":")[:-1])), np.uint64).reshape(-1, 3)
+    if not (at <= _LIMITS).all():
+        return None
+    return at.astype(np.int64)
 
 
 def bad_uids(block: Block, indexes: np.ndarray) -> np.ndarray:

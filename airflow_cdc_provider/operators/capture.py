@@ -393,7 +393,8 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):
-    """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet).
+    """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet);
+    for a table with a changelog, each row with the binlog coordinate of its key's last change.
 
     Returns (XCom) a ``Captured``: a merge input per table.
 
@@ -424,7 +425,8 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
         results: list[MergeInput | TableFailure] = []
         transient: list[str] = []
         for part in extraction.changed:
-            target = plan.table(part.source).run_dir.root
+            table = plan.table(part.source)
+            target = table.run_dir.root
             store = work_store(target, self.work_conn_id)
             fills = fills_of(part.fills)
             started = time.monotonic()
@@ -432,7 +434,9 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 # On an object store: the raw files fetched, the outputs uploaded once the replay has succeeded.
                 with store.fetched(part.files) as raw, store.staging(target) as out:
                     result = replay(raw, out / UPSERT_FILE, out / DELETE_FILE,
-                                    memory_budget=self.memory_budget, fills=fills)
+                                    memory_budget=self.memory_budget, fills=fills,
+                                    # a changelog row says which binlog change it comes from
+                                    positions=table.table.changelog is not None)
                     files = [store.location_of(f, out, target) if f else None
                              for f in (result.upsert_file, result.delete_file, result.fills_file)]
             except CdcError as exc:

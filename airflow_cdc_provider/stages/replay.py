@@ -7,6 +7,10 @@ original order, so the result is the same for any input size.
 When the table's columns changed in the range, each raw file holds the columns in force when it was written,
 and the upsert file holds them all (``core.schema.layout_plans``): a row from before an ADD COLUMN gets the
 value the server gave it (its ``Fill``), a row from after a drop (kept by ``schema_changes: evolve``) NULL.
+
+For a table with a changelog (``positions``), both files end with ``core.changelog.POSITION_COLUMNS``: the
+coordinate of each key's surviving record, where its net change comes from. Only the survivors' coordinates are
+parsed, a block at a time, so a replay without them does no more work than before.
 """
 
 from __future__ import annotations
@@ -24,8 +28,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_cdc_provider.core.changelog import POSITION_COLUMNS
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, decode_values
-from airflow_cdc_provider.core.replay import BadLine, Block, SeenKeys, bad_uids, parse_block, uid_buckets
+from airflow_cdc_provider.core.replay import (
+    BadLine,
+    Block,
+    SeenKeys,
+    bad_uids,
+    coordinates,
+    parse_block,
+    uid_buckets,
+)
 from airflow_cdc_provider.core.schema import Fill, layout_plans
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, file_schema, parquet_options
 from airflow_cdc_provider.core.workdir import DELETE_FILE, FILLS_FILE, UPSERT_FILE
@@ -51,8 +64,10 @@ class ReplayResult:
     deletes: int = 0
     partitions: int = 0
     peak_keys: int = 0
-    columns: tuple[tuple[str, str], ...] = ()  # the upsert file's columns: every column the raw files held
+    # The upsert file's columns (before any POSITION_COLUMNS): every column the raw files held.
+    columns: tuple[tuple[str, str], ...] = ()
     key: tuple[str, ...] = ()
+    positions: bool = False  # both files end with POSITION_COLUMNS
 
 
 def read_header(path: Path) -> tuple[RawHeader, int]:
@@ -148,20 +163,40 @@ def blocks_forwards(path: Path, block_size: int = BLOCK_SIZE) -> Iterator[Block]
             del data
 
 
-class _Output:
-    """Upsert rows (all columns) and delete rows (key columns) batched into two Parquet files."""
+# The coordinate's columns: binlog file sequence number, end position of the row event, row index in it.
+POSITION_FIELDS = tuple(pa.field(name, kind) for name, kind in zip(POSITION_COLUMNS, (pa.int32(), pa.int64(),
+                                                                                     pa.int32())))
 
-    def __init__(self, header: RawHeader, upsert_path: Path, delete_path: Path) -> None:
+
+class _Output:
+    """Upsert rows (all columns) and delete rows (key columns) batched into two Parquet files; with
+    ``positions``, each row followed by its record's coordinate (POSITION_COLUMNS)."""
+
+    def __init__(self, header: RawHeader, upsert_path: Path, delete_path: Path, positions: bool = False) -> None:
         self.schema = file_schema(header)
         self.key_indexes = header.key_indexes()
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])
+        self.positions = positions
+        # The coordinates of the rows added and not yet written, in their order, in chunks of a block each: held
+        # apart from the rows, so that adding a row costs the same with positions as without.
+        self.upsert_at: list[np.ndarray] = []
+        self.delete_at: list[np.ndarray] = []
+        upsert_schema, delete_schema = self.schema, self.delete_schema
+        if positions:
+            upsert_schema, delete_schema = _positioned(upsert_schema), _positioned(delete_schema)
         self.sinks = [new_file(upsert_path), new_file(delete_path)]
-        self.upsert_writer = pq.ParquetWriter(self.sinks[0], self.schema, **parquet_options(header.columns))
-        self.delete_writer = pq.ParquetWriter(self.sinks[1], self.delete_schema)
+        self.upsert_writer = pq.ParquetWriter(self.sinks[0], upsert_schema, **parquet_options(header.columns))
+        self.delete_writer = pq.ParquetWriter(self.sinks[1], delete_schema)
         self.upserts: list[list[Any]] = []
         self.deletes: list[list[Any]] = []
         self.upsert_count = self.delete_count = 0
         self.upsert_bytes = 0
+
+    def hold_coordinates(self, ops: np.ndarray, at: np.ndarray) -> None:
+        """The coordinates of the records about to be added, in the order they will be (their ops beside)."""
+        deleted = ops == ord("D")
+        self.upsert_at.append(at[~deleted])
+        self.delete_at.append(at[deleted])
 
     def add(self, op: int, values: list[Any], size: int) -> None:
         """Add a record's values; ``size`` is its text's length, what its values weigh about."""
@@ -184,13 +219,18 @@ class _Output:
     def _flush_upserts(self) -> None:
         if self.upserts:
             table = arrow_table(self.upserts, self.schema)
+            if self.positions:
+                table = _with_coordinates(table, self.upsert_at)
             self.upsert_count += len(self.upserts)
             self.upserts, self.upsert_bytes = [], 0  # the rows go before the table is written
             self.upsert_writer.write_table(table)
 
     def _flush_deletes(self) -> None:
         if self.deletes:
-            self.delete_writer.write_table(arrow_table(self.deletes, self.delete_schema))
+            table = arrow_table(self.deletes, self.delete_schema)
+            if self.positions:
+                table = _with_coordinates(table, self.delete_at)
+            self.delete_writer.write_table(table)
             self.delete_count += len(self.deletes)
             self.deletes = []
 
@@ -204,6 +244,19 @@ class _Output:
         finally:
             for sink in self.sinks:  # the writers leave a file they were handed open
                 sink.close()
+
+
+def _positioned(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([*schema, *POSITION_FIELDS], schema.metadata)
+
+
+def _with_coordinates(table: pa.Table, held: list[np.ndarray]) -> pa.Table:
+    """``table`` with the coordinates of its rows, the first ones ``held``; the rest stay held."""
+    at = np.concatenate(held) if len(held) > 1 else held[0]
+    held[:] = [at[len(table) :]]
+    at = at[: len(table)]
+    columns = [pa.array(at[:, n]).cast(f.type) for n, f in enumerate(POSITION_FIELDS)]
+    return pa.Table.from_arrays([*table.columns, *columns], schema=_positioned(table.schema))
 
 
 class _OverBudget(Exception):
@@ -250,6 +303,11 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
             bad = bad_uids(block, survivors)
             if len(bad):
                 raise CorruptRawFile(path, None, f"the uid is not 32 hex digits: {block.line(int(bad[-1]))[:200]!r}")
+            if output.positions:
+                try:
+                    output.hold_coordinates(block.ops[survivors], coordinates(block, survivors))
+                except BadLine as exc:
+                    raise CorruptRawFile(path, None, str(exc)) from None
             data = memoryview(block.data)
             for i, start, end, op in zip(survivors.tolist(), block.starts[survivors].tolist(),
                                          block.ends[survivors].tolist(), block.ops[survivors].tolist()):
@@ -332,24 +390,26 @@ def replay(
     block_size: int = BLOCK_SIZE,
     fills: Sequence[Fill] = (),
     fills_file: str | os.PathLike[str] | None = None,
+    positions: bool = False,
 ) -> ReplayResult:
     """Replay ``raw_files`` (in binlog order) into ``upsert_file`` and ``delete_file``.
 
     ``fills`` (from the extraction) say what columns added in the range hold in rows that predate them; with
     any, they are written to ``fills_file`` too (default: ``fills.parquet`` beside the upsert file), for the
-    merge to fill the table's other rows. The files appear only when the whole replay succeeded (written
-    beside, then renamed).
+    merge to fill the table's other rows. With ``positions`` (a table with a changelog), both files end with
+    POSITION_COLUMNS: the coordinate of each key's surviving record. The files appear only when the whole replay
+    succeeded (written beside, then renamed).
     """
     files = [Path(f) for f in raw_files]
     if not files:
         raise ValueError("replay needs at least one raw file (an extraction with no changes still writes one).")
     with room_for(Path(upsert_file).parent, f"the replay of {len(files)} raw files"):
-        return _replay(files, upsert_file, delete_file, memory_budget, block_size, fills, fills_file)
+        return _replay(files, upsert_file, delete_file, memory_budget, block_size, fills, fills_file, positions)
 
 
 def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file: str | os.PathLike[str],
-            memory_budget: int,
-            block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike[str] | None) -> ReplayResult:
+            memory_budget: int, block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike[str] | None,
+            positions: bool) -> ReplayResult:
     layouts = _Layouts(files, fills)
     header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)
@@ -357,14 +417,15 @@ def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file:
     make_dirs(upsert_path.parent)
     work = Path(tempfile.mkdtemp(prefix=".replay-", dir=upsert_path.parent))
     try:
-        result = ReplayResult(str(upsert_path), str(delete_path), columns=header.columns, key=header.key)
+        result = ReplayResult(str(upsert_path), str(delete_path), columns=header.columns, key=header.key,
+                              positions=positions)
         done: list[tuple[Path, Path]] = []
         pending: list[tuple[list[Path], int]] = [(files, 0)]
         while pending:
             group, digit = pending.pop()
             # Each group writes files of its own, so that a group that outgrows the budget leaves nothing behind.
             n = len(done)
-            output = _Output(header, work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet")
+            output = _Output(header, work / f"u{n}-{digit}.parquet", work / f"d{n}-{digit}.parquet", positions)
             try:
                 records, peak = _replay_into(group, output, layouts, key_limit, block_size)
             except _OverBudget as over:

@@ -8,13 +8,14 @@ import json
 import os
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pymysql
 import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 from airflow_cdc_testing.cluster import free_port
 
-from airflow_cdc_provider.core.changelog import ChangelogSettings
+from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogSettings
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
@@ -219,6 +220,9 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
     ev, gone, a = (f"{schema}.{t}" for t in ("ev", "gone", "a"))
     assert [(t.source, t.partitioning.time_zone if t.partitioning else None) for t in checked.tables] == [
         (a, None), (ev, "Asia/Shanghai"), (gone, "UTC")]
+    # ev has a changelog: its replay keeps where each key's last change is in the binlog.
+    checked = checked.model_copy(update={"tables": tuple(
+        t.model_copy(update={"changelog": ChangelogSettings()}) if t.source == ev else t for t in checked.tables)})
     start = MySqlSourceHook(capture_conn).current_watermark()
     mariadb.execute("SET time_zone = '+00:00'",
                     f"INSERT INTO {ev} VALUES (8, '2026-01-08 10:00', '')",  # a new row leaves nothing
@@ -251,6 +255,18 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
                                                          extraction=extraction.to_xcom()).execute({}))
     handed = {i.source: i.left_partitions for i in replayed.inputs}
     assert handed == {ev: parts[ev].left_partitions, a: ()}
+
+    inputs = {i.source: i for i in replayed.inputs}
+    assert not set(POSITION_COLUMNS) & set(pq.read_schema(inputs[a].upsert_files[0]).names), "a has no changelog"
+    at = {}
+    for file in (inputs[ev].upsert_files[0], inputs[ev].delete_file):
+        assert pq.read_schema(file).names[-3:] == list(POSITION_COLUMNS)
+        at.update({r["id"]: tuple(r[c] for c in POSITION_COLUMNS) for r in pq.read_table(file).to_pylist()})
+    assert all(start.coordinate < (seq, pos) <= extraction.end.coordinate for seq, pos, _ in at.values())
+    # Each key's last change, in the order the statements ran; a key change (5 → 50) is one row of one event,
+    # and the DELETE of 6 and 8 one event of two rows.
+    assert sorted(at, key=lambda k: (at[k], k)) == [1, 2, 3, 4, 5, 50, 6, 8, 7]
+    assert at[5] == at[50] and at[6][:2] == at[8][:2] and (at[6][2], at[8][2]) == (0, 1)
 
 
 def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,

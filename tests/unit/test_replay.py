@@ -9,12 +9,15 @@ import time
 from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
+from airflow_cdc_provider.core.changelog import POSITION_COLUMNS
 from airflow_cdc_provider.core.records import CorruptRawFile, RawHeader, format_record, key_uid
 from airflow_cdc_provider.core.replay import parse_block
 from airflow_cdc_provider.core.schema import Fill
+from airflow_cdc_provider.core.types import file_schema
 from airflow_cdc_provider.stages import replay as replay_module
 from airflow_cdc_provider.stages.replay import blocks_backwards, blocks_forwards, replay
 
@@ -356,3 +359,143 @@ def test_a_key_holding_zero_dates_deleted_inserted_and_updated_keeps_its_last_op
     assert upserts == [(1, None, None, zero, "c"), (2, None, dt.date(2020, 1, 1), zero, "y")]
     assert deletes == [(2, at, None, zero)]
     assert (result.upserts, result.deletes) == (2, 1)
+
+
+# --- positions: where each key's surviving record is in the binlog (a table with a changelog) -------------
+
+
+def write_at(path: Path, changes, header: RawHeader = HEADER) -> Path:
+    """changes: (op, values, (seq, pos, row)) in binlog order."""
+    keys = header.key_indexes()
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(header.format())
+        for op, values, at in changes:
+            f.write(format_record(op, key_uid([values[i] for i in keys]), at, values))
+    return path
+
+
+def positioned(result) -> tuple[dict, dict]:
+    """Each file's rows by key: (the row's own values, its coordinate); the coordinate columns last."""
+    files = []
+    for file in (result.upsert_file, result.delete_file):
+        rows = [tuple(r.values()) for r in pq.read_table(file).to_pylist()]
+        by_key = {r[0]: (r[:-3], r[-3:]) for r in rows}
+        assert len(by_key) == len(rows)
+        files.append(by_key)
+    return files[0], files[1]
+
+
+def last_records(changes) -> tuple[dict, dict]:
+    """What replay must give, worked out plainly: each key's last change, its values and coordinate."""
+    last = {}
+    for op, values, at in changes:
+        last[values[0]] = (op, tuple(values), at)
+    upserts = {k: (v, at) for k, (op, v, at) in last.items() if op != "D"}
+    deletes = {k: ((k,), at) for k, (op, v, at) in last.items() if op == "D"}
+    return upserts, deletes
+
+
+def test_positions_are_the_coordinate_of_each_keys_last_record(tmp_path):
+    first = write_at(tmp_path / "r1", [
+        ("I", ["a", "A", 1], (7, 500, 0)),   # a: last changed in the earlier file
+        ("I", ["b", "B", 1], (7, 600, 1)),
+        ("I", ["c", "C", 1], (7, 700, 0)),
+        ("D", ["e", "E", 1], (7, 800, 2)),
+        ("I", ["x", "X", 1], (7, 900, 0)),
+    ])
+    second = write_at(tmp_path / "r2", [
+        ("U", ["b", "B2", 2], (1_000_000, 5_000_000_000, 0)),  # beyond int32: the position is int64
+        ("D", ["c", "C", 1], (1_000_000, 5_000_000_300, 3)),   # an update of the key c → d: D old, U new
+        ("U", ["d", "C", 1], (1_000_000, 5_000_000_300, 3)),
+        ("D", ["x", "X", 1], (1_000_000, 5_000_000_400, 0)),   # x deleted, then inserted again
+        ("I", ["x", "X2", 2], (1_000_000, 5_000_000_500, 1)),
+    ])
+    result = replay([first, second], tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True)
+    upserts, deletes = positioned(result)
+    assert upserts == {
+        "a": (("a", "A", 1), (7, 500, 0)),
+        "b": (("b", "B2", 2), (1_000_000, 5_000_000_000, 0)),
+        "d": (("d", "C", 1), (1_000_000, 5_000_000_300, 3)),
+        "x": (("x", "X2", 2), (1_000_000, 5_000_000_500, 1)),
+    }
+    assert deletes == {"c": (("c",), (1_000_000, 5_000_000_300, 3)), "e": (("e",), (7, 800, 2))}
+    for file, own in ((result.upsert_file, ["id", "name", "score"]), (result.delete_file, ["id"])):
+        schema = pq.read_schema(file)
+        assert schema.names == [*own, *POSITION_COLUMNS]
+        assert [str(schema.field(n).type) for n in POSITION_COLUMNS] == ["int32", "int64", "int32"]
+    assert result.positions and result.columns == HEADER.columns
+    assert pq.read_schema(result.upsert_file).metadata == file_schema(HEADER).metadata
+
+
+@pytest.mark.parametrize("way", ["whole", "small batches", "partitioned"])
+def test_positions_follow_their_rows_in_batches_and_partitions(tmp_path, monkeypatch, way):
+    rng = random.Random(11)
+    changes = [(rng.choice("IUD"), [f"k{rng.randrange(6000)}", f"v{n}", n], (3 + n // 9000, 4 + 40 * n, n % 3))
+               for n in range(20000)]
+    files = [write_at(tmp_path / "r1", changes[:9000]), write_at(tmp_path / "r2", changes[9000:])]
+    kw = {}
+    if way == "small batches":  # rows written while the coordinates of the rest of their block are held
+        monkeypatch.setattr(replay_module, "BATCH_ROWS", 7)
+    if way == "partitioned":
+        kw = {"memory_budget": 1024 * 96, "block_size": 16384}
+    result = replay(files, tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True, **kw)
+    assert (result.partitions >= 2) == (way == "partitioned")
+    assert positioned(result) == last_records(changes)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_positions_across_a_change_of_columns(tmp_path, split):
+    rng = random.Random(5)
+    before = [(rng.choice("IUD"), [f"k{rng.randrange(3000)}", f"v{n}", n], (1, 4 + n, 0)) for n in range(6000)]
+    after = [(rng.choice("IUD"), [f"k{rng.randrange(3000)}", f"w{n}", f"c{n}", n], (2, 4 + n, 1))
+             for n in range(6000)]
+    files = [write_at(tmp_path / "r1", before), write_at(tmp_path / "r2", after, WIDER)]
+    kw = {"memory_budget": 1024 * 96, "block_size": 16384} if split else {}
+    result = replay(files, tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True,
+                    fills=[Fill("city", (), "n/a")], **kw)
+    assert (result.partitions >= 2) == split
+    upserts, deletes = positioned(result)
+    # In the upsert file a row from after the change has its city last: id, name, score, city.
+    expected = {k: ((v[0], v[1], v[3], v[2]) if len(v) == 4 else (*v, "n/a"), at)
+                for k, (v, at) in last_records(before + after)[0].items()}
+    assert upserts == expected and deletes == last_records(before + after)[1]
+    assert {at[0] for _, at in upserts.values()} == {1, 2}, "rows from both sides of the change survive"
+    assert pq.read_schema(result.upsert_file).names == ["id", "name", "score", "city", *POSITION_COLUMNS]
+    assert pq.read_schema(result.fills_file).names == ["city"]
+
+
+def test_without_positions_the_files_are_as_before(tmp_path):
+    raw = write_at(tmp_path / "raw", [("I", ["a", "A", 1], (1, 4, 0)), ("D", ["b", "B", 2], (1, 9, 0))])
+    result = replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
+    assert not result.positions
+    assert pq.read_schema(result.upsert_file) == file_schema(HEADER)
+    assert pq.read_schema(result.upsert_file).metadata == file_schema(HEADER).metadata
+    assert pq.read_schema(result.delete_file).names == ["id"]
+    assert pq.read_table(result.upsert_file).to_pylist() == [{"id": "a", "name": "A", "score": 1}]
+
+
+@pytest.mark.parametrize("coordinate", ["1:x:0", "1:2", "1:2:3:4", "-1:2:3", "2147483648:2:3", "1:2: 3", "1:2_0:3",
+                                        "1:9223372036854775808:0", "1:12345678901234567890:0", "", "1::0", "1:2:3/"])
+def test_a_bad_coordinate_of_a_surviving_record_is_refused_and_of_a_dropped_one_not_read(tmp_path, coordinate):
+    raw = write_at(tmp_path / "raw", [("I", ["a", "A", 1], (1, 4, 0)), ("U", ["a", "A2", 2], (1, 9, 0))])
+    survivor = raw.read_text().replace("\t1:9:0\t", f"\t{coordinate}\t")
+    raw.write_text(survivor)
+    with pytest.raises(CorruptRawFile, match="coordinate"):
+        replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True)
+    assert not (tmp_path / "u.parquet").exists()
+    # Without positions no coordinate is read, and one of a record that does not survive is never read.
+    replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet")
+    raw.write_text(survivor.replace(f"\t{coordinate}\t", "\t1:9:0\t").replace("\t1:4:0\t", f"\t{coordinate}\t"))
+    result = replay([raw], tmp_path / "u.parquet", tmp_path / "d.parquet", positions=True)
+    assert positioned(result)[0] == {"a": (("a", "A2", 2), (1, 9, 0))}
+
+
+def test_coordinates_are_read_whole_up_to_their_columns_limits():
+    from airflow_cdc_provider.core.replay import COORDINATE_LIMITS, coordinates
+
+    ats = [(0, 0, 0), COORDINATE_LIMITS, (1, 2**32 + 5, 7)] * 3  # the two mixed: each line read on its own
+    lines = "".join(format_record("U", key_uid([n]), at, [n]) for n, at in enumerate(ats)).encode()
+    block = parse_block(lines)
+    assert coordinates(block, np.arange(len(ats))).tolist() == [list(at) for at in ats]
+    assert coordinates(block, np.array([5, 1])).tolist() == [[1, 2**32 + 5, 7], list(COORDINATE_LIMITS)]
+    assert coordinates(block, np.array([], np.int64)).shape == (0, 3)
