@@ -12,12 +12,13 @@ from airflow_cdc_provider.stages.extract import extract
 from airflow_cdc_provider.stages.replay import replay
 
 
-def capture_after(hook, header, start, tmp_path, name="x"):
+def capture_after(hook, header, start, tmp_path, name="x", positions=False):
     """Extract from ``start`` to the server's position now, and replay: (extract result, replay result)."""
     high = hook.current_watermark()
     result = extract(hook, [header], start, high, tmp_path / f"raw-{name}").check()
     files = result.files[header.table]
-    replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet")
+    replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet",
+                      positions=positions)
     return result, replayed
 
 

@@ -63,7 +63,9 @@ class Table:
         if plan.mode == "snapshot":
             snap = snapshot(self.hook, self.header, self.run_dir(run) / "snapshot")
             return run, self.spec(run, plan, snap.watermark, snap.files, None)
-        result, replayed = capture_after(self.hook, self.header, plan.start, self.run_dir(run), run.run_id)
+        result, replayed = capture_after(self.hook, self.header, plan.start, self.run_dir(run), run.run_id,
+                                         positions=self.changelog is not None)
+        self.last_range = (plan.start, result.end)
         return run, self.spec(run, plan, result.end, [replayed.upsert_file], replayed.delete_file)
 
     def submit(self, job_path: Path, java_options: list[str] | None = None,

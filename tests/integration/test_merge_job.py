@@ -171,6 +171,11 @@ def test_changelog_applied_in_order_gives_every_version_through_a_rerun_and_kill
         assert state == expected[version], f"the changelog up to version {version} does not give it"
     assert state == hive_rows(rows, table.header.key)
     for version, changes in by_version.items():
+        if version > 1:  # where each change comes from: its key's last row event, inside the run's range
+            for change in changes:
+                assert change["_source_file"].startswith("binlog.") and change["_source_position"] > 4, change
+        else:
+            assert {(c["_source_file"], c["_source_position"]) for c in changes} == {(None, None)}, "a snapshot's"
         # Every version is as of NOW, a midnight: the first one's changes are of the day it ends, the others' of
         # the day the version before them starts (the first whose snapshot holds them).
         assert {c["dt"] for c in changes} == {"2025-12-31" if version == 1 else "2026-01-01"}
