@@ -7,8 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from airflow_cdc_provider.core.changelog import ChangelogSettings
-from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern, changelog_clashes
+from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TablePattern, name_clashes
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.model import Model
@@ -46,8 +45,8 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     is missing); a pattern selects every found table it matches. A table named explicitly takes its own entry's
     options even when a pattern matches it too; among patterns the first that matches wins. ``previous`` maps
     each source of the last resolution to its Hive table; those not found now are ``gone``. Tables that would
-    share a Hive table are left out but one (``_collisions``), and so are those whose changelog table would be
-    another's Hive table (``_changelog_collisions``).
+    share a Hive table are left out but one (``_collisions``), and so are those whose changelog, snapshots or
+    history table would be another's Hive table (``_beside_collisions``).
     """
     database = hive.database if hive is not None else _DEFAULT_DATABASE
     entries = tuple(entries)
@@ -70,7 +69,7 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
             except ConfigError as exc:  # one oddly named table must not stop the others
                 unusable.append((name, str(exc)))
     unusable += _collisions(chosen, previous, database)
-    unusable += _changelog_collisions(chosen, previous, database, hive.changelog if hive is not None else None)
+    unusable += _beside_collisions(chosen, previous, database, hive)
     named = frozenset(e.source for e in entries if isinstance(e, TableConfig))
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
@@ -119,13 +118,14 @@ def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePa
     return left_out
 
 
-def _changelog_collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],
-                          previous: Mapping[TableName, str], database: str,
-                          default: ChangelogSettings | None) -> list[tuple[TableName, str]]:
-    """A table whose changelog table would be another table's Hive table: one of the two goes on, the other is
-    taken out of ``chosen`` and returned with why (as in ``_collisions``): the named one goes on; else the one the
-    last run copied into that Hive table, or else the one the last run copied into its own; else neither. A table
-    whose changelog table's name is too long for Hive is left out. Between named tables, each is a configuration
+def _beside_collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],
+                       previous: Mapping[TableName, str], database: str,
+                       hive: HiveConfig | None) -> list[tuple[TableName, str]]:
+    """A table whose changelog, snapshots or history table (``config.beside_tables``, by its settings or the
+    defaults of ``hive``) would be another table's Hive table: one of the two goes on, the other is taken out of
+    ``chosen`` and returned with why (as in ``_collisions``): the named one goes on; else the one the last run
+    copied into that Hive table, or else the one the last run copied into its own; else neither. A table one of
+    whose tables beside has a name too long for Hive is left out. Between named tables, each is a configuration
     error (which ``CdcConfig.from_dict`` finds before)."""
     def named(table: TableConfig) -> bool:
         return isinstance(chosen[table.source][1], TableConfig)
@@ -134,7 +134,7 @@ def _changelog_collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig
         return previous.get(table.source) == f"{database}.{table.target}"
 
     left_out: dict[TableName, str] = {}
-    for table, other, why in changelog_clashes([entry for entry, _ in chosen.values()], default, database):
+    for table, other, why in name_clashes([entry for entry, _ in chosen.values()], hive, database):
         if other is None or (named(table) and named(other)):
             if named(table):
                 raise ConfigError(why)

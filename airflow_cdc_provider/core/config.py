@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, f
 
 from airflow_cdc_provider.core.changelog import ChangelogSettings, changelog_table
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
+from airflow_cdc_provider.core.history import HistorySettings, history_table, snapshots_table
 from airflow_cdc_provider.core.identifiers import (
     TableName,
     split_qualified,
@@ -186,39 +187,85 @@ def changelog_settings(value: Any) -> ChangelogSettings | None:
     wrong with it and what to write instead."""
     if isinstance(value, ChangelogSettings):  # given so in code, not in a file
         return value
+    settings: ChangelogSettings | None = _settings(ChangelogSettings, value, "a changelog", _CHANGELOG_EXAMPLE)
+    return settings
+
+
+def _settings(model: Any, value: Any, what: str, example: str) -> Any:
+    """A mapping-valued key (``changelog:``, ``history:``) read by its model's ``of``, or an ``_Invalid`` that says
+    in a sentence what is wrong with it and what to write instead."""
     try:
-        return ChangelogSettings.of(value)
+        return model.of(value)
     except ValidationError as exc:
-        problems = "; it ".join(_changelog_problem(error) for error in exc.errors())
-        raise _Invalid(f"{problems}. Write {_CHANGELOG_EXAMPLE}.") from None
-    except ValueError as exc:  # not a boolean nor a mapping
-        raise _Invalid(f"{exc}. Write {_CHANGELOG_EXAMPLE}.") from None
+        problems = "; it ".join(_settings_problem(error, model.model_fields, what) for error in exc.errors())
+        raise _Invalid(f"{problems}. Write {example}.") from None
+    except ValueError as exc:  # not a form the key takes at all
+        raise _Invalid(f"{exc}. Write {example}.") from None
 
 
-def _changelog_problem(error: Any) -> str:
-    """One of pydantic's findings in a ``changelog:`` mapping, as a clause ("has …") naming the key, the value and
-    what the key takes."""
-    fields = ChangelogSettings.model_fields
+def _settings_problem(error: Any, fields: dict[str, Any], what: str) -> str:
+    """One of pydantic's findings in a settings mapping, as a clause ("has …") naming the key, the value and what
+    the key takes; ``what`` names the settings' kind ("a changelog")."""
     key = str(error["loc"][0]) if error["loc"] else ""
+    cause = (error.get("ctx") or {}).get("error")
+    if not key and isinstance(cause, ValueError):  # a rule over the mapping as a whole
+        return str(cause).rstrip(".")
     if error["type"] == "extra_forbidden":
-        return (f"has the key `{key}`{_did_you_mean([key], list(fields))}, which a changelog does not have: its keys "
+        return (f"has the key `{key}`{_did_you_mean([key], list(fields))}, which {what} does not have: its keys "
                 f"are {', '.join(f'`{k}`' for k in fields)}")
     value = error["input"]
     given = f"has `{key}: {value if isinstance(value, str) else repr(value)}`"
-    cause = (error.get("ctx") or {}).get("error")
     if isinstance(cause, ValueError):  # the day column's own rule
         return f"{given}: {str(cause).rstrip('.')}"
     if key not in fields:  # not a finding about one key: pydantic's own words
         return f"{given}: {error['msg']}"
-    return f"{given}, which is not accepted: `{key}` takes {_accepted(fields[key].annotation)}"
+    return f"{given}, which is not accepted: `{key}` takes {_accepted(fields[key])}"
 
 
-def _accepted(annotation: Any) -> str:
-    """What a key of the changelog takes, in words."""
+def _accepted(field: Any) -> str:
+    """What a key of a settings mapping takes, in words."""
+    annotation = field.annotation
     if typing.get_origin(annotation) is Literal:
         values = [f"`{v}`" for v in typing.get_args(annotation)]
         return f"only {values[0]} so far" if len(values) == 1 else f"{', '.join(values[:-1])} or {values[-1]}"
+    if annotation is bool:
+        return "`true` or `false`"
+    if int in (annotation, *typing.get_args(annotation)):
+        least = next((m.ge for m in field.metadata if getattr(m, "ge", None) is not None), None)
+        return "a whole number" + (f" >= {least}" if least is not None else "") + (
+            ", or null" if type(None) in typing.get_args(annotation) else "")
     return "a Hive column name (letters, digits and _, in lower case)"
+
+
+# A table's history (``core.history``) ------------------------------------------------------------------------
+
+HISTORY_TYPE = "`false` or mapping"
+HISTORY_MEANING = ("what the table was, in tables beside the Hive table: with `daily: true` `<target>_snapshots`, "
+                   "the table as of each day's end in `hive: time_zone` (a partition per day, no row copied); with "
+                   "`scd2: true` `<target>_history`, each row's successive values with the days they held "
+                   "(`start_date`, `end_date`: `9999-12-31` while current, `is_current`), partitioned by `end_date`; "
+                   "a mapping of its keys")
+# The keys of a `history:` mapping, for the reference (``HistorySettings`` holds their values and defaults).
+HISTORY_KEYS: dict[str, JsonValue] = {
+    "daily": "`true`: keep the daily snapshots table",
+    "keep_days": "days of daily snapshots kept (default null: every day)",
+    "scd2": "`true`: keep the SCD2 history table",
+    "granularity": "`day` (default): a value lasts whole days, and one held only within a day is not kept; `run`: "
+                   "from commit to commit, with `start_time` and `end_time` too",
+    "hard_deletes": "`invalidate` (default): a delete ends the row's value; `new_record`: it also starts a row "
+                    "with `is_deleted` true",
+    "day_column": "the name of the snapshots' day partition column (default `dt`)"}
+assert tuple(HISTORY_KEYS) == tuple(HistorySettings.model_fields), "the keys core.history knows"
+_HISTORY_EXAMPLE = "a mapping such as `history: {daily: true, scd2: true}`, or `history: false` for none"
+
+
+def history_settings(value: Any) -> HistorySettings | None:
+    """A ``history:`` value read (``HistorySettings.of``), or an ``_Invalid`` that says in a sentence what is wrong
+    with it and what to write instead."""
+    if isinstance(value, HistorySettings):  # given so in code, not in a file
+        return value
+    settings: HistorySettings | None = _settings(HistorySettings, value, "a history", _HISTORY_EXAMPLE)
+    return settings
 
 
 class HiveConfig(_Section):
@@ -239,6 +286,10 @@ class HiveConfig(_Section):
                                                 "unless its entry sets its own (`false`: none)",
                                                 json_schema_extra={"per_table": "changelog", "type": CHANGELOG_TYPE,
                                                                    "keys": CHANGELOG_KEYS})
+    history: HistorySettings | None = Field(None, description=HISTORY_MEANING + "; this is every table's, unless "
+                                            "its entry sets its own (`false`: none)",
+                                            json_schema_extra={"per_table": "history", "type": HISTORY_TYPE,
+                                                               "keys": HISTORY_KEYS})
 
     @field_validator("database")
     @classmethod
@@ -266,6 +317,11 @@ class HiveConfig(_Section):
     @classmethod
     def _changelog(cls, value: Any) -> ChangelogSettings | None:
         return changelog_settings(value)
+
+    @field_validator("history", mode="before")
+    @classmethod
+    def _history(cls, value: Any) -> HistorySettings | None:
+        return history_settings(value)
 
 
 class SparkConfig(_Section):
@@ -367,6 +423,9 @@ class TableEntry(_Section):
     changelog: bool | dict[str, Any] | None = Field(None, description=CHANGELOG_MEANING + ", over `hive: changelog`"
                                                     " (`false`: none; null: as `hive: changelog` says)",
                                                     json_schema_extra={"type": CHANGELOG_TYPE, "keys": CHANGELOG_KEYS})
+    history: bool | dict[str, Any] | None = Field(None, description=HISTORY_MEANING + ", over `hive: history` "
+                                                  "(`false`: none; null: as `hive: history` says)",
+                                                  json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
@@ -399,6 +458,8 @@ class TableConfig:
     partition_by: PartitionSpec | None = None  # how its Hive table is partitioned; the check binds it to the columns
     # its changelog (`changelog:`); False: none; None: as `hive: changelog:` says
     changelog: ChangelogSettings | Literal[False] | None = None
+    # what it was (`history:`); False: nothing; None: as `hive: history:` says
+    history: HistorySettings | Literal[False] | None = None
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -409,6 +470,13 @@ class TableConfig:
         if self.changelog is None:
             return default
         return None if self.changelog is False else self.changelog
+
+    def history_settings(self, default: HistorySettings | None) -> HistorySettings | None:
+        """The table's history: its entry's own `history:` (`false` for none), else ``default`` (`hive:
+        history:`)."""
+        if self.history is None:
+            return default
+        return None if self.history is False else self.history
 
     @property
     def group_id(self) -> str:
@@ -438,6 +506,7 @@ class TablePattern:
     spark_conf: tuple[tuple[str, str], ...] = ()
     partition_by: PartitionSpec | None = None  # each table it selects is partitioned so
     changelog: ChangelogSettings | Literal[False] | None = None  # as TableConfig's, for each table it selects
+    history: HistorySettings | Literal[False] | None = None  # alike
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -464,7 +533,8 @@ class TablePattern:
                 f"Set `target:` for {name} in an entry of its own (`- source: {name}` with `target: a_name`), "
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
-        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog)
+        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog,
+                           self.history)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -561,36 +631,51 @@ class CdcConfig(BaseModel):
                               "retries after 60 s, and its run's locks must stay its own meanwhile. Give at least "
                               "120, or set `retries: 0`.")
         # Between named tables, found now; a pattern's tables are known only at the check (``core.catalog``).
-        clashes = changelog_clashes(config.named_tables(), config.hive.changelog, config.hive.database)
+        clashes = name_clashes(config.named_tables(), config.hive, config.hive.database)
         if clashes:
             raise ConfigError("\n".join(f"{why.removesuffix('.')} (in {origin})." for _, _, why in clashes))
         return config
 
 
-def changelog_clashes(tables: Iterable[TableConfig], default: ChangelogSettings | None,
-                      database: str) -> list[tuple[TableConfig, TableConfig | None, str]]:
-    """The tables whose changelog table (``<target>_changelog``) cannot be made, each with the table whose Hive
-    table has that name (None: the name is longer than Hive allows) and why, in a sentence. A changelog written
-    into another table's Hive table would replace its rows, or the other way round."""
+def beside_tables(table: TableConfig, hive: HiveConfig | None) -> list[tuple[str, str, str]]:
+    """The tables the pipeline keeps beside ``table``'s Hive table, given the defaults of ``hive``: (what it is,
+    its name, the key that asks for it), each named from the target (``<target>_changelog``, ``_snapshots``,
+    ``_history``)."""
+    target = table.target.lower()
+    changelog = table.changelog_settings(hive.changelog if hive is not None else None)
+    history = table.history_settings(hive.history if hive is not None else None)
+    beside = [("changelog table", changelog_table(target), "changelog")] if changelog is not None else []
+    if history is not None and history.daily:
+        beside.append(("snapshots table", snapshots_table(target), "history"))
+    if history is not None and history.scd2:
+        beside.append(("history table", history_table(target), "history"))
+    return beside
+
+
+def name_clashes(tables: Iterable[TableConfig], hive: HiveConfig | None,
+                 database: str) -> list[tuple[TableConfig, TableConfig | None, str]]:
+    """The tables one of whose tables beside (``beside_tables``) cannot be made, each with the table whose Hive
+    table has that name (None: the name is longer than Hive allows) and why, in a sentence. A changelog or a
+    history written into another table's Hive table would replace its rows, or the other way round. Two tables
+    beside can only share a name when their Hive tables do (their suffixes differ), which ``core.catalog`` and
+    the reading of named entries refuse first."""
     tables = list(tables)
     by_target = {t.target.lower(): t for t in tables}
     clashes: list[tuple[TableConfig, TableConfig | None, str]] = []
     for table in tables:
-        if table.changelog_settings(default) is None:
-            continue
-        name = changelog_table(table.target.lower())
-        other = by_target.get(name)
-        if other is not None:
-            clashes.append((table, other, (
-                f"The changelog table of {table.source} would be {database}.{name}, the Hive table {other.source} is "
-                f"copied into: give one of them another `target:`, or set `changelog: false` for {table.source}.")))
-            continue
-        try:
-            validate_hive_name(name, "changelog table name")
-        except InvalidIdentifier:
-            clashes.append((table, None, (
-                f"The changelog table of {table.source} would be named {name!r}, longer than the 128 characters a "
-                f"Hive name may have: give {table.source} a shorter `target:`, or set `changelog: false` for it.")))
+        for what, name, key in beside_tables(table, hive):
+            other = by_target.get(name)
+            if other is not None:
+                clashes.append((table, other, (
+                    f"The {what} of {table.source} would be {database}.{name}, the Hive table {other.source} is "
+                    f"copied into: give one of them another `target:`, or set `{key}: false` for {table.source}.")))
+                continue
+            try:
+                validate_hive_name(name, f"{what} name")
+            except InvalidIdentifier:
+                clashes.append((table, None, (
+                    f"The {what} of {table.source} would be named {name!r}, longer than the 128 characters a Hive "
+                    f"name may have: give {table.source} a shorter `target:`, or set `{key}: false` for it.")))
     return clashes
 
 
@@ -710,7 +795,7 @@ def time_zone(value: Any, where: str) -> str:
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
                "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
-               "`changelog:` and, on a pattern, `exclude:`")
+               "`changelog:`, `history:` and, on a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -734,7 +819,8 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
                    schema_changes=_policy(entry.get("schema_changes"), where),
                    spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
                    partition_by=_partition_by(entry.get("partition_by"), where),
-                   changelog=_table_changelog(entry.get("changelog"), where))
+                   changelog=_table_changelog(entry.get("changelog"), where),
+                   history=_table_history(entry.get("history"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -750,7 +836,8 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     where = f"{source} in {origin}"
     return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
                        _table_spark_conf(entry.get("spark_conf"), where),
-                       _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where))
+                       _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where),
+                       _table_history(entry.get("history"), where))
 
 
 def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
@@ -783,6 +870,19 @@ def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[Fals
         settings = changelog_settings(value)
     except _Invalid as exc:
         raise ConfigError(f"`changelog:` of {where} {exc}") from None
+    return False if settings is None else settings
+
+
+def _table_history(value: Any, where: str) -> HistorySettings | Literal[False] | None:
+    """A table entry's `history:`: `false` (or a mapping that turns both off) is none, whatever `hive: history:`
+    says; null (or no key) leaves it to `hive: history:`. Whether it fits the table's columns is the check's to
+    find (``operators.check``)."""
+    if value is None:
+        return None
+    try:
+        settings = history_settings(value)
+    except _Invalid as exc:
+        raise ConfigError(f"`history:` of {where} {exc}") from None
     return False if settings is None else settings
 
 

@@ -14,6 +14,7 @@ import datetime as dt
 from typing import Literal
 
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
+from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
@@ -35,6 +36,7 @@ class CapturedTable(Model):
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
     changelog: ChangelogSettings | None = None  # its changelog table's settings (``changelog:``); None: none
+    history: HistorySettings | None = None  # its snapshots' and history's settings (``history:``); None: none
 
     @property
     def name(self) -> TableName:

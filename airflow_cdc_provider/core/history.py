@@ -8,22 +8,33 @@ Both are told by a table's ``history:`` (``HistorySettings``) and kept by the me
   that version, at the partition's own directory): no row is copied. A version serving a kept day is kept.
 - **SCD2 history.** ``<table>_history`` holds one row per version of each row, with the day (or moment) it became
   the row's value and the day it stopped being it, partitioned by that end (``9999-12-31`` while open).
+
+The history's rows (``history_columns``): the table's columns, then ``start_date`` (``YYYY-MM-DD``, the day the
+value began), with ``granularity: run`` ``start_time`` and ``end_time`` (the moments of the versions that opened and
+closed it; ``end_time`` NULL while open), ``is_current``, with ``hard_deletes: new_record`` ``is_deleted`` (a row
+that marks the key deleted from its start), and ``_start_version`` (the version that opened it); the partition
+column ``end_date`` (``OPEN_END`` while open). So the table as of day D is the rows with
+``start_date <= D < end_date`` that are not ``is_deleted``. With ``granularity: day`` a value that began and ended
+within one day is no row: it was never the value at a day's end.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 
+from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import validate_hive_name
 from airflow_cdc_provider.core.model import Model
 
 SNAPSHOTS_SUFFIX = "_snapshots"
 HISTORY_SUFFIX = "_history"
 OPEN_END = "9999-12-31"
+HISTORY_PARTITION = "end_date"  # the history's partition column: the day a row stopped being the value
 
 
 class HistorySettings(Model):
@@ -44,17 +55,99 @@ class HistorySettings(Model):
             raise ValueError(f"the snapshot day column {value!r} must be in lower case, as the metastore keeps it")
         return name
 
+    @model_validator(mode="after")
+    def _asks_for_one(self) -> HistorySettings:
+        # A mapping of options alone (``{keep_days: 400}``) would keep nothing, silently: it must say which.
+        if not {"daily", "scd2"} & self.model_fields_set:
+            raise ValueError("turns on neither `daily` nor `scd2`: give `daily: true`, `scd2: true` or both")
+        return self
+
     @classmethod
     def of(cls, value: Any) -> HistorySettings | None:
-        """The settings a ``history:`` value gives: a mapping its keys, null or ``false`` none. ValueError says
-        what is wrong with any other value."""
+        """The settings a ``history:`` value gives: a mapping its keys (none when it turns off both ``daily`` and
+        ``scd2``), null or ``false`` none. ValueError says what is wrong with any other value."""
         if value is None or value is False:
             return None
         if isinstance(value, dict):
             settings = cls.model_validate(value)
             return settings if settings.daily or settings.scd2 else None
-        raise ValueError(f"must be a mapping such as {{daily: true, scd2: true, keep_days: 400}}, got {value!r} "
-                         f"({type(value).__name__})")
+        raise ValueError(f"must be false or a mapping such as {{daily: true, scd2: true, keep_days: 400}}, got "
+                         f"{value!r} ({type(value).__name__})")
+
+    def added_columns(self) -> tuple[tuple[str, str], ...]:
+        """The columns the history table has besides the table's own, partition column last (Hive names, types)."""
+        added = [("start_date", "string")]
+        if self.granularity == "run":
+            added += [("start_time", "timestamp"), ("end_time", "timestamp")]
+        added.append(("is_current", "boolean"))
+        if self.hard_deletes == "new_record":
+            added.append(("is_deleted", "boolean"))
+        added.append((START_VERSION, "bigint"))
+        return (*added, (HISTORY_PARTITION, "string"))
+
+    def clash(self, columns: Sequence[str]) -> str | None:
+        """Why a table with these columns (any case) cannot have this history, or None: a column of its own would
+        have the name of one its snapshots' or history's table adds."""
+        own = {name.lower() for name in columns}
+        added = ({name for name, _ in self.added_columns()} if self.scd2 else set()) | (
+            {self.day_column} if self.daily else set())
+        taken = sorted(own & added)
+        if not taken:
+            return None
+        hint = (" Name the snapshots' day column otherwise (`history: {day_column: ...}`)."
+                if self.daily and self.day_column in taken else " Set `history: false` for this table.")
+        return f"the table has the column(s) {', '.join(taken)}, which its history tables add themselves.{hint}"
+
+
+START_VERSION = "_start_version"
+
+
+def history_columns(columns: Sequence[tuple[str, str]], settings: HistorySettings) -> list[tuple[str, str]]:
+    """The history table's file columns (name, Hive type): the table's ``columns``, then those the history adds
+    (``HistorySettings.added_columns``) but the partition column ``end_date``."""
+    return [*columns, *settings.added_columns()[:-1]]
+
+
+class BadHistory(CdcError, ValueError):
+    """A table's ``history:`` that does not fit its columns."""
+
+
+def table_history(table: str, settings: HistorySettings | None,
+                  columns: Sequence[tuple[str, str]]) -> HistorySettings | None:
+    """The history of ``table`` (schema.table) with these columns (name, type), None for none; or BadHistory
+    naming the table and what to do, so that the check refuses it before anything of it is read."""
+    if settings is None:
+        return None
+    problem = settings.clash([name for name, _ in columns])
+    if problem:
+        raise BadHistory(
+            f"The table {table} cannot have the history its `history:` (or `hive: history:`) asks for: {problem} "
+            "A table a pattern selects can be given an entry of its own, which wins; until then the table is not "
+            "captured.")
+    return settings
+
+
+class HistorySpec(Model):
+    """The history the merge keeps for one table: its tables' names (in the table's database) and settings."""
+
+    snapshots: str | None = None  # ``<table>_snapshots`` when ``daily``
+    history: str | None = None  # ``<table>_history`` when ``scd2``
+    settings: HistorySettings
+
+    @model_validator(mode="after")
+    def _valid(self) -> HistorySpec:
+        for name, wanted in ((self.snapshots, self.settings.daily), (self.history, self.settings.scd2)):
+            if (name is not None) != wanted:
+                raise ValueError(f"The history spec names {name!r} where its settings ask for {wanted}.")
+            if name is not None and validate_hive_name(name, "Hive table name") != name:
+                raise ValueError(f"The history table name {name!r} must be in lower case.")
+        return self
+
+    @classmethod
+    def of(cls, target: str, settings: HistorySettings) -> HistorySpec:
+        """The history of the Hive table ``target`` (its name, without the database)."""
+        return cls(snapshots=snapshots_table(target) if settings.daily else None,
+                   history=history_table(target) if settings.scd2 else None, settings=settings)
 
 
 def snapshots_table(target: str) -> str:

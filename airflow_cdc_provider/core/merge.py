@@ -17,6 +17,7 @@ from pydantic import model_validator
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec, changelog_table
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.history import HistorySpec
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
 from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
@@ -195,6 +196,8 @@ class MergeSpec(Model):
     reread_rows: bool = False
     # The changelog table the merge writes the version's changes to (``core.changelog``); None: none.
     changelog: ChangelogSpec | None = None
+    # The daily snapshots and SCD2 history the merge keeps of the table (``core.history``); None: none.
+    history: HistorySpec | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -354,6 +357,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         reread_rows=merge_input.reread is not None,
         changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
                    if table.table.changelog is not None else None),
+        history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,
     )
 
 

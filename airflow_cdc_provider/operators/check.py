@@ -12,6 +12,7 @@ from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.history import BadHistory, table_history
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import SourceDir
@@ -27,9 +28,9 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
     configuration that cannot be captured fails the task with every problem found, each with its fix; a table
-    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:` or
-    `changelog:` that does not fit its columns, a changelog table that would be another table's) is reported and
-    left out.
+    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:`,
+    `changelog:` or `history:` that does not fit its columns, a changelog, snapshots or history table that would be
+    another table's) is reported and left out.
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
     Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
@@ -37,7 +38,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     :param tables: the configuration's table entries (``CdcConfig.tables``).
     :param hive: the Hive settings (the targets' database; the readers' zone, which dates a partition; the
-        changelog of tables whose entry sets none).
+        changelog and history of tables whose entry sets none).
     :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
@@ -108,7 +109,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     def _captured(self, table: TableConfig, header: RawHeader | CdcError) -> CapturedTable | CdcError:
         """The table as this run captures it, or why it cannot be: its key or types (``header``), or a
-        `partition_by:` or `changelog:` that does not fit its columns, found here before anything of it is read."""
+        `partition_by:`, `changelog:` or `history:` that does not fit its columns, found here before anything of it
+        is read."""
         if isinstance(header, CdcError):
             return header
         try:
@@ -116,12 +118,13 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                                               self.hive.time_zone)
             changelog = table_changelog(str(table.source), table.changelog_settings(self.hive.changelog),
                                         header.columns)
-        except (BadPartitionSpec, BadChangelog) as exc:
+            history = table_history(str(table.source), table.history_settings(self.hive.history), header.columns)
+        except (BadPartitionSpec, BadChangelog, BadHistory) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
                              columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
-                             changelog=changelog)
+                             changelog=changelog, history=history)
 
 def _literal_schema(pattern: TablePattern) -> str | None:
     """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""

@@ -18,6 +18,7 @@ from airflow_cdc_testing.cluster import free_port
 from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogSettings
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
+from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
 from airflow_cdc_provider.core.partitioning import NULL_PARTITION, PartitionSpec
@@ -47,11 +48,11 @@ def schema(mariadb):
     mariadb.execute(f"DROP DATABASE {name}")
 
 
-def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None) -> CheckResult:
+def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None, history=None) -> CheckResult:
     with DAG("ops", schedule=None):
         operator = CaptureCheckOperator(task_id="check", tables=entries,
                                         hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse"),
-                                                        time_zone=time_zone, changelog=changelog),
+                                                        time_zone=time_zone, changelog=changelog, history=history),
                                         work_dir=str(tmp_path), mysql_conn_id=conn_id)
     return CheckResult.model_validate(operator.execute({}))
 
@@ -130,6 +131,22 @@ def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_f
         f"{schema}.a": None, f"{schema}.b": ChangelogSettings(snapshot="none"), f"{schema}.c": day}
     with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the changelog .*the column"):
         check([TableConfig(TableName(schema, "c"), "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
+    # A `history:` alike: d has a column `is_current`, which the history table adds; c's `dt` is the snapshots'.
+    mariadb.execute(f"CREATE TABLE {schema}.d (id INT PRIMARY KEY, is_current TINYINT)")
+    scd2 = HistorySettings(scd2=True)
+    checked = check([TablePattern(schema=schema, table="*", history=scd2)], capture_conn, tmp_path)
+    assert {t.source: t.history for t in checked.tables} == {
+        f"{schema}.{name}": scd2 for name in ("a", "a_changelog", "b", "c")}
+    why = {s.source: s.reason for s in checked.skipped}
+    assert set(why) == {f"{schema}.{name}" for name in ("d", "dup", "DUP", "log")}
+    assert why[f"{schema}.d"].startswith(f"The table {schema}.d cannot have the history its `history:` (or `hive: history:`) "
+                               "asks for: the table has the column(s) is_current, which its history tables add")
+    daily = HistorySettings(daily=True)
+    checked = check([TableConfig(TableName(schema, "c"), "c", history=False), TableConfig(TableName(schema, "d"), "d")],
+                    capture_conn, tmp_path, history=daily)
+    assert {t.source: t.history for t in checked.tables} == {f"{schema}.c": None, f"{schema}.d": daily}
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the history .*the column"):
+        check([TableConfig(TableName(schema, "c"), "c")], capture_conn, tmp_path, history=daily)
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:

@@ -13,6 +13,7 @@ from airflow_cdc_provider.core.catalog import (
 )
 from airflow_cdc_provider.core.changelog import ChangelogSettings
 from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig
+from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import read_config
 
@@ -177,6 +178,39 @@ def test_a_table_whose_changelog_table_would_be_another_tables_hive_table_is_lef
     assert targets(r) == {} and left_out(r)["shop.a"].startswith(
         f"The changelog table of shop.a would be named '{'x' * 117}_a_changelog', longer than the 128 characters")
     assert left_out(r)["shop.a"].endswith("Until then it is left out.")
+
+
+def test_a_table_whose_snapshots_or_history_table_would_be_another_tables_hive_table_is_left_out():
+    # shop.a's history table is ods.shop_a_history, the Hive table shop.a_history is copied into.
+    found = ["shop.a", "shop.a_history", "shop.a_snapshots", "shop.b"]
+    r = run([{"source": "shop.*", "history": {"scd2": True}}], found)
+    assert targets(r) == {"shop.a_snapshots": ("shop_a_snapshots", None), "shop.b": ("shop_b", None)}
+    why = left_out(r)
+    assert why["shop.a"] == ("The history table of shop.a would be ods.shop_a_history, the Hive table shop.a_history "
+                             "is copied into: give one of them another `target:`, or set `history: false` for shop.a. "
+                             "Until then shop.a is left out; so is the other.")
+    assert set(why) == {"shop.a", "shop.a_history"}
+    # Daily snapshots through `hive: history:`; a named entry's `false` takes shop.a out of it.
+    r = run(["shop.*"], found, hive={"history": {"daily": True}})
+    assert set(left_out(r)) == {"shop.a", "shop.a_snapshots"} and left_out(r)["shop.a"].startswith(
+        "The snapshots table of shop.a would be ods.shop_a_snapshots, the Hive table shop.a_snapshots is copied into")
+    assert left_out(run([{"source": "shop.a", "history": False}, "shop.*"], found,
+                        hive={"history": {"daily": True, "scd2": True}})) == {}
+    # The one the last run copied into that Hive table goes on; a named one goes on.
+    r = run(["shop.*"], found, {TableName("shop", "a_history"): "ods.shop_a_history"}, hive={"history": {"scd2": True}})
+    assert list(left_out(r)) == ["shop.a"] and left_out(r)["shop.a"].endswith(
+        "Until then shop.a is left out; shop.a_history goes on (the last run copied it).")
+    r = run([{"source": "shop.a", "history": {"scd2": True}}, "shop.*"], found)
+    assert list(left_out(r)) == ["shop.a_history"]
+    # Two named ones: refused.
+    with pytest.raises(ConfigError, match="^The history table of shop.a would be ods.a_history, the Hive table "
+                                          "shop.b is copied into"):
+        resolve([TableConfig(TableName("shop", "a"), "a", history=HistorySettings(scd2=True)),
+                 TableConfig(TableName("shop", "b"), "a_history")], names("shop.a", "shop.b"), {}, HIVE)
+    # A name Hive refuses: the table is left out.
+    r = run([{"source": "shop.*", "target": "x" * 119 + "_{table}", "history": {"daily": True}}], ["shop.a"])
+    assert targets(r) == {} and left_out(r)["shop.a"].startswith(
+        f"The snapshots table of shop.a would be named '{'x' * 119}_a_snapshots', longer than the 128 characters")
 
 
 def test_gone_lists_previous_tables_not_found_now_whatever_selected_them():

@@ -13,6 +13,7 @@ from airflow_cdc_provider.core.config import (
     expectation,
 )
 from airflow_cdc_provider.core.errors import InvalidIdentifier
+from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.partitioning import PartitionSpec
 from tests.conftest import DAGS, read_config
@@ -40,7 +41,7 @@ def test_target_and_short_form():
         ({"tables": [{"src": "shop.a"}]}, "must be `source: schema.table`"),
         ({"tables": ["shop.a", "shop.a"]}, "shop.a more than once"),
         ({"tables": ["shop.a"], "hive": {"db": "x"}}, (r"`hive:` in the configuration has unknown keys \['db'\]; the "
-                                                      r"keys of `hive:` are changelog, database, keep_versions, metastore_uri")),
+                                                      r"keys of `hive:` are changelog, database, history, keep_versions")),
     ],
 )
 def test_bad_configs_say_what_is_wrong(data, message):
@@ -636,6 +637,96 @@ def test_a_changelog_table_that_would_be_another_named_tables_hive_table_is_refu
         read_config({"tables": [{"source": "shop.a", "target": "x" * 119, "changelog": True}]}, "cdc.yaml")
     # A pattern's tables are known at the check only (core.catalog): the file reads.
     assert read_config({"tables": [{"source": "shop.*", "changelog": True}, clash[1]]})
+
+
+def test_history_is_read_on_an_entry_and_goes_with_a_pattern_and_hive_history_is_the_default_false_included():
+    text = """
+hive:
+  history: {daily: true, keep_days: 400}
+tables:
+  - source: shop.a
+    history: {scd2: true, granularity: run, hard_deletes: new_record}
+  - source: shop.b
+    history: false
+  - source: shop.c
+    history: {daily: false, scd2: false}
+  - shop.d
+  - source: shop.e
+    history:
+  - source: crm.*
+    history: {daily: true, scd2: true, day_column: day}
+  - source: web.*
+"""
+    config = read_config(yaml.safe_load(text))
+    default = config.hive.history
+    assert default == HistorySettings(daily=True, keep_days=400)
+    a, b, c, d, e, crm, web = config.tables
+    assert a.history == HistorySettings(scd2=True, granularity="run", hard_deletes="new_record")
+    assert b.history is False and c.history is False, "`false`, or both off, overrides `hive: history:`"
+    assert d.history is None and e.history is None, "no key, or an empty one, leaves it to `hive: history:`"
+    assert [t.history_settings(default) for t in (a, b, c, d, e)] == [a.history, None, None, default, default]
+    assert crm.table_config(TableName("crm", "x")).history_settings(default) == HistorySettings(
+        daily=True, scd2=True, day_column="day")
+    assert web.table_config(TableName("web", "x")).history_settings(default) == default
+    assert [t.history_settings(None) for t in (a, d)] == [a.history, None], "no default: only those that ask"
+    for none in (False, None):
+        assert read_config({"tables": ["shop.a"], "hive": {"history": none}}).hive.history is None
+    # Given in code, the settings are taken as they are.
+    assert HiveConfig(warehouse_dir="/w", history=default).history == default
+
+
+WRITE_HISTORY = r"Write a mapping such as `history: \{daily: true, scd2: true\}`, or `history: false` for none\.$"
+
+
+@pytest.mark.parametrize(("entry", "hive", "message"), [
+    ({"source": "shop.a", "history": {"scd2": True, "granularity": "hour"}}, None,
+     r"^`history:` of shop.a in cdc.yaml has `granularity: hour`, which is not accepted: `granularity` takes `day` or "
+     r"`run`\. " + WRITE_HISTORY),
+    ({"source": "shop.*", "history": {"daily": True, "keep_day": 3, "keep_days": 0}}, None,
+     r"^`history:` of the pattern shop.\* in cdc.yaml has `keep_days: 0`, which is not accepted: `keep_days` takes a "
+     r"whole number >= 1, or null; it has the key `keep_day` \(did you mean `keep_days`\?\), which a history does not "
+     r"have: its keys are `daily`, `keep_days`, `scd2`, `granularity`, `hard_deletes`, `day_column`\. " + WRITE_HISTORY),
+    ({"source": "shop.a", "history": {"daily": [1]}}, None,
+     r"^`history:` of shop.a in cdc.yaml has `daily: \[1\]`, which is not accepted: `daily` takes `true` or `false`"),
+    ({"source": "shop.a", "history": {"daily": True, "day_column": "Dt"}}, None,
+     r"^`history:` of shop.a in cdc.yaml has `day_column: Dt`: the snapshot day column 'Dt' must be in lower case"),
+    ({"source": "shop.a", "history": {"keep_days": 30}}, None,
+     r"^`history:` of shop.a in cdc.yaml turns on neither `daily` nor `scd2`: give `daily: true`, `scd2: true` or "
+     r"both\. " + WRITE_HISTORY),
+    ({"regex": "shop\\.a", "history": True}, None,
+     r"^`history:` of the pattern regex shop\\.a in cdc.yaml must be false or a mapping .*got True \(bool\)\. "
+     + WRITE_HISTORY),
+    ("shop.a", {"scd2": True, "hard_deletes": "ignore"},
+     r"^`hive: history:` in cdc.yaml has `hard_deletes: ignore`, which is not accepted: `hard_deletes` takes "
+     r"`invalidate` or `new_record`\. " + WRITE_HISTORY),
+    ("shop.a", "daily", r"^`hive: history:` in cdc.yaml must be false or a mapping .*got 'daily' \(str\)\. "
+     + WRITE_HISTORY),
+])
+def test_a_bad_history_is_refused_naming_the_entry_the_file_the_value_and_what_to_write(entry, hive, message):
+    with pytest.raises(ConfigError, match=message):
+        read_config({"tables": [entry], **({"hive": {"history": hive}} if hive is not None else {})}, "cdc.yaml")
+
+
+def test_a_snapshots_or_history_table_that_would_be_another_named_tables_hive_table_is_refused_when_read():
+    other = {"source": "shop.b", "target": "Shop_A_History"}
+    with pytest.raises(ConfigError) as err:
+        read_config({"tables": [{"source": "shop.a", "history": {"scd2": True}}, other]}, "cdc.yaml")
+    assert str(err.value) == ("The history table of shop.a would be ods.shop_a_history, the Hive table shop.b is "
+                              "copied into: give one of them another `target:`, or set `history: false` for shop.a "
+                              "(in cdc.yaml).")
+    # Only the tables the settings ask for: daily snapshots are `_snapshots`.
+    assert read_config({"tables": [{"source": "shop.a", "history": {"daily": True}}, other]})
+    with pytest.raises(ConfigError, match="^The snapshots table of shop.a would be raw.shop_a_snapshots, the Hive "
+                                          "table shop.b is copied into"):
+        read_config({"tables": ["shop.a", {"source": "shop.b", "target": "shop_a_snapshots"}],
+                     "hive": {"database": "raw", "history": {"daily": True}}}, "cdc.yaml")
+    assert read_config({"tables": [{"source": "shop.a", "history": False}, other],
+                        "hive": {"history": {"scd2": True}}}), "the entry's `false` wins"
+    with pytest.raises(ConfigError, match=r"^The history table of shop.a would be named 'x{121}_history', longer than "
+                                          r"the 128 characters a Hive name may have: give shop.a a shorter `target:`, "
+                                          r"or set `history: false` for it \(in cdc.yaml\)\.$"):
+        read_config({"tables": [{"source": "shop.a", "target": "x" * 121, "history": {"scd2": True}}]}, "cdc.yaml")
+    assert read_config({"tables": [{"source": "shop.*", "history": {"scd2": True}}, other]}), "a pattern: at the check"
 
 
 def test_expectations_read_as_sentences():

@@ -9,6 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from airflow_cdc_provider.core.changelog import ChangelogSettings, ChangelogSpec
+from airflow_cdc_provider.core.history import HistorySettings, HistorySpec
 from airflow_cdc_provider.core.ledger import RunRef, VersionInfo
 from airflow_cdc_provider.core.merge import (
     MergeJob,
@@ -94,6 +95,23 @@ def test_the_spec_of_a_table_with_a_changelog_names_its_changelog_table_and_sett
     assert with_changelog.changelog == ChangelogSpec(table="orders_changelog", settings=settings)
     assert (with_changelog.database, with_changelog.table) == ("ods", "orders"), "in the table's database"
     assert MergeSpec.from_text(with_changelog.to_text()) == with_changelog
+
+
+def test_the_spec_of_a_table_with_a_history_names_the_tables_its_settings_ask_for():
+    assert spec().history is None, "a table without a history has none"
+    plan = table_plan()
+    for settings, snapshots, history in ((HistorySettings(daily=True, keep_days=30), "orders_snapshots", None),
+                                         (HistorySettings(scd2=True, granularity="run"), None, "orders_history"),
+                                         (HistorySettings(daily=True, scd2=True), "orders_snapshots", "orders_history")):
+        with_history = merge_spec(plan.model_copy(update={"table": plan.table.model_copy(update={"history": settings})}),
+                                  merge_input(), WAREHOUSE, None, 3)
+        assert with_history.history == HistorySpec(snapshots=snapshots, history=history, settings=settings)
+        assert MergeSpec.from_text(with_history.to_text()) == with_history
+    # A spec file naming a table its settings do not ask for, or a name Hive would not keep as it is, is refused.
+    for wrong in ({"snapshots": "orders_snapshots", "history": None, "settings": {"scd2": True}},
+                  {"snapshots": None, "history": "Orders_History", "settings": {"scd2": True}}):
+        with pytest.raises(ValidationError):
+            MergeSpec.model_validate_json(spec_with(history=wrong))
 
 
 def test_a_job_has_one_warehouse_and_a_result_file_it_may_write():
