@@ -82,7 +82,7 @@ def test_a_table_whose_columns_a_changelog_or_history_adds_is_named_with_the_way
     assert "dt" in settings.clash(["id", "DT"]) and "day_column" in settings.clash(["id", "DT"])
     assert "_change_type" in settings.clash(["_Change_Type"])
     assert HistorySettings.of({"daily": False}) is None, "neither daily snapshots nor a history: none"
-    with pytest.raises(ValueError, match="must be a mapping"):
+    with pytest.raises(ValueError, match="must be false or a mapping"):
         HistorySettings.of(True)
 
 
