@@ -112,13 +112,17 @@ class BadHistory(CdcError, ValueError):
     """A table's ``history:`` that does not fit its columns."""
 
 
-def table_history(table: str, settings: HistorySettings | None,
-                  columns: Sequence[tuple[str, str]]) -> HistorySettings | None:
-    """The history of ``table`` (schema.table) with these columns (name, type), None for none; or BadHistory
-    naming the table and what to do, so that the check refuses it before anything of it is read."""
+def table_history(table: str, settings: HistorySettings | None, columns: Sequence[tuple[str, str]],
+                  partition_column: str | None = None) -> HistorySettings | None:
+    """The history of ``table`` (schema.table) with these columns (name, type) and partition column (None: not
+    partitioned), None for none; or BadHistory naming the table and what to do, so that the check refuses it
+    before anything of it is read."""
     if settings is None:
         return None
     problem = settings.clash([name for name, _ in columns])
+    if problem is None and settings.daily and partition_column == settings.day_column:
+        problem = (f"its partition column is named {partition_column}, as its daily snapshots' day column is: name "
+                   "the day column otherwise (`history: {day_column: snapshot_dt}`) or the partition column (`AS`).")
     if problem:
         raise BadHistory(
             f"The table {table} cannot have the history its `history:` (or `hive: history:`) asks for: {problem} "

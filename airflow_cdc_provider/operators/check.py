@@ -118,7 +118,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                                               self.hive.time_zone)
             changelog = table_changelog(str(table.source), table.changelog_settings(self.hive.changelog),
                                         header.columns)
-            history = table_history(str(table.source), table.history_settings(self.hive.history), header.columns)
+            history = table_history(str(table.source), table.history_settings(self.hive.history), header.columns,
+                                    partitioning.column if partitioning else None)
         except (BadPartitionSpec, BadChangelog, BadHistory) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),

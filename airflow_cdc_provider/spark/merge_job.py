@@ -35,6 +35,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogCommit, version_day
+from airflow_cdc_provider.core.history import days_served, next_days
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import SNAPSHOT, VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
@@ -72,6 +73,7 @@ from airflow_cdc_provider.spark.partition_commit import (
 )
 from airflow_cdc_provider.spark.partitioning import partition_value
 from airflow_cdc_provider.spark.session import hive_session
+from airflow_cdc_provider.spark.snapshots import day_partitions, ensure_table, sync_days
 
 
 def _describe(spark: Any, statement: str) -> dict[str, str]:
@@ -257,6 +259,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if spec.changelog is not None and current is not None and current.changelog is not None and location:
         # A commit whose job died before it added its changelog partition: added now, before anything else.
         _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
+    if _snapshots(spec) and current is not None and location:  # the same for its daily snapshot partitions
+        _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
+                        current.dropped_days, table_columns, current.partitioning)
     if origin.action == "skip":
         return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
                           location=location)
@@ -345,12 +350,22 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                                 previous_as_of=current.as_of if current is not None else None)
         clock.lap("changes")
 
+    snapshot_days: tuple[tuple[str, int], ...] = ()
+    dropped_days: tuple[str, ...] = ()
+    if spec.history is not None and _snapshots(spec):
+        # The days this version is the snapshot of, beside those older versions are; a table defined anew (other
+        # column types, another layout) starts its days again.
+        known = current is not None and current.as_of is not None and not redefine
+        served = days_served(spec.as_of, current.as_of if known and current else None, spec.datetime_zone)
+        snapshot_days, dropped_days = next_days(current.snapshot_days if known and current else (), served, version,
+                                                spec.history.settings.keep_days, spec.as_of, spec.datetime_zone)
+
     def version_info(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
         return VersionInfo(
             version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
             input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
             source_columns=spec.source_columns, datetime_zone=spec.datetime_zone, partitioning=layout,
-            partitions=partitions, changelog=logged)
+            partitions=partitions, changelog=logged, snapshot_days=snapshot_days, dropped_days=dropped_days)
 
     if layout is None:
         files.write_text(f"{path}/{VERSION_FILE}", version_info(()).to_text())
@@ -384,6 +399,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             print(f"cdc-merge: added the columns {added}", flush=True)
     if logged is not None:
         _add_changes(spark, spec, logged, version, path, columns)
+    if _snapshots(spec):
+        _sync_snapshots(spark, spec, version, path, partitions, snapshot_days, dropped_days, columns, layout)
     clock.lap("commit")
     rewritten = sum(1 for c in changes if c.location is not None)
     emptied = len(changes) - rewritten
@@ -395,7 +412,10 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if in_gaps:
         print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
               "daylight-saving change): moved forward by the gap", flush=True)
-    removed = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
+    # A version a kept day is the snapshot of stays, whatever its age.
+    pinned = {number for _, number in snapshot_days}
+    removed = [number for number in versions_to_remove({**existing, version: True}, version, spec.keep_versions,
+                                                       origin.version) if number not in pinned]
     if spec.changelog is not None:
         _remove_unlisted_changes(spark, spec, files, removed)
     _remove_versions(files, spec, removed, existing, partitions)
@@ -485,6 +505,30 @@ def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version:
     versions = HadoopFiles(spark, location).parent(location)
     register(spark, spec.database, changes, changelog_root(HadoopFiles(spark, versions), versions, spec.changelog),
              columns, version)
+
+
+def _snapshots(spec: MergeSpec) -> bool:
+    return spec.history is not None and spec.history.snapshots is not None
+
+
+def _sync_snapshots(spark: Any, spec: MergeSpec, version: int, location: str, partitions: tuple[tuple[str, str], ...],
+                    days: tuple[tuple[str, int], ...], dropped: tuple[str, ...], columns: list[tuple[str, str]],
+                    layout: Partitioning | None) -> None:
+    """Make the snapshots table list the days the committed ``version`` (at ``location``, with ``partitions``) is
+    the snapshot of, and no longer list the days ``dropped``: after the commit, and again by any later merge
+    (both idempotent), so that a job killed in between leaves nothing undone for good."""
+    assert spec.history is not None and spec.history.snapshots is not None
+    settings = spec.history.settings
+    versions = HadoopFiles(spark, location).parent(location)
+    root = f"{HadoopFiles(spark, versions).parent(versions)}/{spec.history.snapshots}"
+    ensure_table(spark, spec.database, spec.history.snapshots, columns, settings.day_column, layout, root)
+    added = [partition for day, number in days if number == version
+             for partition in day_partitions(settings.day_column, day, layout, location, partitions)]
+    sync_days(spark, spec.database, spec.history.snapshots, settings.day_column, added, dropped, spec.warehouse_dir)
+    if added or dropped:
+        mine = sorted(day for day, number in days if number == version)
+        print(f"cdc-merge: {spec.database}.{spec.history.snapshots}: the days {mine} are version {version}; dropped "
+              f"{list(dropped)}", flush=True)
 
 
 def _remove_unlisted_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, removed: list[int]) -> None:

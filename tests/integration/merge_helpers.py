@@ -12,6 +12,7 @@ from pathlib import Path
 from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_command
 
 from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table
+from airflow_cdc_provider.core.history import HistorySettings, HistorySpec
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
 from airflow_cdc_provider.core.types import hive_type
@@ -29,9 +30,13 @@ NOW = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 class Table:
     """One Hive target with its ledger, driven run by run as the operators will."""
 
-    def __init__(self, hook, header, tmp_path: Path, target: str = "ods.items", changelog: bool = False):
+    def __init__(self, hook, header, tmp_path: Path, target: str = "ods.items", changelog: bool = False,
+                 history: HistorySettings | None = None, keep_versions: int = 2):
         self.hook, self.header, self.tmp = hook, header, tmp_path
         self.changelog = ChangelogSpec(table=changelog_table(target.split(".")[1])) if changelog else None
+        self.history = HistorySpec.of(target.split(".")[1], history) if history else None
+        self.keep_versions = keep_versions
+        self.as_of = NOW  # the moment the next run's version reflects
         self.database, self.table = target.split(".")
         self.warehouse = str(tmp_path / "warehouse")
         self.ledger = Ledger(TableDir(work_dir=str(tmp_path / "work"), hive_table=target), WorkStore())
@@ -44,9 +49,10 @@ class Table:
     def spec(self, run: RunRef, plan, end, upserts, delete_file) -> Path:
         spec = MergeSpec(
             database=self.database, table=self.table, source=self.header.table, warehouse_dir=self.warehouse,
-            metastore_uri=None, plan=plan, end=end, as_of=NOW, capture_dir=str(self.run_dir(run)),
+            metastore_uri=None, plan=plan, end=end, as_of=self.as_of, capture_dir=str(self.run_dir(run)),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            upsert_files=tuple(upserts), delete_file=delete_file, keep_versions=2, changelog=self.changelog,
+            upsert_files=tuple(upserts), delete_file=delete_file, keep_versions=self.keep_versions,
+            changelog=self.changelog, history=self.history,
         )
         job = MergeJob(self.warehouse, None, (spec,), str(self.tmp / f"result-{run.run_id}.json"))
         path = self.tmp / f"job-{run.run_id}.json"

@@ -97,3 +97,13 @@ def test_a_commits_changelog_is_in_its_summary_line_and_its_own_asset_event():
     extra = changelog_event_extra(outcome)
     assert extra["partition"] == {"dt": "2026-11-25", "_commit_version": 7} and extra["rows"] == 41
     assert extra["table"] == "ods.orders" and extra["version"] == 7
+
+
+def test_daily_snapshots_of_a_table_partitioned_by_a_column_named_as_their_day_are_refused_with_the_way_out():
+    from airflow_cdc_provider.core.history import BadHistory, table_history
+
+    daily = HistorySettings(daily=True)
+    with pytest.raises(BadHistory, match="snapshot_dt"):
+        table_history("shop.orders", daily, [("id", "int")], "dt")
+    assert table_history("shop.orders", daily.model_copy(update={"day_column": "ds"}), [("id", "int")], "dt")
+    assert table_history("shop.orders", HistorySettings(scd2=True), [("id", "int")], "dt")

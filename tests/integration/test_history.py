@@ -1,0 +1,59 @@
+"""What a table was, kept by its merges over simulated days (each run's version reflects a chosen moment): daily
+snapshot partitions, and the SCD2 history, against real MariaDB changes, real Spark and an embedded metastore."""
+
+from __future__ import annotations
+
+import datetime as dt
+import random
+
+import pytest
+from airflow_cdc_testing.hive import read_hive_tables
+
+from airflow_cdc_provider.core.history import HistorySettings
+from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from tests.integration.capture_helpers import source_rows
+from tests.integration.hive_helpers import plain
+from tests.integration.merge_helpers import Table
+from tests.integration.test_capture import fill, items, random_change  # noqa: F401
+
+pytestmark = pytest.mark.spark
+
+# The moments the runs' versions reflect: a first load inside a day, a run at midnight, one inside a day, one just
+# past midnight, and one three days later (the days between had no run).
+MOMENTS = ["2026-11-01T10:00", "2026-11-02T00:00", "2026-11-02T09:00", "2026-11-03T00:30", "2026-11-06T00:00"]
+
+
+def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_old_days_go(
+        mariadb, items, capture_conn, tmp_path):
+    fill(mariadb, items.quoted, 120)
+    hook = MySqlSourceHook(capture_conn)
+    table = Table(hook, hook.raw_header(items), tmp_path, history=HistorySettings(daily=True, keep_days=3))
+    rng, next_id = random.Random(30), [120]
+    at_version: dict[int, dict] = {}
+    versions = tmp_path / "warehouse" / "ods.db" / "items"
+    # The versions on disk after each run: the newest two (keep_versions), and any a kept day is, however old.
+    on_disk = [{1}, {1, 2}, {2, 3}, {2, 3, 4}, {4, 5}]
+    for moment, kept in zip(MOMENTS, on_disk):
+        for _ in range(30):
+            random_change(mariadb, items, rng, next_id)
+        table.as_of = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
+        _, spec = table.prepare()
+        at_version[table.merge(spec)["version"]] = plain(source_rows(mariadb, table.header))
+        assert {int(p.name[1:]) for p in versions.iterdir()} == kept, moment
+
+    # Each day is the first version at or after its end; the days past keep_days (3) are no longer listed.
+    days = {"2026-11-01": 2, "2026-11-02": 4, "2026-11-03": 5, "2026-11-04": 5, "2026-11-05": 5}
+    info = VersionInfo.from_text((versions / "v000005" / VERSION_FILE).read_text())
+    assert dict(info.snapshot_days) == {day: v for day, v in days.items() if day >= "2026-11-03"}
+    assert info.dropped_days == ("2026-11-01", "2026-11-02")
+    (snapshots, _), = read_hive_tables(table.warehouse, None, ["ods.items_snapshots"]).values()
+    by_day: dict[str, dict] = {}
+    for row in snapshots.to_pylist():
+        day = row.pop("dt")
+        by_day.setdefault(day, {})[(row["region"], row["id"])] = row
+    assert sorted(by_day) == ["2026-11-03", "2026-11-04", "2026-11-05"]
+    for day, rows in by_day.items():
+        assert plain(rows) == at_version[days[day]], f"the snapshot of {day} is not version {days[day]}"
+    # No row was copied: the snapshots table's own directory holds nothing.
+    assert not any((tmp_path / "warehouse" / "ods.db" / "items_snapshots").rglob("*.parquet"))
