@@ -16,6 +16,10 @@ at before the commit and the version committed, the pre-image looked up in the f
 of a key within one range is one ``insert``; an update back to the old value, or an insert then a delete, is
 nothing. A first load writes every row as an ``insert`` (or nothing: ``snapshot: none``).
 
+With ``mode: all`` a version's changes are every row event of its binlog range instead, in binlog order: the
+extraction keeps each update's before image (raw op ``B``) and the capture writes them as an events file
+(``stages.events``), an update's pre- and post-image sharing one ordinal.
+
 Commit order (``spark.merge_job``): the changes are written into ``<table>_changelog/vNNNNNN`` first, then the
 table is committed, then that directory is added as the version's partition. A job killed in between leaves a
 version whose version file names its changelog partition; every later merge of the table adds it first (it is
@@ -61,7 +65,7 @@ POSITION_COLUMNS = ("cdc,seq", "cdc,pos", "cdc,row")
 class ChangelogSettings(Model):
     """What a table's ``changelog:`` says (``true`` is every default)."""
 
-    mode: Literal["net"] = "net"
+    mode: Literal["net", "all"] = "net"  # net changes per key, or every row event of the range (``all``)
     snapshot: Literal["insert", "none"] = "insert"  # what a first load writes
     day_column: str = "dt"  # the name of the day partition column
 

@@ -174,8 +174,9 @@ CHANGELOG_MEANING = ("a changelog table `<target>_changelog` beside the Hive tab
                      "partitioned by the day and the version; `true` with the defaults, or a mapping of its keys")
 # The keys of a `changelog:` mapping, for the reference (``ChangelogSettings`` holds their values and defaults).
 CHANGELOG_KEYS: dict[str, JsonValue] = {
-    "mode": "`net` (the only mode so far): one row per key a version changed, its pre-image looked up in the "
-            "version before",
+    "mode": "`net` (default): one row per key a version changed, its pre-image looked up in the version before; "
+            "`all`: every row event of the version's binlog range, in binlog order, an update's pre-image its "
+            "before image",
     "snapshot": "what a first load writes: `insert` (default) every row as an insert, or `none`",
     "day_column": "the name of the day partition column (default `dt`)"}
 assert tuple(CHANGELOG_KEYS) == tuple(ChangelogSettings.model_fields), "the keys core.changelog knows"

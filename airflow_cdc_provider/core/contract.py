@@ -221,6 +221,8 @@ class MergeInput(Model):
     start: Watermark | None = None  # where the range began (None for a snapshot)
     seconds: dict[str, float] = {}  # per stage so far: snapshot, or extract and replay
     left_partitions: tuple[str, ...] = ()  # ``TableExtraction.left_partitions``
+    # Every row event of the range (``stages.events``), for a table whose changelog has ``mode: all``; else None.
+    events_file: str | None = None
 
 
 class Captured(Model):

@@ -198,6 +198,9 @@ class MergeSpec(Model):
     changelog: ChangelogSpec | None = None
     # The daily snapshots and SCD2 history the merge keeps of the table (``core.history``); None: none.
     history: HistorySpec | None = None
+    # Every row event of the range as changelog rows (``stages.events``), for a changelog of ``mode: all``; None
+    # for any other table and for a snapshot.
+    events_file: str | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -224,7 +227,7 @@ class MergeSpec(Model):
             self.capture_dir, f"{self.database}.{self.table}", self.plan.run.key)
         if problem:
             raise ValueError(problem)
-        for file in (*self.upsert_files, self.delete_file, self.fills_file):
+        for file in (*self.upsert_files, self.delete_file, self.fills_file, self.events_file):
             problem = location_problem(file, "capture file") if file is not None else None
             if problem is None and file is not None and (not within(file, self.capture_dir)
                                                           or place(file) == place(self.capture_dir)):
@@ -334,7 +337,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
     database, name = table.table.hive_table.split(".", 1)
     run_dir = table.run_dir.root
-    for file in (*merge_input.upsert_files, merge_input.delete_file, merge_input.fills_file):
+    for file in (*merge_input.upsert_files, merge_input.delete_file, merge_input.fills_file, merge_input.events_file):
         if file is not None and not within(file, run_dir):
             raise ValueError(f"The merge input of {table.source} names {file}, which is not under the run's "
                              f"directory {run_dir}: a merge reads only the files its own run wrote there.")
@@ -358,6 +361,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
                    if table.table.changelog is not None else None),
         history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,
+        events_file=uri(merge_input.events_file) if merge_input.events_file else None,
     )
 
 

@@ -5,7 +5,10 @@ and its key. Every other line is one record::
 
     OP \\t UID \\t SEQ:POS:ROW \\t [v1, v2, …]
 
-- ``OP`` is one letter: ``I`` insert, ``U`` update (the after image), ``D`` delete (the before image).
+- ``OP`` is one letter: ``I`` insert, ``U`` update (the after image), ``D`` delete (the before image), ``B`` the
+  before image of the update ``U`` on the next line, at the same coordinate with the same uid (an update that keeps
+  its key; written only for a table whose changelog has ``mode: all``). A key change is a ``D`` of the old key and
+  a ``U`` of the new one, at one coordinate.
 - ``UID`` is 32 hex digits, the md5 of the key values in the canonical encoding below. Op and uid sit at fixed
   offsets, so replay can pick them out of a block of lines without parsing the rest.
 - ``SEQ:POS:ROW`` is the binlog file sequence number, the position of the row event and the row's index in it:
@@ -32,7 +35,7 @@ from typing import Any
 from airflow_cdc_provider.core.errors import CdcError
 
 HEADER_PREFIX = "#cdc-raw 1 "
-OPS = ("I", "U", "D")
+OPS = ("I", "U", "D", "B")
 UID_START, UID_END = 2, 34  # OP, tab, 32 hex digits
 
 

@@ -2,7 +2,9 @@
 of that key and survives; every older record of the key is dropped.
 
 This completes the seed's rule: a repeated INSERT of one key (a re-read binlog range) is dropped like any older
-record, and a key change arrives from extraction as a DELETE of the old uid and an upsert of the new one.
+record, and a key change arrives from extraction as a DELETE of the old uid and an upsert of the new one. An
+update's before image (``B``, for a table whose changelog has every event) is always followed by its ``U`` of the
+same uid, which is seen first: a ``B`` never survives.
 
 Blocks of raw lines are handled as arrays: op and uid sit at fixed offsets in each line, so no line is parsed
 here, and the uids seen are kept as one sorted array of 32-byte values: memory grows with distinct keys only.
@@ -17,7 +19,6 @@ import numpy as np
 
 from airflow_cdc_provider.core.records import UID_END, UID_START
 
-_OPS = np.frombuffer(b"IUD", np.uint8)
 _MIN_LINE = 43  # op, tab, 32-hex uid, tab, "s:p:r", tab, "[]"
 _HEX_VALUE = np.full(256, -1, np.int32)
 _HEX_VALUE[np.frombuffer(b"0123456789abcdef", np.uint8)] = np.arange(16)
@@ -31,7 +32,7 @@ class Block:
     data: bytes
     starts: np.ndarray
     ends: np.ndarray  # index of each line's newline
-    ops: np.ndarray  # uint8: ord("I"), ord("U") or ord("D")
+    ops: np.ndarray  # uint8: ord("I"), ord("U"), ord("D") or ord("B")
     uids: np.ndarray  # dtype S32
 
     def line(self, i: int) -> bytes:
@@ -62,7 +63,7 @@ def parse_block(data: bytes) -> Block:
     else:
         starts_checked, ends_checked = starts, ends
     ops = buf[starts_checked]
-    ok &= (ops == 85) | (ops == 73) | (ops == 68)  # U, I, D
+    ok &= (ops == 85) | (ops == 73) | (ops == 68) | (ops == 66)  # U, I, D, B
     ok &= buf[starts_checked + 1] == 9
     ok &= buf[starts_checked + UID_END] == 9
     ok &= buf[ends_checked - 1] == 93  # ]

@@ -138,6 +138,7 @@ def within(location: str, directory: str) -> bool:
 UPSERT_FILE = "upsert.parquet"
 DELETE_FILE = "delete.parquet"
 FILLS_FILE = "fills.parquet"
+EVENTS_FILE = "events.parquet"  # every row event of the range (``stages.events``), for a changelog of ``mode: all``
 SNAPSHOT_PROGRESS_FILE = "snapshot-progress.json"
 
 

@@ -45,13 +45,14 @@ from airflow_cdc_provider.core.reread import (
 )
 from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
-from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE
+from airflow_cdc_provider.core.workdir import DELETE_FILE, EVENTS_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import ExtractResult, added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
@@ -301,6 +302,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                          schema_changes={t.source: t.table.schema_changes for t in tables},
                          defaults=hook.added_column_defaults, starts=starts, charsets=hook.column_charsets,
                          partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
+                         before_images=_every_event(tables),
                          progress=lambda events, at: progress.update(
                              events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
         progress.finish(result.events)
@@ -394,7 +396,8 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):
     """Replay each changed table's raw files newest first into one upsert file and one delete file (Parquet);
-    for a table with a changelog, each row with the binlog coordinate of its key's last change.
+    for a table with a changelog, each row with the binlog coordinate of its key's last change; for one whose
+    changelog has ``mode: all``, an events file too: every row event of the range in binlog order.
 
     Returns (XCom) a ``Captured``: a merge input per table.
 
@@ -437,8 +440,12 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                                     memory_budget=self.memory_budget, fills=fills,
                                     # a changelog row says which binlog change it comes from
                                     positions=table.table.changelog is not None)
+                    # A changelog of every event: the range's row events in binlog order, beside the upsert file.
+                    events = (write_events(raw, out / EVENTS_FILE, fills) if part.source in _every_event([table])
+                              else None)
                     files = [store.location_of(f, out, target) if f else None
-                             for f in (result.upsert_file, result.delete_file, result.fills_file)]
+                             for f in (result.upsert_file, result.delete_file, result.fills_file,
+                                       events.events_file if events else None)]
             except CdcError as exc:
                 self.log.error("Replay of %s failed: %s", part.source, exc)
                 results.append(TableFailure(source=part.source, stage="replay", error=str(exc)))
@@ -449,6 +456,8 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 continue
             self.log.info("Replayed %s: %d raw records, %d upserts, %d deletes (%d partitions)", part.source,
                           result.records, result.upserts, result.deletes, result.partitions)
+            if events is not None:
+                self.log.info("%s: %d row events written to its changelog's events file", part.source, events.changes)
             results.append(MergeInput(
                 source=part.source, mode="incremental", upsert_files=(files[0],), delete_file=files[1],
                 fills_file=files[2], fill_sources=tuple((f.column, tuple(f.sources)) for f in fills),
@@ -457,8 +466,13 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 upserts=result.upserts, deletes=result.deletes, reread=part.reread, changes=part.counts,
                 start=part.start, seconds={"extract": part.seconds,
                                            "replay": round(time.monotonic() - started, 3)},
-                left_partitions=part.left_partitions))
+                left_partitions=part.left_partitions, events_file=files[3]))
         return _finish(self.log, "replay", results, transient).to_xcom()
+
+
+def _every_event(tables: Sequence[TablePlan]) -> set[str]:
+    """The tables whose changelog has every row event (``mode: all``): their updates' before images are kept."""
+    return {t.source for t in tables if t.table.changelog is not None and t.table.changelog.mode == "all"}
 
 
 def _taken_at(result: SnapshotResult) -> dt.datetime:

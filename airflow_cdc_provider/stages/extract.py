@@ -113,8 +113,11 @@ class _TableSink:
     """One table's raw files, the columns in force at the current point of the binlog, and the changes met."""
 
     def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None,
-                 partitioning: Partitioning | None = None) -> None:
+                 partitioning: Partitioning | None = None, before_images: bool = False) -> None:
         self.writer = writer
+        # An update that keeps its key is written as its before image (B) then its after image (U): for a table
+        # whose changelog has every event (``mode: all``).
+        self.before_images = before_images
         self.now = now or header  # the definition when the extraction began: the types of added columns
         self.start = header.columns
         self.changes: list[SchemaChange] = []
@@ -396,6 +399,7 @@ def extract(
     progress: Callable[[int, tuple[int, int]], None] | None = None,
     charsets: Callable[[str], dict[str, str]] | None = None,
     partitionings: Mapping[str, Partitioning] | None = None,
+    before_images: Collection[str] = (),
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
@@ -428,6 +432,9 @@ def extract(
     ``result.left_partitions`` then holds the partitions its rows left in the range (``_TableSink.note_left``).
     A change of its columns after which the spec no longer fits fails the table, as above.
 
+    The tables in ``before_images`` (those whose changelog has ``mode: all``) get each update that keeps its key
+    as a ``B`` record (its before image) before its ``U``; ``result.counts`` counts updates as ``U`` alone.
+
     ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
     """
     if high < start:
@@ -441,7 +448,7 @@ def extract(
             name = TableName.parse(h.table)
             directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
             sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table),
-                              (partitionings or {}).get(h.table))
+                              (partitionings or {}).get(h.table), h.table in before_images)
             table_start = starts.get(h.table, start)
             if table_start < start:
                 raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
@@ -471,7 +478,7 @@ def extract(
                     result.failed[table] = sink.failed
                     continue
                 result.files[table] = sink.writer.close()
-                result.counts[table] = dict(sink.writer.counts)
+                result.counts[table] = {op: sink.writer.counts[op] for op in ("I", "U", "D")}
                 result.left_partitions[table] = tuple(sorted(sink.left or ()))
                 result.headers[table], result.schema_changes[table] = sink.header, sink.changes
         except BaseException:
@@ -640,12 +647,15 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
     write = sink.writer.write
     seq, pos = at
     if isinstance(event, UpdateRowsEvent):
+        before_images = sink.before_images
         for n, row in enumerate(event.rows):
             before = sink.image(row["before_values"], row["before_none_sources"], where)
             after = sink.image(row["after_values"], row["after_none_sources"], where)
             old_uid, new_uid = sink.uid(before), sink.uid(after)
             if old_uid != new_uid:  # the key changed: the old key is gone
                 write("D", old_uid, (seq, pos, n), before)
+            elif before_images:
+                write("B", old_uid, (seq, pos, n), before)
             write("U", new_uid, (seq, pos, n), after)
     else:
         op = "I" if isinstance(event, WriteRowsEvent) else "D"

@@ -25,7 +25,8 @@ class RawFileWriter:
         self.directory, self.prefix, self.header, self.max_bytes = Path(directory), prefix, header, max_bytes
         make_dirs(self.directory)
         self.files: list[str] = []
-        self.counts = {"I": 0, "U": 0, "D": 0}
+        # Records written per op; ``B`` (an update's before image) is counted apart: an update is one ``U``.
+        self.counts = {"I": 0, "U": 0, "D": 0, "B": 0}
         self._written = 0
         self._file: TextIO = self._open()
 

@@ -49,6 +49,7 @@ FILLS_METADATA = "cdc.fills"
 
 BLOCK_SIZE = 8 * 1024 * 1024
 BATCH_ROWS = 65536
+BEFORE = ord("B")  # an update's before image: never survives, as its U follows it
 BATCH_BYTES = 64 * 1024 * 1024  # of records' text: a batch of large rows is written before it reaches BATCH_ROWS
 # SeenKeys holds 32 bytes a key, and np.insert copies it while it grows: count 3x.
 BYTES_PER_KEY = 96
@@ -265,7 +266,7 @@ class _OverBudget(Exception):
         self.keys, self.bytes_read = keys, bytes_read
 
 
-class _Layouts:
+class Layouts:
     """Each raw file's columns (its layout) and how its rows become rows of the combined columns."""
 
     def __init__(self, files: Sequence[Path], fills: Sequence[Fill]) -> None:
@@ -290,7 +291,7 @@ class _Layouts:
         return self.plans[self.of[path]]
 
 
-def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_limit: int,
+def _replay_into(files: Sequence[Path], output: _Output, layouts: Layouts, key_limit: int,
                  block_size: int) -> tuple[int, int]:
     """Replay ``files`` (binlog order) into ``output``; returns (records, peak keys)."""
     seen, records, bytes_read = SeenKeys(), 0, 0
@@ -300,6 +301,10 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
             records += len(block.starts)
             bytes_read += len(block.data)
             survivors = seen.survivors(block)
+            if (block.ops[survivors] == BEFORE).any():  # its U, later in the file, would have been seen first
+                i = int(survivors[block.ops[survivors] == BEFORE][-1])
+                raise CorruptRawFile(path, None, f"a before image (B) without the update (U) of its key after it: "
+                                                 f"{block.line(i)[:200]!r}")
             bad = bad_uids(block, survivors)
             if len(bad):
                 raise CorruptRawFile(path, None, f"the uid is not 32 hex digits: {block.line(int(bad[-1]))[:200]!r}")
@@ -327,7 +332,7 @@ def _replay_into(files: Sequence[Path], output: _Output, layouts: _Layouts, key_
     return records, len(seen)
 
 
-def _partition(files: Sequence[Path], layouts: _Layouts, parts: int, digit: int, work: Path,
+def _partition(files: Sequence[Path], layouts: Layouts, parts: int, digit: int, work: Path,
                block_size: int) -> list[list[Path]]:
     """Split records by hex digits [digit, digit+4) of their uid into ``parts`` groups of files, keeping their
     order; each group has one file per layout met, with that layout's header."""
@@ -410,7 +415,7 @@ def replay(
 def _replay(files: list[Path], upsert_file: str | os.PathLike[str], delete_file: str | os.PathLike[str],
             memory_budget: int, block_size: int, fills: Sequence[Fill], fills_file: str | os.PathLike[str] | None,
             positions: bool) -> ReplayResult:
-    layouts = _Layouts(files, fills)
+    layouts = Layouts(files, fills)
     header = layouts.header
     upsert_path, delete_path = Path(upsert_file), Path(delete_file)
     key_limit = max(1024, memory_budget // BYTES_PER_KEY)

@@ -22,8 +22,8 @@ from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
 from airflow_cdc_provider.core.partitioning import NULL_PARTITION, PartitionSpec
-from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.core.records import RawHeader, parse_record
+from airflow_cdc_provider.core.workdir import EVENTS_FILE, UPSERT_FILE, TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators import capture as capture_module
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
@@ -237,9 +237,11 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
     ev, gone, a = (f"{schema}.{t}" for t in ("ev", "gone", "a"))
     assert [(t.source, t.partitioning.time_zone if t.partitioning else None) for t in checked.tables] == [
         (a, None), (ev, "Asia/Shanghai"), (gone, "UTC")]
-    # ev has a changelog: its replay keeps where each key's last change is in the binlog.
+    # ev has a changelog of every event: its replay keeps where each key's last change is in the binlog, its
+    # extraction each update's before image, and its capture writes the range's events.
     checked = checked.model_copy(update={"tables": tuple(
-        t.model_copy(update={"changelog": ChangelogSettings()}) if t.source == ev else t for t in checked.tables)})
+        t.model_copy(update={"changelog": ChangelogSettings(mode="all")}) if t.source == ev else t
+        for t in checked.tables)})
     start = MySqlSourceHook(capture_conn).current_watermark()
     mariadb.execute("SET time_zone = '+00:00'",
                     f"INSERT INTO {ev} VALUES (8, '2026-01-08 10:00', '')",  # a new row leaves nothing
@@ -284,6 +286,35 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
     # and the DELETE of 6 and 8 one event of two rows.
     assert sorted(at, key=lambda k: (at[k], k)) == [1, 2, 3, 4, 5, 50, 6, 8, 7]
     assert at[5] == at[50] and at[6][:2] == at[8][:2] and (at[6][2], at[8][2]) == (0, 1)
+
+    # The raw records: an update that keeps its key is B (the before image the server logged) then U; the key
+    # change 5 → 50 is D then U; the counts count an update once.
+    records = [parse_record(line) for f in parts[ev].files for line in Path(f).read_text("utf-8").splitlines()[1:]]
+    assert [(r.op, r.values[0]) for r in records] == [
+        ("I", 8), ("B", 1), ("U", 1), ("B", 1), ("U", 1), ("B", 2), ("U", 2), ("B", 3), ("U", 3), ("B", 4), ("U", 4),
+        ("D", 5), ("U", 50), ("D", 6), ("D", 8), ("B", 7), ("U", 7)]
+    assert [(r.values[0], r.values[2]) for r in records if r.op == "B"] == [(1, ""), (1, "x"), (2, ""), (3, ""),
+                                                                           (4, ""), (7, "")]
+    assert records[3].values[1] == records[1].values[1] != records[4].values[1], "the at before and after 12:00"
+    assert parts[ev].counts == {"I": 1, "U": 7, "D": 3}
+    # The events file, beside the upsert file; a table without such a changelog gets none.
+    assert inputs[a].events_file is None
+    assert inputs[ev].events_file == inputs[ev].upsert_files[0].replace(UPSERT_FILE, EVENTS_FILE)
+    events = pq.read_table(inputs[ev].events_file).to_pylist()
+    assert [(e["id"], e["note"], e["_change_type"], e["_change_ordinal"]) for e in events] == [
+        (8, "", "insert", 1),
+        (1, "", "update_preimage", 2), (1, "x", "update_postimage", 2),
+        (1, "x", "update_preimage", 3), (1, "x", "update_postimage", 3),
+        (2, "", "update_preimage", 4), (2, "", "update_postimage", 4),
+        (3, "", "update_preimage", 5), (3, "", "update_postimage", 5),
+        (4, "", "update_preimage", 6), (4, "", "update_postimage", 6),
+        (5, "", "delete", 7), (50, "", "insert", 8), (6, "", "delete", 9), (8, "", "delete", 10),
+        (7, "", "update_preimage", 11), (7, "y", "update_postimage", 11)]
+    assert [(e["id"], e["at"] is None) for e in events if e["id"] in (3, 4)] == [(3, True), (3, False), (4, False),
+                                                                                 (4, True)]
+    where = [tuple(e[c] for c in POSITION_COLUMNS) for e in events]
+    assert where == sorted(where), "in binlog order"
+    assert {e["id"]: w for e, w in zip(events, where)} == at, "each key's last event is where replay says"
 
 
 def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,

@@ -594,8 +594,8 @@ WRITE = r"Write `changelog: true` for the defaults, or a mapping such as `change
 
 
 @pytest.mark.parametrize(("entry", "hive", "message"), [
-    ({"source": "shop.a", "changelog": {"mode": "all"}}, None,
-     r"^`changelog:` of shop.a in cdc.yaml has `mode: all`, which is not accepted: `mode` takes only `net` so far\. "
+    ({"source": "shop.a", "changelog": {"mode": "every"}}, None,
+     r"^`changelog:` of shop.a in cdc.yaml has `mode: every`, which is not accepted: `mode` takes `net` or `all`\. "
      + WRITE),
     ({"source": "shop.*", "changelog": {"snapshot": "full", "modes": "net"}}, None,
      r"^`changelog:` of the pattern shop.\* in cdc.yaml has `snapshot: full`, which is not accepted: `snapshot` takes "
@@ -609,8 +609,8 @@ WRITE = r"Write `changelog: true` for the defaults, or a mapping such as `change
     ({"regex": "shop\\.a", "changelog": "yes"}, None,
      r"^`changelog:` of the pattern regex shop\\.a in cdc.yaml must be true, false or a mapping .*got 'yes' \(str\)\. "
      + WRITE),
-    ("shop.a", {"mode": "all"},
-     r"^`hive: changelog:` in cdc.yaml has `mode: all`, which is not accepted: `mode` takes only `net` so far\. " + WRITE),
+    ("shop.a", {"mode": "every"},
+     r"^`hive: changelog:` in cdc.yaml has `mode: every`, which is not accepted: `mode` takes `net` or `all`\. " + WRITE),
     ("shop.a", 1, r"^`hive: changelog:` in cdc.yaml must be true, false or a mapping .*got 1 \(int\)\. " + WRITE),
 ])
 def test_a_bad_changelog_is_refused_naming_the_entry_the_file_the_value_and_what_to_write(entry, hive, message):

@@ -65,6 +65,7 @@ def test_a_spec_whose_names_or_locations_break_the_rules_is_refused_where_it_is_
     ({"upsert_files": [RUN_DIR.replace("/ods.orders/", "/ods.customers/") + "/u.parquet"]}, "not under its run's"),
     ({"delete_file": RUN_DIR.rsplit("/", 1)[0] + "/an-earlier-run/d.parquet"}, "not under its run's"),
     ({"fills_file": "/etc/fills.parquet"}, "not under its run's"),
+    ({"events_file": "/etc/events.parquet"}, "not under its run's"),
     ({"upsert_files": [RUN_DIR]}, "not under its run's"),  # the directory itself is no file
     ({"capture_dir": "s3a://work" + RUN_DIR, "upsert_files": ["s3a://other" + RUN_DIR + "/u.parquet"],
       "delete_file": None}, "not under its run's"),  # another bucket
@@ -84,6 +85,12 @@ def test_the_merge_task_refuses_a_merge_input_naming_files_outside_the_runs_dire
     # On S3 the spec names the files by their URIs, and they are still under the run's directory's URI.
     on_s3 = merge_spec(table_plan(), merge_input(), WAREHOUSE, None, 3, uri=lambda p: f"s3a://work{p}")
     assert on_s3.capture_dir == f"s3a://work{RUN_DIR}" and on_s3.upsert_files == (f"s3a://work{RUN_DIR}/u.parquet",)
+    assert spec().events_file is None and on_s3.events_file is None, "no events file but for a changelog of all"
+    events = merge_input().model_copy(update={"events_file": f"{RUN_DIR}/events.parquet"})
+    assert merge_spec(table_plan(), events, WAREHOUSE, None, 3, uri=lambda p: f"s3a://work{p}").events_file == (
+        f"s3a://work{RUN_DIR}/events.parquet")
+    with pytest.raises(ValueError, match=r"names /w/events.parquet, which is not under the run's directory"):
+        merge_spec(table_plan(), events.model_copy(update={"events_file": "/w/events.parquet"}), WAREHOUSE, None, 3)
 
 
 def test_the_spec_of_a_table_with_a_changelog_names_its_changelog_table_and_settings():
