@@ -100,7 +100,8 @@ def changelog_rows(changes: Any, columns: list[tuple[str, str]], binlog_file: st
     seq = column(POSITION_COLUMNS[0])
     values = {
         "_change_type": column("_change_type"),
-        "_change_ordinal": lit(None),  # net changes are one per key: their order is their positions'
+        # Net changes are one per key, in no order among themselves; every event has its place in binlog order.
+        "_change_ordinal": column("_change_ordinal") if "_change_ordinal" in changes.columns else lit(None),
         "_commit_timestamp": lit(committed_at),
         "_source_file": when(seq.isNotNull(), concat(lit(f"{base}."), lpad(seq.cast("string"), width, "0"))),
         "_source_position": column(POSITION_COLUMNS[1]),

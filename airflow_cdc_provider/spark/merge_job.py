@@ -346,8 +346,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         anew = current is None or (redefine and table_columns != columns)
         before = None if anew or current is None else _rows_before(
             spark, spec, current, location or "", origin, touched, columns, fills)
-        logged = _write_changes(spark, spec, files, version, before, columns, first_load=anew,
-                                previous_as_of=current.as_of if current is not None else None)
+        logged = _write_changes(spark, spec, files, version, before, columns, first_load=anew, current=current)
         clock.lap("changes")
 
     snapshot_days: tuple[tuple[str, int], ...] = ()
@@ -450,13 +449,60 @@ def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: st
 
 
 def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, before: Any,
-                   columns: list[tuple[str, str]], first_load: bool,
-                   previous_as_of: dt.datetime | None) -> ChangelogCommit:
+                   columns: list[tuple[str, str]], first_load: bool, current: VersionInfo | None) -> ChangelogCommit:
     """Write the version's changes into its changelog directory (``core.changelog``); returns what its version
-    file records of them. ``before``: ``_rows_before``."""
+    file records of them. ``before``: ``_rows_before``; ``current``: the version the table is at."""
     from pyspark.sql import Observation
     from pyspark.sql.functions import count, lit
 
+    assert spec.changelog is not None
+    settings = spec.changelog.settings
+    if settings.mode == "all" and spec.events_file and spec.plan.mode != SNAPSHOT and not (
+            spec.reread_rows or spec.replaced):
+        changes = _every_event(spark, spec, columns, current)
+    else:
+        if settings.mode == "all" and spec.plan.mode != SNAPSHOT:
+            print("cdc-merge: rows read again from the source are no binlog events: this version's changelog holds "
+                  "its net changes", flush=True)
+        changes = _net(spark, spec, before, columns, first_load)
+    committed_at = dt.datetime.now(dt.UTC)
+    rows = changelog_rows(changes, columns, spec.end.file, committed_at)
+    root = changelog_root(files, files.root, spec.changelog)
+    path = f"{root}/{version_dir_name(version)}"
+    problem = version_dir_problem(path, spec.warehouse_dir, spec.changelog.table)
+    if problem:
+        raise LedgerConflict(f"The changes of {spec.database}.{spec.table} were not written: {problem}")
+    if files.exists(path):
+        files.delete(path)  # a killed attempt's: its version was never committed (a committed one is older)
+    written = Observation("changes")
+    rows.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
+    failpoint("merge.changes.written")
+    previous_as_of = current.as_of if current is not None else None
+    return ChangelogCommit(table=spec.changelog.table, day=version_day(spec.as_of, previous_as_of, spec.datetime_zone),
+                           day_column=settings.day_column, location=path, rows=int(written.get["rows"]),
+                           committed_at=committed_at)
+
+
+def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], current: VersionInfo | None) -> Any:
+    """The range's row events (``stages.events``) as changelog rows, in binlog order (``_change_ordinal``). Those
+    at or before the position the table's version already reflects are left out: a re-run whose first attempt
+    committed, or a version inside the range, holds them already."""
+    from pyspark.sql.functions import lit
+
+    extra = ("_change_type", "_change_ordinal", *POSITION_COLUMNS)
+    events = _hive_frame(spark, [spec.events_file or ""], spec.hive_columns, spec, extra)
+    have = set(events.columns)
+    events = events.select([column(name) if name in have else lit(None).cast(hive).alias(name)
+                            for name, hive in columns] + [column(name) for name in extra])
+    if current is not None and current.watermark.same_server(spec.end):
+        seq, pos = current.watermark.coordinate
+        at_seq, at_pos = column(POSITION_COLUMNS[0]), column(POSITION_COLUMNS[1])
+        events = events.where((at_seq > seq) | ((at_seq == seq) & (at_pos > pos)))
+    return events
+
+
+def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]], first_load: bool) -> Any:
+    """The version's net changes (``spark.changelog.net_changes``) from the capture files and ``before``."""
     assert spec.changelog is not None
     key = spec.hive_key
     frames = [(_hive_frame(spark, [path], spec.hive_columns, spec, POSITION_COLUMNS), True)
@@ -472,24 +518,8 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
         if spec.buckets and spec.replaced:
             going = going.unionByName(_without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key))
         before = going
-    settings = spec.changelog.settings
-    changes = net_changes(before, last, key, columns,
-                          first_load=settings.snapshot == "insert" if first_load else True)
-    committed_at = dt.datetime.now(dt.UTC)
-    rows = changelog_rows(changes, columns, spec.end.file, committed_at)
-    root = changelog_root(files, files.root, spec.changelog)
-    path = f"{root}/{version_dir_name(version)}"
-    problem = version_dir_problem(path, spec.warehouse_dir, spec.changelog.table)
-    if problem:
-        raise LedgerConflict(f"The changes of {spec.database}.{spec.table} were not written: {problem}")
-    if files.exists(path):
-        files.delete(path)  # a killed attempt's: its version was never committed (a committed one is older)
-    written = Observation("changes")
-    rows.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
-    failpoint("merge.changes.written")
-    return ChangelogCommit(table=spec.changelog.table, day=version_day(spec.as_of, previous_as_of, spec.datetime_zone),
-                           day_column=settings.day_column, location=path, rows=int(written.get["rows"]),
-                           committed_at=committed_at)
+    return net_changes(before, last, key, columns,
+                       first_load=spec.changelog.settings.snapshot == "insert" if first_load else True)
 
 
 def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version: int, location: str,

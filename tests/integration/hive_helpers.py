@@ -39,15 +39,19 @@ def changes_by_version(rows: pa.Table) -> dict[int, list[dict]]:
     return out
 
 
-def apply_changes(state: dict, changes: list[dict], key: tuple[str, ...], columns: list[str]) -> dict:
-    """``state`` with a version's net changes applied; each pre-image must be the row the state holds."""
+def apply_changes(state: dict, changes: list[dict], key: tuple[str, ...], columns: list[str],
+                  every_event: bool = False) -> dict:
+    """``state`` with a version's net changes applied (``every_event``: its row events, in their order); each
+    pre-image must be the row the state holds."""
     state = dict(state)
     kinds = {}
+    if every_event:
+        changes = sorted(changes, key=lambda c: (c["_change_ordinal"], c["_change_type"] != "update_preimage"))
     for change in changes:
         row = {name: change[name] for name in columns}
         k = tuple(row[c] for c in key)
-        assert k not in kinds or {kinds[k], change["_change_type"]} == {"update_preimage", "update_postimage"}, (
-            f"two changes of the key {k} in one version")
+        assert every_event or k not in kinds or {kinds[k], change["_change_type"]} == {
+            "update_preimage", "update_postimage"}, f"two changes of the key {k} in one version"
         kinds[k] = change["_change_type"]
         if change["_change_type"] in ("update_preimage", "delete"):
             assert state.get(k) == row, (change["_change_type"], k, state.get(k), row)
