@@ -10,6 +10,7 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``replay.write``           the replay, with the upsert file written and the delete file not
 ``merge.driver.written``   the Spark driver, with the new version's files written and not marked complete
 ``merge.changes.written`` the Spark driver, with a version's changelog directory written, before its commit
+``merge.history.written``  the Spark driver, with a version's history directories written, before its commit
 ``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
 ``partition_commit.added`` a partition commit, with the new partitions added over empty directories, before the
                            one call that switches every changed partition

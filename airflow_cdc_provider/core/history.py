@@ -154,6 +154,20 @@ class HistorySpec(Model):
                    history=history_table(target) if settings.scd2 else None, settings=settings)
 
 
+class HistoryCommit(Model):
+    """A version's commit to the SCD2 history table, as its version file records it: written before the version
+    was committed, switched in the metastore after (again by any later merge, until it is)."""
+
+    table: str  # the history table's name, in the table's database
+    day: str  # the day the version's changes belong to (``core.changelog.version_day``)
+    # Every partition of the history table once this commit is switched (its ``end_date`` and location), and those
+    # this commit switches: the open one and its day's.
+    partitions: tuple[tuple[str, str], ...]
+    switched: tuple[str, ...]
+    opened: int = 0  # rows opened by the version
+    closed: int = 0  # rows it closed
+
+
 def snapshots_table(target: str) -> str:
     return f"{target}{SNAPSHOTS_SUFFIX}"
 

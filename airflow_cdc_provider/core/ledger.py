@@ -26,6 +26,7 @@ from pydantic import model_serializer, model_validator
 
 from airflow_cdc_provider.core.changelog import ChangelogCommit
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.history import HistoryCommit
 from airflow_cdc_provider.core.holder import HolderSeen, Owner, holder_gone, same_pid_space
 from airflow_cdc_provider.core.model import Instant, M, Model
 from airflow_cdc_provider.core.partitioning import Partitioning
@@ -198,6 +199,7 @@ class VersionInfo(Model):
     # days it dropped past their retention: each version a day names is kept on disk.
     snapshot_days: tuple[tuple[str, int], ...] = ()
     dropped_days: tuple[str, ...] = ()
+    history: HistoryCommit | None = None  # its commit to the SCD2 history table (``core.history``)
 
     @model_validator(mode="before")
     @classmethod

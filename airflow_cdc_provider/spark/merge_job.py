@@ -35,9 +35,23 @@ from collections.abc import Iterator
 from typing import Any
 
 from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogCommit, version_day
-from airflow_cdc_provider.core.history import days_served, next_days
+from airflow_cdc_provider.core.history import (
+    HISTORY_PARTITION,
+    OPEN_END,
+    HistoryCommit,
+    days_served,
+    history_columns,
+    next_days,
+)
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import SNAPSHOT, VERSION_FILE, LedgerConflict, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import (
+    SNAPSHOT,
+    VERSION_FILE,
+    LedgerConflict,
+    Origin,
+    VersionInfo,
+    choose_origin,
+)
 from airflow_cdc_provider.core.merge import (
     MergeJob,
     MergeResult,
@@ -65,6 +79,7 @@ from airflow_cdc_provider.spark.changelog import (
     registered,
 )
 from airflow_cdc_provider.spark.files import HadoopFiles
+from airflow_cdc_provider.spark.history import ensure_history_table, initial_open, scd2_step
 from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.partition_commit import (
     commit_partitions,
@@ -259,6 +274,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if spec.changelog is not None and current is not None and current.changelog is not None and location:
         # A commit whose job died before it added its changelog partition: added now, before anything else.
         _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
+    if _scd2(spec) and current is not None and current.history is not None and location:  # and for its history
+        _switch_history(spark, spec, current.history, files_of=HadoopFiles(spark, location), columns=table_columns)
     if _snapshots(spec) and current is not None and location:  # the same for its daily snapshot partitions
         _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
                         current.dropped_days, table_columns, current.partitioning)
@@ -339,15 +356,26 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
 
     logged = None
-    if spec.changelog is not None:
-        # The version's changes, from the version the table is at now to this one, written before the commit.
-        # A fresh snapshot that changes a column's type starts the changelog again; one that only lays the table
-        # out anew is compared with the version before, as any other.
-        anew = current is None or (redefine and table_columns != columns)
+    recorded = None
+    # A fresh snapshot that changes a column's type starts the changelog and the history again; one that only lays
+    # the table out anew is compared with the version before, as any other.
+    anew = current is None or (redefine and table_columns != columns)
+    net = None
+    if spec.changelog is not None or _scd2(spec):
         before = None if anew or current is None else _rows_before(
             spark, spec, current, location or "", origin, touched, columns, fills)
-        logged = _write_changes(spark, spec, files, version, before, columns, first_load=anew, current=current)
+        # The version's net changes, from the version the table is at now to this one: kept while both the
+        # changelog and the history are written from them.
+        net = _net(spark, spec, before, columns, first_load=True).persist()
+    if spec.changelog is not None:
+        logged = _write_changes(spark, spec, files, version, net, columns, first_load=anew, current=current)
         clock.lap("changes")
+    if _scd2(spec):
+        recorded = _write_history(spark, spec, files, version, net, columns, fills, current, location,
+                                  anew=anew, origin=origin)
+        clock.lap("history")
+    if net is not None:
+        net.unpersist()
 
     snapshot_days: tuple[tuple[str, int], ...] = ()
     dropped_days: tuple[str, ...] = ()
@@ -364,7 +392,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
             input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
             source_columns=spec.source_columns, datetime_zone=spec.datetime_zone, partitioning=layout,
-            partitions=partitions, changelog=logged, snapshot_days=snapshot_days, dropped_days=dropped_days)
+            partitions=partitions, changelog=logged, snapshot_days=snapshot_days, dropped_days=dropped_days,
+            history=recorded)
 
     if layout is None:
         files.write_text(f"{path}/{VERSION_FILE}", version_info(()).to_text())
@@ -398,6 +427,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             print(f"cdc-merge: added the columns {added}", flush=True)
     if logged is not None:
         _add_changes(spark, spec, logged, version, path, columns)
+    if recorded is not None:
+        _switch_history(spark, spec, recorded, files_of=files, columns=columns)
     if _snapshots(spec):
         _sync_snapshots(spark, spec, version, path, partitions, snapshot_days, dropped_days, columns, layout)
     clock.lap("commit")
@@ -417,6 +448,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                                                        origin.version) if number not in pinned]
     if spec.changelog is not None:
         _remove_unlisted_changes(spark, spec, files, removed)
+    if recorded is not None:
+        _remove_history_versions(files, spec, removed, existing, recorded)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
     return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
@@ -448,10 +481,11 @@ def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: st
     return _as_columns(rows, columns, fills if current.version == origin.version else (None, {}))
 
 
-def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, before: Any,
+def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, net: Any,
                    columns: list[tuple[str, str]], first_load: bool, current: VersionInfo | None) -> ChangelogCommit:
     """Write the version's changes into its changelog directory (``core.changelog``); returns what its version
-    file records of them. ``before``: ``_rows_before``; ``current``: the version the table is at."""
+    file records of them. ``net``: the version's net changes (``_net``); ``first_load``: the version starts the
+    table (or its changelog) anew; ``current``: the version the table is at."""
     from pyspark.sql import Observation
     from pyspark.sql.functions import count, lit
 
@@ -464,7 +498,7 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
         if settings.mode == "all" and spec.plan.mode != SNAPSHOT:
             print("cdc-merge: rows read again from the source are no binlog events: this version's changelog holds "
                   "its net changes", flush=True)
-        changes = _net(spark, spec, before, columns, first_load)
+        changes = net.where(lit(False)) if first_load and settings.snapshot == "none" else net
     committed_at = dt.datetime.now(dt.UTC)
     rows = changelog_rows(changes, columns, spec.end.file, committed_at)
     root = changelog_root(files, files.root, spec.changelog)
@@ -503,7 +537,6 @@ def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], cu
 
 def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]], first_load: bool) -> Any:
     """The version's net changes (``spark.changelog.net_changes``) from the capture files and ``before``."""
-    assert spec.changelog is not None
     key = spec.hive_key
     frames = [(_hive_frame(spark, [path], spec.hive_columns, spec, POSITION_COLUMNS), True)
               for path in spec.upsert_files]
@@ -518,8 +551,7 @@ def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]
         if spec.buckets and spec.replaced:
             going = going.unionByName(_without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key))
         before = going
-    return net_changes(before, last, key, columns,
-                       first_load=spec.changelog.settings.snapshot == "insert" if first_load else True)
+    return net_changes(before, last, key, columns, first_load=first_load)
 
 
 def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version: int, location: str,
@@ -559,6 +591,139 @@ def _sync_snapshots(spark: Any, spec: MergeSpec, version: int, location: str, pa
         mine = sorted(day for day, number in days if number == version)
         print(f"cdc-merge: {spec.database}.{spec.history.snapshots}: the days {mine} are version {version}; dropped "
               f"{list(dropped)}", flush=True)
+
+
+def _scd2(spec: MergeSpec) -> bool:
+    return spec.history is not None and spec.history.history is not None
+
+
+def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, net: Any,
+                   columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]],
+                   current: VersionInfo | None, location: str | None, anew: bool, origin: Any) -> HistoryCommit:
+    """Write what the version does to the SCD2 history (``spark.history``) into the history table's directory
+    ``vNNNNNN``: the open rows after it, and the closed rows of its day (those closed before on the same day with
+    them); returns what its version file records. Switched after the commit (``_switch_history``).
+
+    The history starts with the table's first version, or, turned on later, with the version the table is at
+    (its rows open from that version's day); a fresh snapshot that changes a column's type starts it again."""
+    from pyspark.sql import Observation
+    from pyspark.sql.functions import count, lit
+
+    assert spec.history is not None and spec.history.history is not None
+    settings, table = spec.history.settings, spec.history.history
+    zone = spec.datetime_zone
+    day = version_day(spec.as_of, current.as_of if current is not None else None, zone)
+    earlier = None if anew or current is None else current.history
+    previous = dict(earlier.partitions) if earlier is not None else {}
+    closed = None
+    if anew or current is None:
+        open_rows = initial_open(_upserts(spark, spec, columns), columns, settings, day, spec.as_of, version)
+    else:
+        if earlier is None:  # turned on now: the rows of the version the table is at are open from its day
+            moment = current.as_of or spec.as_of
+            rows = _rows_before(spark, spec, current, location or "", Origin("load", None, ""), set(), columns,
+                                (None, {}))
+            held = initial_open(rows, columns, settings, version_day(moment, None, zone), moment, current.version)
+        else:
+            held = _history_rows(spark, spec, previous[OPEN_END], columns, fills)
+        open_rows, closed = scd2_step(held, net, spec.hive_key, columns, settings, day, spec.as_of, version)
+    root = f"{files.parent(files.root)}/{table}"
+    path = f"{root}/{version_dir_name(version)}"
+    problem = version_dir_problem(path, spec.warehouse_dir, table)
+    if problem:
+        raise LedgerConflict(f"The history of {spec.database}.{spec.table} was not written: {problem}")
+    if files.exists(path):
+        files.delete(path)  # a killed attempt's: never switched (a switched one is of an older version)
+    opened, shut = Observation("opened"), Observation("closed")
+    open_dir = f"{path}/{HISTORY_PARTITION}={OPEN_END}"
+    open_rows.observe(opened, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(open_dir)
+    partitions, switched, closed_rows = {**previous, OPEN_END: open_dir}, [OPEN_END], 0
+    if closed is not None:
+        closed = closed.drop(HISTORY_PARTITION).observe(shut, count(lit(1)).alias("rows"))
+        if day in previous:  # closed before on the same day: kept beside
+            closed = closed.unionByName(_history_rows(spark, spec, previous[day], columns, (None, {})))
+        closed_dir = f"{path}/{HISTORY_PARTITION}={day}"
+        closed.write.mode("errorifexists").parquet(closed_dir)
+        closed_rows = int(shut.get["rows"])
+        if closed_rows or day in previous:
+            partitions[day] = closed_dir
+            switched.append(day)
+        else:
+            files.delete(closed_dir)
+    failpoint("merge.history.written")
+    return HistoryCommit(table=table, day=day, partitions=tuple(sorted(partitions.items())),
+                         switched=tuple(switched), opened=int(opened.get["rows"]), closed=closed_rows)
+
+
+def _history_rows(spark: Any, spec: MergeSpec, location: str, columns: list[tuple[str, str]],
+                  fills: tuple[Any, dict[str, list[str]]]) -> Any:
+    """The rows of a history partition at ``location`` as the history's columns now: a column the table gained
+    since they were written gets its fill (``fills``: open rows hold the table's values now) or NULL."""
+    from pyspark.sql.functions import broadcast, lit
+    from pyspark.sql.types import StructType
+
+    assert spec.history is not None and spec.history.history is not None
+    settings = spec.history.settings
+    schema = StructType([f for f in spark.table(f"{spec.database}.{spec.history.history}").schema
+                         if f.name != HISTORY_PARTITION])
+    rows = spark.read.schema(schema).parquet(location)
+    held = set(rows.columns)
+    fill_row, sources = fills
+    if fill_row is not None:
+        rows = rows.crossJoin(broadcast(fill_row))
+
+    def value(name: str, hive: str) -> Any:
+        if name in held:
+            found = column(name)
+        elif name in sources:
+            source = next((s for s in sources[name] if s in held), None)
+            found = column(source) if source else column(f"__fill_{name}")
+        else:
+            found = lit(None)
+        return found.cast(hive).alias(name)
+
+    return rows.select([value(name, hive) for name, hive in history_columns(columns, settings)])
+
+
+def _switch_history(spark: Any, spec: MergeSpec, commit: HistoryCommit, files_of: HadoopFiles,
+                    columns: list[tuple[str, str]]) -> None:
+    """Point the history table's partitions the commit switches (the open one, its day's) at their new
+    directories, in one metastore transaction; the table made if missing. Idempotent: any later merge does it
+    again until it is done. Each location is checked to be a directory of this table's history."""
+    assert spec.history is not None and spec.history.history is not None
+    table, settings = spec.history.history, spec.history.settings
+    where = dict(commit.partitions)
+    changes = []
+    for value in commit.switched:
+        location = where.get(value, "")
+        parent, _, leaf = location.rstrip("/").rpartition("/")
+        problem = version_dir_problem(parent, spec.warehouse_dir, table)
+        if problem is None and (commit.table != table or leaf != f"{HISTORY_PARTITION}={value}"):
+            problem = f"{location} is not the directory of the partition {HISTORY_PARTITION}={value} of {table}"
+        if problem:
+            raise LedgerConflict(f"The history of {spec.database}.{spec.table} was not switched: {problem}.")
+        changes.append(PartitionChange(values=((HISTORY_PARTITION, value),), location=location))
+    versions = files_of.parent(where[OPEN_END].rstrip("/"))
+    root = files_of.parent(versions)
+    ensure_history_table(spark, spec.database, table, history_columns(columns, settings), root)
+    commit_partitions(spark, spec.database, table, changes, spec.warehouse_dir, f"{versions}/_empty")
+
+
+def _remove_history_versions(files: HadoopFiles, spec: MergeSpec, removed: list[int], existing: dict[int, bool],
+                             recorded: HistoryCommit) -> None:
+    """Delete the history's directories of the versions ``removed``, but not a partition the history lists now
+    or a kept version's commit listed (a day's closed rows stay where the version that last wrote them put them)."""
+    referenced = {location for _, location in recorded.partitions}
+    for number, complete in existing.items():
+        if complete and number not in removed:
+            text = files.read_text(f"{files.version_path(number)}/{VERSION_FILE}")
+            kept = VersionInfo.from_text(text).history if text is not None else None
+            referenced |= {location for _, location in kept.partitions} if kept is not None else set()
+    root = f"{files.parent(files.root)}/{recorded.table}"
+    for number in removed:
+        path = f"{root}/{version_dir_name(number)}"
+        if files.exists(path):
+            _prune(files, files.qualified(path), referenced)
 
 
 def _remove_unlisted_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, removed: list[int]) -> None:
@@ -656,16 +821,18 @@ def _remove_versions(files: HadoopFiles, spec: MergeSpec, removed: list[int], ex
             if text is not None:
                 referenced |= {location for _, location in VersionInfo.from_text(text).partitions}
 
-    def remove(location: str) -> None:
-        what = retention(location, referenced)
-        if what == "delete":
-            files.delete(location)
-        elif what == "descend":
-            for child in files.children(location):
-                remove(child)
-
     for number in removed:
-        remove(files.qualified(_version_dir(files, number, spec)))
+        _prune(files, files.qualified(_version_dir(files, number, spec)), referenced)
+
+
+def _prune(files: HadoopFiles, location: str, referenced: set[str]) -> None:
+    """Delete ``location`` but the partition directories in it that ``referenced`` names (``retention``)."""
+    what = retention(location, referenced)
+    if what == "delete":
+        files.delete(location)
+    elif what == "descend":
+        for child in files.children(location):
+            _prune(files, child, referenced)
 
 
 def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:

@@ -7,7 +7,7 @@ import datetime as dt
 import random
 
 import pytest
-from airflow_cdc_testing.hive import read_hive_tables
+from airflow_cdc_testing.hive import read_hive_tables, spark_env
 
 from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
@@ -24,11 +24,12 @@ pytestmark = pytest.mark.spark
 MOMENTS = ["2026-11-01T10:00", "2026-11-02T00:00", "2026-11-02T09:00", "2026-11-03T00:30", "2026-11-06T00:00"]
 
 
-def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_old_days_go(
+def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_the_history_as_of_it_too(
         mariadb, items, capture_conn, tmp_path):
     fill(mariadb, items.quoted, 120)
     hook = MySqlSourceHook(capture_conn)
-    table = Table(hook, hook.raw_header(items), tmp_path, history=HistorySettings(daily=True, keep_days=3))
+    table = Table(hook, hook.raw_header(items), tmp_path, history=HistorySettings(daily=True, keep_days=3,
+                                                                                         scd2=True))
     rng, next_id = random.Random(30), [120]
     at_version: dict[int, dict] = {}
     versions = tmp_path / "warehouse" / "ods.db" / "items"
@@ -42,18 +43,51 @@ def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_old
         at_version[table.merge(spec)["version"]] = plain(source_rows(mariadb, table.header))
         assert {int(p.name[1:]) for p in versions.iterdir()} == kept, moment
 
+    # Killed with the history written and nothing committed: the re-run writes it again (its attempt's
+    # directories go). Killed with the table switched and its history and days not: the re-run completes them
+    # first, and its own version changes nothing.
+    # (The re-run of a run whose attempt committed merges onto that run's input version again, which stays.)
+    for moment, place, kept in (("2026-11-06T12:00", "merge.history.written", {5, 7}),
+                                ("2026-11-07T00:00", "merge.driver.switched", {5, 7, 8, 9})):
+        for _ in range(30):
+            random_change(mariadb, items, rng, next_id)
+        table.as_of = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
+        _, spec = table.prepare()
+        state = plain(source_rows(mariadb, table.header))
+        proc = table.submit(spec, env={**spark_env(), "CDC_FAILPOINT": place})
+        output, _ = proc.communicate(timeout=600)
+        assert proc.returncode != 0 and f"failpoint {place}" in output, output[-3000:]
+        result = table.merge(spec)
+        at_version[result["version"]] = at_version[result["version"] - 1] = state
+        assert {int(p.name[1:]) for p in versions.iterdir()} == kept, moment
+    assert sorted(p.name for p in (tmp_path / "warehouse" / "ods.db" / "items_history").iterdir()) == [
+        "v000005", "v000007", "v000008", "v000009"], "the killed attempt's history directories are gone"
+
     # Each day is the first version at or after its end; the days past keep_days (3) are no longer listed.
-    days = {"2026-11-01": 2, "2026-11-02": 4, "2026-11-03": 5, "2026-11-04": 5, "2026-11-05": 5}
-    info = VersionInfo.from_text((versions / "v000005" / VERSION_FILE).read_text())
-    assert dict(info.snapshot_days) == {day: v for day, v in days.items() if day >= "2026-11-03"}
-    assert info.dropped_days == ("2026-11-01", "2026-11-02")
-    (snapshots, _), = read_hive_tables(table.warehouse, None, ["ods.items_snapshots"]).values()
+    days = {"2026-11-01": 2, "2026-11-02": 4, "2026-11-03": 5, "2026-11-04": 5, "2026-11-05": 5, "2026-11-06": 8}
+    info = VersionInfo.from_text((versions / "v000009" / VERSION_FILE).read_text())
+    assert dict(info.snapshot_days) == {day: v for day, v in days.items() if day >= "2026-11-04"}
+    read = read_hive_tables(table.warehouse, None, ["ods.items_snapshots", "ods.items_history"])
+    (snapshots, _), (history, _) = read["ods.items_snapshots"], read["ods.items_history"]
     by_day: dict[str, dict] = {}
     for row in snapshots.to_pylist():
         day = row.pop("dt")
         by_day.setdefault(day, {})[(row["region"], row["id"])] = row
-    assert sorted(by_day) == ["2026-11-03", "2026-11-04", "2026-11-05"]
+    assert sorted(by_day) == ["2026-11-04", "2026-11-05", "2026-11-06"]
     for day, rows in by_day.items():
         assert plain(rows) == at_version[days[day]], f"the snapshot of {day} is not version {days[day]}"
     # No row was copied: the snapshots table's own directory holds nothing.
     assert not any((tmp_path / "warehouse" / "ods.db" / "items_snapshots").rglob("*.parquet"))
+
+    # The history as of each day is that day's snapshot (the days dropped from the snapshots too); each key has
+    # one open row, and only the rows' values at some day's end are kept.
+    rows = [{k: v for k, v in row.items()} for row in history.to_pylist()]
+    columns = [name.lower() for name, _ in table.header.columns]
+    for day, version in days.items():
+        as_of = {(r["region"], r["id"]): {c: r[c] for c in columns} for r in rows
+                 if r["start_date"] <= day < r["end_date"]}
+        assert plain(as_of) == at_version[version], f"the history as of {day} is not version {version}"
+    open_keys = [(r["region"], r["id"]) for r in rows if r["end_date"] == "9999-12-31"]
+    assert len(open_keys) == len(set(open_keys)) == len(at_version[9])
+    assert all(r["is_current"] == (r["end_date"] == "9999-12-31") for r in rows)
+    assert all(r["start_date"] < r["end_date"] for r in rows), "a value held only within a day is not kept"
