@@ -1,0 +1,251 @@
+"""What a table's changelog (``changelog: true``, net mode) costs its merge, on a throwaway MariaDB with Spark in
+local mode.
+
+    .venv/bin/python bench/history_bench.py [rows] [changed fraction] [rounds] [partition width]
+
+One source table (default 2,000,000 rows, merge_bench's columns) is loaded, from the same snapshot files, into
+pairs of Hive tables that differ only in the changelog: ``plain`` has none, ``logged`` writes
+``<table>_changelog``. One pair is unpartitioned; a second is partitioned by ``truncate(id, W)`` (W default
+20,000; 0 leaves that pair out). Then, for each round (default 3), a fraction of the rows (default 1%) is
+changed (updates, deletes, inserts), captured once (extract → replay), and the same capture files are merged
+into every target, each pair's two merges back to back, the one that goes first alternating by round (the
+machine is shared: the two sides of a ratio are measured next to each other, and the medians are reported).
+
+It prints, per round and target, the merge job's wall time (spark-submit to exit) and its phases, the
+``changes`` phase of the logged table (computing and writing its changes), and the changelog rows written
+against the keys the capture changed; then the medians, and the ratio logged / plain both as the median of the
+rounds' ratios (each round's two merges ran next to each other) and as the ratio of the medians. Target: the
+merge job's wall time with the changelog <= 1.3x the same merge without it (the median of the rounds' ratios).
+After the last round every table's row count is checked against the source, and each round's changelog rows by
+change type against the capture.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pyarrow.compute as pc  # noqa: E402
+import pyarrow.parquet as pq  # noqa: E402
+from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
+from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
+
+from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table  # noqa: E402
+from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
+from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
+from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec  # noqa: E402
+from airflow_cdc_provider.core.types import hive_type  # noqa: E402
+from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
+from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.replay import replay  # noqa: E402
+from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
+from airflow_cdc_provider.storage import WorkStore  # noqa: E402
+from bench.capture_bench import Source, header_of  # noqa: E402
+from bench.merge_bench import DDL, FILL, change  # noqa: E402
+from bench.partition_bench import link_into  # noqa: E402
+
+TARGET_RATIO = 1.3
+# Replay writes each key's binlog coordinate into its files for the changelog's _source_* columns when asked to;
+# a replay without that parameter writes none, and the changelog's _source_* columns are NULL.
+POSITIONS = "positions" in inspect.signature(replay).parameters
+
+
+class Target:
+    """One Hive table fed from the source table, run by run as the operators do (lock, plan, merge, ledger)."""
+
+    def __init__(self, name: str, header, partitioning: Partitioning | None, logged: bool, work: Path):
+        self.name, self.header, self.partitioning, self.work = name, header, partitioning, work
+        self.changelog = ChangelogSpec(table=changelog_table(name)) if logged else None
+        self.ledger = Ledger(TableDir(work_dir=str(work / "work"), hive_table=f"ods.{name}"), WorkStore())
+        self.warehouse = work / "warehouse"
+        self.runs = 0
+        self.run_ref: RunRef | None = None
+        self.plan = None
+        self.outcome: dict = {}
+
+    def begin(self) -> Path:
+        """Take the lock and plan the next run; its capture directory."""
+        self.runs += 1
+        self.run_ref = RunRef("bench", f"r{self.runs}")
+        self.ledger.acquire(self.run_ref, lambda holder: False, dt.datetime.now(dt.UTC))
+        self.plan = plan_run(self.run_ref, self.ledger.committed(), None, None)
+        self.ledger.save_run_plan(self.plan)
+        return Path(self.ledger.table.run(self.run_ref.key).root)
+
+    def merge(self, end, upserts: list[str], deletes: str | None, left: tuple[str, ...]) -> tuple[float, dict, float]:
+        """Merge and commit; (the job's wall seconds, its result for the table, its Spark session's seconds)."""
+        out = Path(self.ledger.table.run(self.run_ref.key).root)
+        spec = MergeSpec(
+            database="ods", table=self.name, source=self.header.table, warehouse_dir=str(self.warehouse),
+            metastore_uri=None, plan=self.plan, end=end, as_of=dt.datetime.now(dt.UTC),
+            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
+            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
+            partitioning=self.partitioning, left_partitions=left if self.partitioning else (),
+            changelog=self.changelog,
+        )
+        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
+        t0 = time.perf_counter()
+        result = run_spark_job(MERGE_JOB, str(out / "job.json"), work_dir=str(out), timeout=3600)
+        seconds = time.perf_counter() - t0
+        if result.returncode:
+            raise RuntimeError(result.stdout[-3000:] + result.stderr[-5000:])
+        job = json.loads((out / "result.json").read_text())
+        outcome = job["tables"][f"ods.{self.name}"]
+        assert outcome["status"] == "committed", outcome
+        self.ledger.commit(self.plan, spec.committed(outcome["version"], outcome["location"]))
+        self.ledger.release(self.run_ref)
+        self.outcome = outcome
+        return seconds, outcome, job["session_seconds"]
+
+
+def change_types(outcome: dict) -> dict[str, int]:
+    """The rows of the version's changelog partition by ``_change_type``, read back from its files."""
+    location = outcome["changelog"]["location"].removeprefix("file:")
+    table = pq.read_table(location, columns=["_change_type"])
+    counts = pc.value_counts(table.column("_change_type").combine_chunks()).to_pylist()
+    return {c["values"]: c["counts"] for c in counts}
+
+
+class Pair:
+    """A plain and a logged target of one layout."""
+
+    def __init__(self, label: str, header, partitioning: Partitioning | None, work: Path):
+        self.label = label
+        self.plain = Target(f"{label}_plain", header, partitioning, False, work)
+        self.logged = Target(f"{label}_logged", header, partitioning, True, work)
+        self.rounds: list[dict] = []
+
+    def targets(self, round_: int) -> list[tuple[str, Target]]:
+        """The two, in the order this round merges them: plain first in even rounds, logged first in odd."""
+        order = [("plain", self.plain), ("logged", self.logged)]
+        return order if round_ % 2 == 0 else order[::-1]
+
+
+def main() -> None:
+    rows = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
+    fraction = float(sys.argv[2]) if len(sys.argv) > 2 else 0.01
+    rounds = int(sys.argv[3]) if len(sys.argv) > 3 else 3
+    width = int(sys.argv[4]) if len(sys.argv) > 4 else 20_000
+    print(__doc__.split("\n\n")[0].replace("\n", " "))
+    print(f"{rows:,} rows, {fraction:.2%} changed per round, {rounds} rounds, "
+          + (f"pairs unpartitioned and truncate(id, {width})" if width else "an unpartitioned pair only")
+          + f"; target: logged / plain merge wall time <= {TARGET_RATIO}x", flush=True)
+    if not POSITIONS:
+        print("replay at this commit has no `positions` parameter: replayed without it, so the capture files carry "
+              "no binlog coordinates and the changelog's _source_* columns are NULL (their cost is not measured)",
+              flush=True)
+    work = Path(tempfile.mkdtemp(prefix="history-bench-"))
+    try:  # the server, the capture files and four tables' versions and changelogs: about 1 GB per million rows
+        run(work, rows, fraction, rounds, width)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def run(work: Path, rows: int, fraction: float, rounds: int, width: int) -> None:
+    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
+        login = server.create_user("bench")
+        source = Source(server, login)
+        server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
+                       f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
+        header = header_of(server, TableName("bench", "orders"))
+        pairs = [Pair("flat", header, None, work)]
+        layout = None
+        if width:
+            layout = PartitionSpec.parse(f"truncate(id, {width})").resolve(header.columns)
+            pairs.append(Pair("part", header, layout, work))
+        targets = [t for pair in pairs for _, t in pair.targets(0)]
+
+        # The first load: one snapshot, its files linked into every target's run directory.
+        t0 = time.perf_counter()
+        outs = [target.begin() for target in targets]
+        snap = snapshot(source.hook, header, outs[0] / "snapshot")
+        print(f"snapshot of {snap.rows:,} rows {time.perf_counter() - t0:.1f} s; first loads:", flush=True)
+        for i, target in enumerate(targets):
+            files = snap.files if i == 0 else link_into(snap.files, outs[i] / "snapshot")
+            seconds, outcome, _ = target.merge(snap.watermark, files, None, ())
+            logged = f", changelog {outcome['changelog']['rows']:,} rows" if outcome.get("changelog") else ""
+            print(f"  {target.name}: merge {seconds:.1f} s {outcome['phases']}{logged}", flush=True)
+
+        for round_ in range(rounds):
+            changed = change(server, rows, fraction, round_)
+            inserts = changed - int(changed * 0.7) - int(changed * 0.15)
+            t0 = time.perf_counter()
+            outs = [target.begin() for target in targets]
+            assert len({str(t.plan.start) for t in targets}) == 1, "the targets are at different watermarks"
+            high = source.current_watermark()
+            extracted = extract(source.hook, [header], targets[0].plan.start, high, outs[0] / "raw",
+                                partitionings={header.table: layout} if layout else None)
+            positions = {"positions": True} if POSITIONS else {}
+            replayed = replay(extracted.files[header.table], outs[0] / "upsert.parquet", outs[0] / "delete.parquet",
+                              **positions)
+            capture_s = time.perf_counter() - t0
+            keys = replayed.upserts + replayed.deletes
+            # Every update changes its row and every delete and insert is of a key the table had or had not: the
+            # net changes are two images per updated key and one per deleted or inserted key.
+            expected = {"insert": inserts, "update_preimage": replayed.upserts - inserts,
+                        "update_postimage": replayed.upserts - inserts, "delete": replayed.deletes}
+            left = extracted.left_partitions.get(header.table, ())
+            print(f"round {round_ + 1}: {changed:,} rows changed, captured in {capture_s:.1f} s "
+                  f"({keys:,} keys: {replayed.upserts:,} upserts, {replayed.deletes:,} deletes)", flush=True)
+            for pair in pairs:
+                found: dict = {}
+                for kind, target in pair.targets(round_):
+                    i = targets.index(target)
+                    upserts, deletes = [str(replayed.upsert_file)], str(replayed.delete_file)
+                    if i:
+                        upserts = link_into(upserts, outs[i])
+                        deletes = link_into([deletes], outs[i])[0]
+                    seconds, outcome, session = target.merge(extracted.end, upserts, deletes, left)
+                    found[kind] = {"wall": seconds, "in_job": sum(outcome["phases"].values()), "session": session,
+                                   "phases": outcome["phases"]}
+                    if kind == "logged":
+                        types = change_types(outcome)
+                        assert outcome["changelog"]["rows"] == sum(types.values()), (outcome["changelog"], types)
+                        assert types == {k: v for k, v in expected.items() if v}, (types, expected)
+                        found[kind].update(changes=outcome["phases"].get("changes", 0.0),
+                                           changelog_rows=outcome["changelog"]["rows"], keys=keys)
+                plain, logged = found["plain"], found["logged"]
+                logged["ratio"] = logged["wall"] / plain["wall"]
+                logged["in_job_ratio"] = logged["in_job"] / plain["in_job"]
+                pair.rounds.append(found)
+                first = "plain" if round_ % 2 == 0 else "logged"
+                print(f"  {pair.label} ({first} first): plain {plain['wall']:.1f} s (session {plain['session']:.1f}, "
+                      f"{plain['phases']}); logged {logged['wall']:.1f} s (session {logged['session']:.1f}, "
+                      f"{logged['phases']}); logged / plain {logged['ratio']:.2f}x wall, "
+                      f"{logged['in_job_ratio']:.2f}x after the session; changes {logged['changes']:.1f} s, "
+                      f"{logged['changelog_rows']:,} changelog rows for {keys:,} changed keys", flush=True)
+
+        count = server.execute("SELECT COUNT(*) FROM bench.orders")[0][0]
+        for target in targets:
+            assert target.outcome["rows"] == count, (target.name, target.outcome["rows"], count)
+        print(f"every table's row count equals the source's ({count:,}); every round's changelog rows by type "
+              "match the capture's updates, inserts and deletes")
+        for pair in pairs:
+            def median(side: str, figure: str, of: list[dict] = pair.rounds) -> float:
+                return statistics.median(r[side][figure] for r in of)
+
+            ratio = median("logged", "ratio")
+            plain_wall, logged_wall = median("plain", "wall"), median("logged", "wall")
+            verdict = "met" if ratio <= TARGET_RATIO else "NOT met"
+            print(f"{pair.label}, medians of {rounds} rounds: merge wall plain {plain_wall:.1f} s, logged "
+                  f"{logged_wall:.1f} s; logged / plain {ratio:.2f}x as the median of the rounds' ratios (target <= "
+                  f"{TARGET_RATIO}x: {verdict}), {logged_wall / plain_wall:.2f}x as the ratio of the medians; after "
+                  f"the Spark session plain {median('plain', 'in_job'):.1f} s, logged {median('logged', 'in_job'):.1f}"
+                  f" s ({median('logged', 'in_job_ratio'):.2f}x); changes phase {median('logged', 'changes'):.1f} s; "
+                  f"changelog rows {median('logged', 'changelog_rows'):,.0f} for {median('logged', 'keys'):,.0f} "
+                  "changed keys")
+
+
+if __name__ == "__main__":
+    main()
