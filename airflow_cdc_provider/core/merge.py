@@ -64,6 +64,8 @@ def version_dir_problem(path: str, warehouse_dir: str, table: str) -> str | None
 # In a partitioned version's directory: the empty directories of the partitions its run emptied, one per partition
 # (``_empty/<column>=<value>``). Hive and Spark skip names starting with _ when they list the version's directory.
 EMPTY_PARTITIONS = "_empty"
+# In a version's directory, once the tables beside the table (its changelog, snapshots, history) list the version.
+LISTED_FILE = "_cdc_listed"
 
 
 class VersionRefused(CdcError):

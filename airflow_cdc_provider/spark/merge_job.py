@@ -53,6 +53,7 @@ from airflow_cdc_provider.core.ledger import (
     choose_origin,
 )
 from airflow_cdc_provider.core.merge import (
+    LISTED_FILE,
     MergeJob,
     MergeResult,
     MergeSpec,
@@ -271,14 +272,19 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     origin = choose_origin(current, spec.plan, spec.end)
     clock.lap("metastore read")
     print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
-    if spec.changelog is not None and current is not None and current.changelog is not None and location:
-        # A commit whose job died before it added its changelog partition: added now, before anything else.
-        _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
-    if _scd2(spec) and current is not None and current.history is not None and location:  # and for its history
-        _switch_history(spark, spec, current.history, files_of=HadoopFiles(spark, location), columns=table_columns)
-    if _snapshots(spec) and current is not None and location:  # the same for its daily snapshot partitions
-        _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
-                        current.dropped_days, table_columns, current.partitioning)
+    if current is not None and location and _beside(spec) and not HadoopFiles(spark, location).exists(
+            f"{location}/{LISTED_FILE}"):
+        # A commit whose job died before the tables beside it listed the version: they list it now, before
+        # anything else (each step is idempotent). The mark says it was done, and saves the metastore calls.
+        if spec.changelog is not None and current.changelog is not None:
+            _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
+        if _scd2(spec) and current.history is not None:
+            _switch_history(spark, spec, current.history, files_of=HadoopFiles(spark, location),
+                            columns=table_columns)
+        if _snapshots(spec):
+            _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
+                            current.dropped_days, table_columns, current.partitioning)
+        HadoopFiles(spark, location).write_text(f"{location}/{LISTED_FILE}", "", overwrite=True)
     if origin.action == "skip":
         return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
                           location=location)
@@ -431,6 +437,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         _switch_history(spark, spec, recorded, files_of=files, columns=columns)
     if _snapshots(spec):
         _sync_snapshots(spark, spec, version, path, partitions, snapshot_days, dropped_days, columns, layout)
+    if _beside(spec):
+        files.write_text(f"{path}/{LISTED_FILE}", "", overwrite=True)
     clock.lap("commit")
     rewritten = sum(1 for c in changes if c.location is not None)
     emptied = len(changes) - rewritten
@@ -591,6 +599,11 @@ def _sync_snapshots(spark: Any, spec: MergeSpec, version: int, location: str, pa
         mine = sorted(day for day, number in days if number == version)
         print(f"cdc-merge: {spec.database}.{spec.history.snapshots}: the days {mine} are version {version}; dropped "
               f"{list(dropped)}", flush=True)
+
+
+def _beside(spec: MergeSpec) -> bool:
+    """Whether the table has tables beside it that list each version after its commit."""
+    return spec.changelog is not None or spec.history is not None
 
 
 def _scd2(spec: MergeSpec) -> bool:

@@ -20,8 +20,12 @@ from tests.integration.test_capture import fill, items, random_change  # noqa: F
 pytestmark = pytest.mark.spark
 
 # The moments the runs' versions reflect: a first load inside a day, a run at midnight, one inside a day, one just
-# past midnight, and one three days later (the days between had no run).
-MOMENTS = ["2026-11-01T10:00", "2026-11-02T00:00", "2026-11-02T09:00", "2026-11-03T00:30", "2026-11-06T00:00"]
+# past midnight, and one three days later (the days between had no run). Two of them are killed first, at the
+# new commit steps: with the history written and nothing committed (its re-run writes it again, and the killed
+# attempt's directories go), and with the table switched but its days and history not (its re-run lists them
+# first, and its own version, onto the run's input version again, changes nothing).
+RUNS = [("2026-11-01T10:00", None), ("2026-11-02T00:00", None), ("2026-11-02T09:00", "merge.history.written"),
+        ("2026-11-03T00:30", None), ("2026-11-06T00:00", "merge.driver.switched")]
 
 
 def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_the_history_as_of_it_too(
@@ -33,50 +37,42 @@ def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_the
     rng, next_id = random.Random(30), [120]
     at_version: dict[int, dict] = {}
     versions = tmp_path / "warehouse" / "ods.db" / "items"
-    # The versions on disk after each run: the newest two (keep_versions), and any a kept day is, however old.
-    on_disk = [{1}, {1, 2}, {2, 3}, {2, 3, 4}, {4, 5}]
-    for moment, kept in zip(MOMENTS, on_disk):
-        for _ in range(30):
-            random_change(mariadb, items, rng, next_id)
-        table.as_of = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
-        _, spec = table.prepare()
-        at_version[table.merge(spec)["version"]] = plain(source_rows(mariadb, table.header))
-        assert {int(p.name[1:]) for p in versions.iterdir()} == kept, moment
-
-    # Killed with the history written and nothing committed: the re-run writes it again (its attempt's
-    # directories go). Killed with the table switched and its history and days not: the re-run completes them
-    # first, and its own version changes nothing.
-    # (The re-run of a run whose attempt committed merges onto that run's input version again, which stays.)
-    for moment, place, kept in (("2026-11-06T12:00", "merge.history.written", {5, 7}),
-                                ("2026-11-07T00:00", "merge.driver.switched", {5, 7, 8, 9})):
+    # The versions on disk after each run: the newest two (keep_versions), any a kept day is, however old, and
+    # the one a re-run merges onto.
+    on_disk = [{1}, {1, 2}, {2, 4}, {2, 4, 5}, {5, 6, 7}]
+    for (moment, place), kept in zip(RUNS, on_disk):
         for _ in range(30):
             random_change(mariadb, items, rng, next_id)
         table.as_of = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
         _, spec = table.prepare()
         state = plain(source_rows(mariadb, table.header))
-        proc = table.submit(spec, env={**spark_env(), "CDC_FAILPOINT": place})
-        output, _ = proc.communicate(timeout=600)
-        assert proc.returncode != 0 and f"failpoint {place}" in output, output[-3000:]
-        result = table.merge(spec)
-        at_version[result["version"]] = at_version[result["version"] - 1] = state
+        if place:
+            proc = table.submit(spec, env={**spark_env(), "CDC_FAILPOINT": place})
+            output, _ = proc.communicate(timeout=600)
+            assert proc.returncode != 0 and f"failpoint {place}" in output, output[-3000:]
+        version = table.merge(spec)["version"]
+        at_version[version] = state
+        if place == "merge.driver.switched":
+            at_version[version - 1] = state
         assert {int(p.name[1:]) for p in versions.iterdir()} == kept, moment
-    # The killed attempt's history directories are gone; a removed version's stay only for the closed rows of a
-    # day it wrote last, which the history still lists.
-    history_dirs = {p.name: sorted(q.name for q in p.iterdir())
+    history_dirs = {int(p.name[1:]): sorted(q.name for q in p.iterdir())
                     for p in (tmp_path / "warehouse" / "ods.db" / "items_history").iterdir()}
-    assert "v000006" not in history_dirs and history_dirs["v000004"] == ["end_date=2026-11-02"], history_dirs
+    assert 3 not in history_dirs, "the killed attempt's history directories are gone"
+    for number, held in history_dirs.items():  # a removed version's stay only for the closed rows it wrote last
+        assert number in (5, 6, 7) or (held and "end_date=9999-12-31" not in held), (number, held)
 
     # Each day is the first version at or after its end; the days past keep_days (3) are no longer listed.
-    days = {"2026-11-01": 2, "2026-11-02": 4, "2026-11-03": 5, "2026-11-04": 5, "2026-11-05": 5, "2026-11-06": 8}
-    info = VersionInfo.from_text((versions / "v000009" / VERSION_FILE).read_text())
-    assert dict(info.snapshot_days) == {day: v for day, v in days.items() if day >= "2026-11-04"}
+    days = {"2026-11-01": 2, "2026-11-02": 5, "2026-11-03": 6, "2026-11-04": 6, "2026-11-05": 6}
+    info = VersionInfo.from_text((versions / "v000006" / VERSION_FILE).read_text())
+    assert dict(info.snapshot_days) == {day: v for day, v in days.items() if day >= "2026-11-03"}
+    assert info.dropped_days == ("2026-11-01", "2026-11-02")
     read = read_hive_tables(table.warehouse, None, ["ods.items_snapshots", "ods.items_history"])
     (snapshots, _), (history, _) = read["ods.items_snapshots"], read["ods.items_history"]
     by_day: dict[str, dict] = {}
     for row in snapshots.to_pylist():
         day = row.pop("dt")
         by_day.setdefault(day, {})[(row["region"], row["id"])] = row
-    assert sorted(by_day) == ["2026-11-04", "2026-11-05", "2026-11-06"]
+    assert sorted(by_day) == ["2026-11-03", "2026-11-04", "2026-11-05"]
     for day, rows in by_day.items():
         assert plain(rows) == at_version[days[day]], f"the snapshot of {day} is not version {days[day]}"
     # No row was copied: the snapshots table's own directory holds nothing.
@@ -91,6 +87,6 @@ def test_each_daily_snapshot_is_the_table_at_its_days_end_without_a_copy_and_the
                  if r["start_date"] <= day < r["end_date"]}
         assert plain(as_of) == at_version[version], f"the history as of {day} is not version {version}"
     open_keys = [(r["region"], r["id"]) for r in rows if r["end_date"] == "9999-12-31"]
-    assert len(open_keys) == len(set(open_keys)) == len(at_version[9])
+    assert len(open_keys) == len(set(open_keys)) == len(at_version[7])
     assert all(r["is_current"] == (r["end_date"] == "9999-12-31") for r in rows)
     assert all(r["start_date"] < r["end_date"] for r in rows), "a value held only within a day is not kept"

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.spark
 COLUMNS = [("k1", "int"), ("k2", "string"), ("v", "int"), ("note", "string")]
 KEY = ["k1", "k2"]
 START = dt.datetime(2026, 3, 1, tzinfo=dt.UTC)
-DAYS = 30
+DAYS = 12
 
 
 @pytest.fixture(scope="module")
