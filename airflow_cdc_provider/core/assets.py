@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow_cdc_provider.core.changelog import VERSION_COLUMN
 from airflow_cdc_provider.core.contract import TableOutcome
+from airflow_cdc_provider.core.history import snapshots_table
 from airflow_cdc_provider.core.lineage import hive_namespace
 
 
@@ -30,6 +31,25 @@ def changelog_event_extra(outcome: TableOutcome) -> dict[str, Any]:
         "partition": {outcome.changelog.day_column: outcome.changelog.day, VERSION_COLUMN: outcome.version},
         "rows": outcome.changelog.rows, "as_of": outcome.as_of.isoformat() if outcome.as_of else None,
     }
+
+
+def beside_events(outcome: TableOutcome) -> list[tuple[str, dict[str, Any]]]:
+    """The asset events a commit gives the tables beside its table (``database.table`` and extra): its changelog
+    table, which gained the version's partition; its snapshots table, when the version is the snapshot of days;
+    its history table, which the version changed."""
+    database, table = outcome.hive_table.split(".", 1)
+    common = {"source": outcome.source, "table": outcome.hive_table, "version": outcome.version,
+              "as_of": outcome.as_of.isoformat() if outcome.as_of else None}
+    events = []
+    if outcome.changelog is not None:
+        events.append((f"{database}.{outcome.changelog.table}", changelog_event_extra(outcome)))
+    if outcome.snapshot_days:
+        events.append((f"{database}.{snapshots_table(table)}", {**common, "days": list(outcome.snapshot_days)}))
+    if outcome.history is not None:
+        events.append((f"{database}.{outcome.history.table}",
+                       {**common, "day": outcome.history.day, "opened": outcome.history.opened,
+                        "closed": outcome.history.closed}))
+    return events
 
 
 def event_extra(outcome: TableOutcome) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import datetime as dt
 from typing import Literal
 
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
-from airflow_cdc_provider.core.history import HistorySettings
+from airflow_cdc_provider.core.history import HistoryCommit, HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
@@ -266,6 +266,8 @@ class TableOutcome(Model):
     rewritten_partitions: int = 0
     emptied_partitions: int = 0
     changelog: ChangelogCommit | None = None  # the commit's changelog partition (``core.changelog``)
+    snapshot_days: tuple[str, ...] = ()  # the days whose daily snapshot the commit is (``core.history``)
+    history: HistoryCommit | None = None  # its commit to the SCD2 history
 
 
 class KeyDifference(Model):

@@ -17,7 +17,7 @@ from pydantic import model_validator
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec, changelog_table
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.history import HistorySpec
+from airflow_cdc_provider.core.history import HISTORY_PARTITION, HistoryCommit, HistorySpec, history_columns
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
 from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
@@ -314,6 +314,9 @@ class TableMerge(Model):
     emptied_partitions: int = 0
     # The version's changelog partition (``core.changelog``); None without a changelog.
     changelog: ChangelogCommit | None = None
+    # The days whose daily snapshot the version is, and its commit to the SCD2 history (``core.history``).
+    snapshot_days: tuple[str, ...] = ()
+    history: HistoryCommit | None = None
     phases: dict[str, float] = {}
     error: str | None = None
     seconds: float = 0.0
@@ -453,4 +456,13 @@ def written_lineage(spec: MergeSpec, source_columns: Sequence[tuple[str, str]], 
     if spec.changelog is not None:
         written.append(table_lineage(spec.source, source_columns, f"{spec.database}.{spec.changelog.table}",
                                      spec.changelog.settings.fields(spec.hive_columns), mysql, hive))
+    if spec.history is not None and spec.history.snapshots is not None:
+        day = (spec.history.settings.day_column, "string")
+        written.append(table_lineage(spec.source, source_columns, f"{spec.database}.{spec.history.snapshots}",
+                                     (*spec.hive_columns, day), mysql, hive,
+                                     (layout.column, layout.hive_type, layout.source_column) if layout else None))
+    if spec.history is not None and spec.history.history is not None:
+        written.append(table_lineage(spec.source, source_columns, f"{spec.database}.{spec.history.history}",
+                                     (*history_columns(spec.hive_columns, spec.history.settings),
+                                      (HISTORY_PARTITION, "string")), mysql, hive))
     return written

@@ -179,7 +179,8 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
         warnings=tuple(warnings), seconds={**merge_input.seconds, "merge": result.seconds},
         changes=merge_input.changes, start=merge_input.start, as_of=spec.as_of if committed else None,
         partitions=result.partitions, rewritten_partitions=result.rewritten_partitions,
-        emptied_partitions=result.emptied_partitions, changelog=result.changelog)
+        emptied_partitions=result.emptied_partitions, changelog=result.changelog,
+        snapshot_days=result.snapshot_days, history=result.history)
 
 
 def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | None:

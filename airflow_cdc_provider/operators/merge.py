@@ -8,7 +8,7 @@ from typing import Any
 from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_cdc_provider.compat import AirflowFailException, max_map_length
-from airflow_cdc_provider.core.assets import changelog_event_extra, event_extra, hive_asset_uri
+from airflow_cdc_provider.core.assets import beside_events, event_extra, hive_asset_uri
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
@@ -239,12 +239,10 @@ class CdcTableOperator(BaseOperator):
                 uri = hive_asset_uri(self.metastore_uri, outcome.hive_table)
                 context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=event_extra(outcome))
                 self.log.info("Asset event for %s: version %s", uri, outcome.version)
-                if outcome.changelog is not None:  # its changelog table gained the version's partition
-                    database = outcome.hive_table.split(".", 1)[0]
-                    uri = hive_asset_uri(self.metastore_uri, f"{database}.{outcome.changelog.table}")
-                    context["outlet_events"][AssetAlias(self.asset_alias)].add(
-                        Asset(uri=uri), extra=changelog_event_extra(outcome))
-                    self.log.info("Asset event for %s: the changes of version %s", uri, outcome.version)
+                for beside, extra in beside_events(outcome):  # its changelog, snapshots and history tables
+                    uri = hive_asset_uri(self.metastore_uri, beside)
+                    context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=extra)
+                    self.log.info("Asset event for %s: version %s", uri, outcome.version)
             finished.append({**outcome.to_xcom(), "released": released})
         failed = [o for o in outcomes if o.status == "failed"]
         if failed:

@@ -464,7 +464,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
                       reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases,
                       partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
-                      emptied_partitions=emptied, changelog=logged)
+                      emptied_partitions=emptied, changelog=logged,
+                      snapshot_days=tuple(day for day, number in snapshot_days if number == version),
+                      history=recorded)
 
 
 def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: str, origin: Any, touched: set[str],

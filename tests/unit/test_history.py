@@ -107,3 +107,33 @@ def test_daily_snapshots_of_a_table_partitioned_by_a_column_named_as_their_day_a
         table_history("shop.orders", daily, [("id", "int")], "dt")
     assert table_history("shop.orders", daily.model_copy(update={"day_column": "ds"}), [("id", "int")], "dt")
     assert table_history("shop.orders", HistorySettings(scd2=True), [("id", "int")], "dt")
+
+
+def test_a_commit_gives_an_asset_event_to_each_table_beside_it_that_it_changed():
+    from airflow_cdc_provider.core.assets import beside_events
+    from airflow_cdc_provider.core.history import HistoryCommit
+
+    now = at("2026-11-26T00:00")
+    history = HistoryCommit(table="orders_history", day="2026-11-25", partitions=(("9999-12-31", "x"),),
+                            switched=("9999-12-31",), opened=10, closed=2)
+    outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode="incremental", status="committed",
+                           version=7, as_of=now, snapshot_days=("2026-11-25",), history=history)
+    events = dict(beside_events(outcome))
+    assert set(events) == {"ods.orders_snapshots", "ods.orders_history"}, "no changelog: no event for one"
+    assert events["ods.orders_snapshots"]["days"] == ["2026-11-25"]
+    assert (events["ods.orders_history"]["opened"], events["ods.orders_history"]["closed"]) == (10, 2)
+    inside_a_day = outcome.model_copy(update={"snapshot_days": ()})
+    assert [name for name, _ in beside_events(inside_a_day)] == ["ods.orders_history"]
+
+
+def test_a_commit_with_history_writes_its_snapshots_and_history_tables_from_the_same_source():
+    from airflow_cdc_provider.core.history import HistorySpec
+    from airflow_cdc_provider.core.merge import written_lineage
+    from tests.unit.test_job_specs import spec
+
+    plain = spec()
+    kept = plain.model_copy(update={"history": HistorySpec.of("orders", HistorySettings(daily=True, scd2=True))})
+    names = [w.target.name for w in written_lineage(kept, plain.source_columns, "mysql://db:3306", "hive://h:9083")]
+    assert names == ["ods.orders", "ods.orders_snapshots", "ods.orders_history"]
+    history = written_lineage(kept, plain.source_columns, "mysql://db:3306", "hive://h:9083")[2]
+    assert [n for n, _ in history.target.fields][-4:] == ["start_date", "is_current", "_start_version", "end_date"]
