@@ -80,7 +80,13 @@ from airflow_cdc_provider.spark.changelog import (
     registered,
 )
 from airflow_cdc_provider.spark.files import HadoopFiles
-from airflow_cdc_provider.spark.history import ensure_history_table, initial_open, scd2_step
+from airflow_cdc_provider.spark.history import (
+    ensure_history_table,
+    initial_open,
+    matching_keys,
+    renamed_keys,
+    scd2_step,
+)
 from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.partition_commit import (
     commit_partitions,
@@ -255,13 +261,7 @@ def _without_keys(rows: Any, keys: Any, key: list[str], how: str = "left_anti") 
     to names holding a comma, which no column of a captured table can hold (``hive_column_problem``): the
     condition's names can then only mean one side each, whatever the table's own names are. ``how``
     ``left_semi`` keeps the rows whose key is among them instead."""
-    from functools import reduce
-
-    renamed = [f"cdc,key,{n}" for n in range(len(key))]
-    keys = keys.select([column(name).alias(alias) for name, alias in zip(key, renamed)])
-    match = reduce(lambda a, b: a & b,
-                   [column(name).eqNullSafe(column(alias)) for name, alias in zip(key, renamed)])
-    return rows.join(keys, match, how)
+    return matching_keys(rows, renamed_keys(keys, key), key, how)
 
 
 def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
