@@ -21,7 +21,7 @@ within one day is no row: it was never the value at a day's end.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
@@ -216,3 +216,15 @@ def next_days(previous: tuple[tuple[str, int], ...], served: tuple[str, ...], ve
         dropped = tuple(sorted(day for day in days if day < cutoff))
         days = {day: v for day, v in days.items() if day >= cutoff}
     return tuple(sorted(days.items())), dropped
+
+
+def history_dirs_to_prune(found: Collection[int], versions: Collection[int], expired: Collection[int]) -> list[int]:
+    """The history's version directories (``found``) to prune once a commit is done: those of every version
+    whose retention ran out (``expired``, as ``versions_to_remove`` gives them before kept days pin any) and
+    of versions whose directory is gone (not in ``versions``, the table's version directories and the new
+    one). Pruning keeps any partition the history or a kept version still lists.
+
+    A version a kept day pins stays for the snapshots table, which reads the table's version directory, never
+    its history: the open partition it superseded goes with the other expired versions', or the history would
+    keep a whole open partition per kept day."""
+    return sorted(number for number in found if number in expired or number not in versions)

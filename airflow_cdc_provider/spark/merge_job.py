@@ -41,6 +41,7 @@ from airflow_cdc_provider.core.history import (
     HistoryCommit,
     days_served,
     history_columns,
+    history_dirs_to_prune,
     next_days,
 )
 from airflow_cdc_provider.core.identifiers import quote_identifier
@@ -452,12 +453,12 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
               "daylight-saving change): moved forward by the gap", flush=True)
     # A version a kept day is the snapshot of stays, whatever its age.
     pinned = {number for _, number in snapshot_days}
-    removed = [number for number in versions_to_remove({**existing, version: True}, version, spec.keep_versions,
-                                                       origin.version) if number not in pinned]
+    expired = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
+    removed = [number for number in expired if number not in pinned]
     if spec.changelog is not None:
         _remove_unlisted_changes(spark, spec, files, removed)
     if recorded is not None:
-        _remove_history_versions(files, spec, removed, existing, recorded)
+        _remove_history_versions(files, spec, expired, {*existing, version}, recorded)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
     return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
@@ -724,21 +725,23 @@ def _switch_history(spark: Any, spec: MergeSpec, commit: HistoryCommit, files_of
     commit_partitions(spark, spec.database, table, changes, spec.warehouse_dir, f"{versions}/_empty")
 
 
-def _remove_history_versions(files: HadoopFiles, spec: MergeSpec, removed: list[int], existing: dict[int, bool],
+def _remove_history_versions(files: HadoopFiles, spec: MergeSpec, expired: list[int], versions: set[int],
                              recorded: HistoryCommit) -> None:
-    """Delete the history's directories of the versions ``removed``, but not a partition the history lists now
-    or a kept version's commit listed (a day's closed rows stay where the version that last wrote them put them)."""
+    """Prune the history's version directories that ``history_dirs_to_prune`` names (one listing of the history's
+    directory), keeping any partition the history lists now or a kept version's commit listed: a day's closed rows
+    stay where the version that last wrote them put them."""
     referenced = {location for _, location in recorded.partitions}
-    for number, complete in existing.items():
-        if complete and number not in removed:
-            text = files.read_text(f"{files.version_path(number)}/{VERSION_FILE}")
-            kept = VersionInfo.from_text(text).history if text is not None else None
-            referenced |= {location for _, location in kept.partitions} if kept is not None else set()
-    root = f"{files.parent(files.root)}/{recorded.table}"
-    for number in removed:
-        path = f"{root}/{version_dir_name(number)}"
-        if files.exists(path):
-            _prune(files, files.qualified(path), referenced)
+    for number in sorted(versions - set(expired)):
+        text = files.read_text(f"{files.version_path(number)}/{VERSION_FILE}")
+        kept = VersionInfo.from_text(text).history if text is not None else None
+        referenced |= {location for _, location in kept.partitions} if kept is not None else set()
+    found: dict[int, str] = {}
+    for child in files.children(f"{files.parent(files.root)}/{recorded.table}"):
+        held = parse_version_dir(child.rstrip("/").rsplit("/", 1)[-1])
+        if held is not None:
+            found[held] = child
+    for pruned in history_dirs_to_prune(found, versions, expired):
+        _prune(files, found[pruned], referenced)
 
 
 def _remove_unlisted_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, removed: list[int]) -> None:

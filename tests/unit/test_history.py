@@ -137,3 +137,11 @@ def test_a_commit_with_history_writes_its_snapshots_and_history_tables_from_the_
     assert names == ["ods.orders", "ods.orders_snapshots", "ods.orders_history"]
     history = written_lineage(kept, plain.source_columns, "mysql://db:3306", "hive://h:9083")[2]
     assert [n for n, _ in history.target.fields][-4:] == ["start_date", "is_current", "_start_version", "end_date"]
+
+
+def test_the_history_of_an_expired_version_is_pruned_even_when_a_kept_day_pins_the_version():
+    from airflow_cdc_provider.core.history import history_dirs_to_prune
+
+    # Versions 2 (pinned by a day) and 3 expired; 4 and 5 kept; 1's directory is gone; 6 is the new one.
+    assert history_dirs_to_prune({1, 2, 3, 4, 5, 6}, versions={2, 3, 4, 5, 6}, expired=[2, 3]) == [1, 2, 3]
+    assert history_dirs_to_prune({5, 6}, versions={5, 6}, expired=[]) == []
