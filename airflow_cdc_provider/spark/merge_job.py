@@ -373,7 +373,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             spark, spec, current, location or "", origin, touched, columns, fills)
         # The version's net changes, from the version the table is at now to this one: kept while both the
         # changelog and the history are written from them.
-        net = _net(spark, spec, before, columns, first_load=True).persist()
+        net = _net(spark, spec, before, columns, first_load=True)
     if spec.changelog is not None:
         logged = _write_changes(spark, spec, files, version, net, columns, first_load=anew, current=current)
         clock.lap("changes")
@@ -547,7 +547,8 @@ def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], cu
 
 
 def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]], first_load: bool) -> Any:
-    """The version's net changes (``spark.changelog.net_changes``) from the capture files and ``before``."""
+    """The version's net changes (``spark.changelog.net_changes``) from the capture files and ``before``,
+    persisted: the changelog and the history are both written from them."""
     key = spec.hive_key
     frames = [(_hive_frame(spark, [path], spec.hive_columns, spec, POSITION_COLUMNS), True)
               for path in spec.upsert_files]
@@ -555,14 +556,20 @@ def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]
         key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
         frames.append((_hive_frame(spark, [spec.delete_file], key_columns, spec, POSITION_COLUMNS), False))
     last = last_changes(frames, columns)
-    if before is not None and spec.plan.mode != SNAPSHOT:
-        # Only the rows whose key changed, and every row of a repaired bucket: the others are as they were.
-        keys = last.select([column(k) for k in key])
-        going = _without_keys(before, keys, key, "left_semi")
-        if spec.buckets and spec.replaced:
-            going = going.unionByName(_without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key))
-        before = going
-    return net_changes(before, last, key, columns, first_load=first_load)
+    if before is None or spec.plan.mode == SNAPSHOT:
+        return net_changes(before, last, key, columns, first_load=first_load).persist()
+    # Only the rows whose key changed, and every row of a repaired bucket: the others are as they were. Read from
+    # the version once, kept, and counted, so that Spark joins them knowing how few they are (``net_changes``).
+    keys = last.select([column(k) for k in key])
+    looked_up = _without_keys(before, keys, key, "left_semi").persist()
+    looked_up.count()
+    gone = None
+    if spec.buckets and spec.replaced:
+        gone = _without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key)
+    net = net_changes(looked_up, last, key, columns, first_load=first_load, looked_up=True, gone=gone).persist()
+    net.count()
+    looked_up.unpersist()
+    return net
 
 
 def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version: int, location: str,

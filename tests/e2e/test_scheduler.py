@@ -79,6 +79,9 @@ class StatsdListener:
 @pytest.fixture
 def scheduled(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployment, Pipeline]]:
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"], retries=1)
+    # The customers keep a changelog, daily snapshots and a history: tables of their own, with their own events.
+    pipeline.config["tables"][1].update(changelog=True, history={"daily": True, "scd2": True})
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
     dags = tmp_path / "dags"
     dags.mkdir()
     (dags / "cdc_every_minute.py").write_text(DAG_FILE)
@@ -151,6 +154,20 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     assert commits[1]["watermark"]["file"] and commits[1]["as_of"] > commits[0]["as_of"]
     events = airflow.api.get("/assets/events", **{"asset_id": _asset_id(airflow, "hive://embedded/ods/orders")})
     assert [e["extra"]["version"] for e in events["asset_events"]] == [1, 2]
+    # The tables beside ods.customers: an event per commit on its changelog (the rows it added: each customer,
+    # then the one delete) and on its history (the rows open after it); on its snapshots only from a run that
+    # passed a day's end (the second, if the test straddles midnight).
+    customers_rows = len(pipeline.source("customers")) + 1
+    changelog = airflow.api.get("/assets/events", **{
+        "asset_id": _asset_id(airflow, "hive://embedded/ods/customers_changelog")})["asset_events"]
+    assert [(e["extra"]["version"], e["extra"]["rows"]) for e in changelog] == [(1, customers_rows), (2, 1)]
+    history = airflow.api.get("/assets/events", **{
+        "asset_id": _asset_id(airflow, "hive://embedded/ods/customers_history")})["asset_events"]
+    assert [(e["extra"]["version"], e["extra"]["opened"]) for e in history] == [(1, customers_rows),
+                                                                                (2, customers_rows - 1)]
+    snapshots = airflow.api.get("/assets/events", **{
+        "asset_id": _asset_id(airflow, "hive://embedded/ods/customers_snapshots")})["asset_events"]
+    assert [e["extra"]["version"] for e in snapshots] in ([], [2]), snapshots
 
     # OpenLineage: each merge that committed reported the MySQL tables read and the Hive tables written, with
     # their schemas and each column's source; the cleared run's merge, which wrote nothing, reported no table.
@@ -158,7 +175,9 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     mysql = "mysql://{}:{}".format(*pipeline.hook.address)
     by_run = {run: [sorted((d["namespace"], d["name"]) for d in e["outputs"]) for e in events]
               for run, events in merges.items()}
-    written = [("hive://embedded", "ods.customers"), ("hive://embedded", "ods.orders")]
+    written = [("hive://embedded", f"ods.customers{beside}") for beside in ("", "_changelog", "_history",
+                                                                        "_snapshots")]
+    written.append(("hive://embedded", "ods.orders"))
     assert by_run[first["dag_run_id"]] == [written, []] and by_run[later["dag_run_id"]] == [written], by_run
     (complete,) = merges[later["dag_run_id"]]
     assert sorted((d["namespace"], d["name"]) for d in complete["inputs"]) == [

@@ -277,3 +277,41 @@ def test_the_history_as_of_each_day_is_the_table_at_its_end_and_a_step_touches_o
             list(states[-1].values())), "the open rows are the table now"
         if settings.granularity == "day":  # a value that held only within a day left no row
             assert all(r["start_date"] < r[HISTORY_PARTITION] for r in history)
+
+
+def test_net_changes_by_lookup_and_by_full_join_are_the_difference_of_two_versions(spark):
+    """``spark.changelog.net_changes`` both ways: a merge's (the rows its keys had, looked up, beside the rows of
+    a repaired bucket that go) and a load's (the whole version before against the whole new one)."""
+    from airflow_cdc_provider.spark.changelog import last_changes, net_changes
+
+    rng = random.Random(11)
+    gone: list[Key] = []
+    next_id = [0]
+    before = random_version(rng, {}, gone, next_id)
+    for _ in range(12):
+        before = random_version(rng, before, gone, next_id)
+    after = before
+    while after == before:
+        after = random_version(rng, before, gone, next_id)
+    unchanged = sorted((k for k in before if after.get(k) == before[k]), key=str)
+    assert len(unchanged) >= 4 and any(k[1] is None for k in before), "a test of too few rows"
+    # Keys updated back to their values (an upsert, no change), a key inserted and deleted (a delete of a key the
+    # version never had), and two rows of a repaired bucket, gone from the source without an event.
+    back, repaired = unchanged[:2], unchanged[2:4]
+    upserts = [row for key, row in after.items() if before.get(key) != row] + [before[k] for k in back]
+    deletes = [k for k in before if k not in after] + [(10_000, None)]
+    key_columns = [(name, hive) for name, hive in COLUMNS if name in KEY]
+    last = last_changes([(local(spark, [list(r.values()) for r in upserts], COLUMNS), True),
+                         (local(spark, [list(k) for k in deletes], key_columns), False)], COLUMNS)
+    touched = {key_of(r) for r in upserts} | set(deletes)
+    looked_up = local(spark, [list(r.values()) for k, r in before.items() if k in touched], COLUMNS)
+    got = net_changes(looked_up, last, KEY, COLUMNS, first_load=True, looked_up=True,
+                      gone=local(spark, [list(before[k].values()) for k in repaired], COLUMNS))
+    names = [name for name, _ in COLUMNS] + ["_change_type"]
+    expected = net(before, {k: r for k, r in after.items() if k not in repaired})
+    assert frozen([{n: r[n] for n in names} for r in got.collect()]) == frozen(expected)
+
+    load = last_changes([(local(spark, [list(r.values()) for r in after.values()], COLUMNS), True)], COLUMNS)
+    got = net_changes(local(spark, [list(r.values()) for r in before.values()], COLUMNS), load, KEY, COLUMNS,
+                      first_load=True)
+    assert frozen([{n: r[n] for n in names} for r in got.collect()]) == frozen(net(before, after))
