@@ -301,6 +301,9 @@ class TableVerification(Model):
     differences: int = 0  # keys that differ
     keys: tuple[KeyDifference, ...] = ()
     in_flight: int = 0  # keys that differ because the binlog changed them after the version: not a fault
+    # The buckets in which the SCD2 history's open rows differ from the version's rows (``core.history``): the
+    # history no longer says what the table holds, whatever the source does.
+    history_buckets: tuple[int, ...] = ()
     seconds: dict[str, float] = {}
 
 
@@ -314,7 +317,8 @@ class Verification(Model):
 
     @property
     def different(self) -> list[TableVerification]:
-        return [t for t in self.tables if t.status == "different"]
+        """The tables that differ from the source, or whose history differs from them."""
+        return [t for t in self.tables if t.status == "different" or t.history_buckets]
 
 
 __all__ = [

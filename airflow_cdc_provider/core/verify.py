@@ -30,6 +30,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
 )
+from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_identifier
 from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.merge import version_dir_problem
@@ -169,6 +170,8 @@ class VerifyResult(Model):
     differing: tuple[int, ...] = ()
     rows: dict[int, tuple[tuple[str, str], ...]] = {}
     compared: bool = False
+    # The buckets in which the SCD2 history's open rows differ from the version's rows; None: no history.
+    history_differing: tuple[int, ...] | None = None
     seconds: float = 0.0
     refused: str = ""
 
@@ -272,13 +275,25 @@ def repair_request(found: TableVerification, run: str) -> RepairRequest | None:
 
 
 def difference_message(different: Sequence[TableVerification]) -> str:
-    """Why verify fails: each table that differs, how much, its first keys, and what to do."""
-    return (f"{len(different)} tables differ from the source: " + "; ".join(
-        f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys in "
-        f"{len(t.repair_buckets)} of {t.buckets} buckets"
-        + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in different)
-        + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
-        "parameter), a fresh snapshot reloads the table.")
+    """Why verify fails: each table that differs, how much, its first keys, and what to do; each history that
+    differs from its table."""
+    tables = [t for t in different if t.status == "different"]
+    histories = [t for t in different if t.history_buckets]
+    parts = []
+    if tables:
+        parts.append(f"{len(tables)} tables differ from the source: " + "; ".join(
+            f"{t.source} → {t.hive_table} version {t.version}: {t.differences} keys in "
+            f"{len(t.repair_buckets)} of {t.buckets} buckets"
+            + (f" (first: {', '.join(k.key for k in t.keys[:5])})" if t.keys else "") for t in tables)
+            + ". See the log above for the keys; a repair re-reads them (`verify: repair: true` or the repair "
+            "parameter), a fresh snapshot reloads the table.")
+    if histories:
+        parts.append(f"{len(histories)} SCD2 histories differ from their tables: " + "; ".join(
+            f"the open rows of {history_table(t.hive_table)} differ from {t.hive_table} version {t.version} in "
+            f"{len(t.history_buckets)} of {t.buckets} buckets" for t in histories)
+            + ". A run with fresh_snapshot=true brings a history level with the source: it closes and opens "
+            "again every open row that differs from the snapshot.")
+    return " ".join(parts)
 
 
 def key_range(key: tuple[str, ...] | list[str], after: tuple[Any, ...] | None,

@@ -19,6 +19,7 @@ from airflow_cdc_provider.core.contract import (
     Verification,
 )
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.merge import VersionRefused
 from airflow_cdc_provider.core.records import RawHeader
@@ -222,7 +223,8 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         if refused:  # a version file the merge did not write: the task fails, without retries (they would read it)
             raise VersionRefused(" ".join(refused))
         for check in checks:
-            found[check.table.source] = self._compare(hook, check, results[check.table.source])
+            found[check.table.source] = self._compare(hook, check, results[check.table.source]).model_copy(
+                update={"history_buckets": results[check.table.source].history_differing or ()})
         return [found[t.source] for t in tables]
 
     def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
@@ -255,6 +257,9 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
 
     def _log(self, found: TableVerification) -> None:
         what = f"{found.source} → {found.hive_table} version {found.version}"
+        if found.history_buckets:
+            self.log.error("The open rows of %s differ from %s in %d buckets: %s", history_table(found.hive_table),
+                           what, len(found.history_buckets), list(found.history_buckets)[:20])
         if found.status == "clean":
             self.log.info("%s is equal to the source: %d rows in %d buckets (%d keys written meanwhile left out)",
                           what, found.rows, found.buckets, found.in_flight)

@@ -118,3 +118,10 @@ def ensure_history_table(spark: Any, database: str, table: str, columns: list[tu
         raise ValueError(f"The path {root!r} holds a quote or a backslash; choose a warehouse_dir without them.")
     spark.sql(f"CREATE TABLE {name} ({columns_ddl(columns)}) PARTITIONED BY "
               f"({columns_ddl([(HISTORY_PARTITION, 'string')])}) STORED AS PARQUET LOCATION '{root}'")
+
+
+def open_values(open_rows: Any, columns: list[tuple[str, str]]) -> Any:
+    """The values the history's open rows give the table (``columns``): the open rows but deletion markers."""
+    if "is_deleted" in open_rows.columns:
+        open_rows = open_rows.where(~column("is_deleted"))
+    return open_rows.select([column(name) for name, _ in columns])

@@ -85,6 +85,7 @@ from airflow_cdc_provider.spark.history import (
     ensure_history_table,
     initial_open,
     matching_keys,
+    open_values,
     renamed_keys,
     scd2_step,
 )
@@ -638,7 +639,7 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
     day = version_day(spec.as_of, current.as_of if current is not None else None, zone)
     earlier = None if anew or current is None else current.history
     previous = dict(earlier.partitions) if earlier is not None else {}
-    closed = None
+    closed, step = None, net
     if anew or current is None:
         open_rows = initial_open(_upserts(spark, spec, columns), columns, settings, day, spec.as_of, version)
     else:
@@ -649,7 +650,12 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
             held = initial_open(rows, columns, settings, version_day(moment, None, zone), moment, current.version)
         else:
             held = _history_rows(spark, spec, previous[OPEN_END], columns, fills)
-        open_rows, closed = scd2_step(held, net, spec.hive_key, columns, settings, day, spec.as_of, version)
+        if origin.action == "load" and earlier is not None:
+            # A fresh snapshot brings the history level with the source whatever its open rows hold (verify
+            # compares them with the table): its step's changes are from those rows, not from the table's version,
+            # to the snapshot. They are the same changes while the history agrees with the table.
+            step = _net(spark, spec, open_values(held, columns), columns, first_load=False)
+        open_rows, closed = scd2_step(held, step, spec.hive_key, columns, settings, day, spec.as_of, version)
     root = f"{files.parent(files.root)}/{table}"
     path = f"{root}/{version_dir_name(version)}"
     problem = version_dir_problem(path, spec.warehouse_dir, table)
@@ -673,6 +679,8 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
             switched.append(day)
         else:
             files.delete(closed_dir)
+    if step is not net:
+        step.unpersist()
     failpoint("merge.history.written")
     return HistoryCommit(table=table, day=day, partitions=tuple(sorted(partitions.items())),
                          switched=tuple(switched), opened=int(opened.get["rows"]), closed=closed_rows)

@@ -25,8 +25,9 @@ from airflow_cdc_provider.core.checksum import (
     hive_text,
     spark_text,
 )
+from airflow_cdc_provider.core.history import HISTORY_PARTITION, OPEN_END
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
-from airflow_cdc_provider.core.merge import VersionRefused, version_locations
+from airflow_cdc_provider.core.merge import VersionRefused, version_dir_problem, version_locations
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.verify import (
     BucketSum,
@@ -40,6 +41,7 @@ from airflow_cdc_provider.core.verify import (
 )
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
+from airflow_cdc_provider.spark.history import open_values
 from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.session import hive_session
 
@@ -119,8 +121,28 @@ def version_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
     return spark.read.schema(schema).parquet(*locations)
 
 
-def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
-    """The table's rows as (bucket, key text, row text MD5)."""
+def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
+    """The values the SCD2 history's open rows give the version at ``job.location`` (``spark.history.open_values``),
+    read from the open partition its version file names, checked to be a version directory of the history table;
+    None when the version keeps no history."""
+    location = (job.location or "").rstrip("/")
+    text = files.read_text(f"{location}/{VERSION_FILE}") if location else None
+    history = VersionInfo.from_text(text).history if text is not None else None
+    if history is None:
+        return None
+    where = dict(history.partitions).get(OPEN_END, "").rstrip("/")
+    parent, _, leaf = where.rpartition("/")
+    problem = version_dir_problem(parent, job.warehouse_dir, history.table)
+    if problem is None and leaf != f"{HISTORY_PARTITION}={OPEN_END}":
+        problem = f"{where} is not the open partition of {history.table}"
+    if problem:
+        raise VersionRefused(f"The version file at {location} names a history that is not one: {problem}")
+    rows = spark.read.parquet(where)
+    return open_values(rows, [(name.lower(), hive_type(ctype)) for name, ctype in job.columns])
+
+
+def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None = None) -> Any:
+    """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text MD5)."""
     from pyspark.sql import functions as F
 
     texts = [t for name, ctype in job.columns if (t := _text(name, ctype, job.mariadb, job.time_zone)) is not None]
@@ -128,7 +150,8 @@ def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
                        for name, _ in job.columns])
     row_text = F.concat_ws("#", *texts, flags)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
-    frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
+    if frame is None:
+        frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
     return frame.select(bucket_of(key, job.buckets).alias("bucket"), key.alias("key"),
                         F.md5(row_text.cast("binary")).alias("md5"))
 
@@ -153,10 +176,12 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
 
     started = time.monotonic()
     rows = row_frame(spark, job, files)
-    # The first 64 bits of the MD5 as a signed integer (Spark has no unsigned one): the same bits.
-    digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
-    sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
-    copy = {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
+    copy = _sums(rows)
+    # The history's open rows are the table's values: compared bucket by bucket with the version's, as the
+    # version is with the source.
+    history = history_frame(spark, job, files)
+    history_differing = (tuple(differing_buckets(copy, _sums(row_frame(spark, job, files, history))))
+                         if history is not None else None)
     source = wait_for_sums(files, job)
     differing = differing_buckets(source, copy) if source is not None else []
     listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
@@ -166,7 +191,17 @@ def run(spark: Any, job: VerifyJob, files: HadoopFiles) -> VerifyResult:
             listed_rows.setdefault(int(r["bucket"]), []).append((r["key"], r["md5"]))
     return VerifyResult(buckets=sums_of(copy), differing=tuple(differing),
                         rows={b: tuple(found) for b, found in listed_rows.items()}, compared=source is not None,
-                        seconds=round(time.monotonic() - started, 3))
+                        history_differing=history_differing, seconds=round(time.monotonic() - started, 3))
+
+
+def _sums(rows: Any) -> dict[int, BucketSum]:
+    """Each bucket's rows and XOR of their MD5s' first 64 bits, of ``row_frame``'s rows."""
+    from pyspark.sql import functions as F
+
+    # The first 64 bits of the MD5 as a signed integer (Spark has no unsigned one): the same bits.
+    digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
+    sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
+    return {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
 
 
 _UNSIGNED = (1 << 64) - 1

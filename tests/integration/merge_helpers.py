@@ -59,12 +59,12 @@ class Table:
         path.write_text(job.to_text())
         return path
 
-    def prepare(self):
-        """The next run: take the lock, plan, capture, and write the merge job."""
+    def prepare(self, fresh: bool = False):
+        """The next run (a fresh snapshot when ``fresh``): take the lock, plan, capture, and write the merge job."""
         self.runs += 1
         run = RunRef("test", f"r{self.runs}")
         self.ledger.acquire(run, lambda holder: False, NOW)
-        plan = plan_run(run, self.ledger.committed(), None, None)
+        plan = plan_run(run, self.ledger.committed(), None, None, fresh_snapshot=fresh)
         self.ledger.save_run_plan(plan)
         if plan.mode == "snapshot":
             snap = snapshot(self.hook, self.header, self.run_dir(run) / "snapshot")

@@ -56,7 +56,11 @@ def test_changelog_snapshots_and_history_agree_with_the_source_each_day_through_
                         f"INSERT INTO {items.quoted} VALUES ('eu', {10_000 + number}, 'brief', 1, NULL, NULL)",
                         f"DELETE FROM {items.quoted} WHERE id = {10_000 + number}")
         table.as_of = dt.datetime.fromisoformat(moment).replace(tzinfo=dt.UTC)
-        _, spec = table.prepare()
+        if number == 1:
+            # The history's open rows made wrong by hand (one value changed, one row gone), then a fresh snapshot:
+            # it brings them level with the source (checked by the history as of each day, below).
+            tamper_open_rows(database / "items_history" / "v000001" / "end_date=9999-12-31")
+        _, spec = table.prepare(fresh=number == 1)
         state = plain(source_rows(mariadb, table.header))
         if place:
             proc = table.submit(spec, env={**spark_env(), "CDC_FAILPOINT": place})
@@ -135,3 +139,17 @@ def test_changelog_snapshots_and_history_agree_with_the_source_each_day_through_
     assert len(open_keys) == len(set(open_keys)) == len(rows)
     assert all(r["is_current"] == (r["end_date"] == "9999-12-31") for r in history)
     assert all(r["start_date"] < r["end_date"] for r in history), "a value held only within a day is not kept"
+
+
+def tamper_open_rows(directory) -> None:
+    """Change the label of the first open row and leave the second out, in the partition's files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    files = sorted(directory.glob("*.parquet"))
+    read = pa.concat_tables([pq.read_table(f) for f in files])
+    rows = read.to_pylist()
+    rows[0]["label"] = "tampered"
+    for f in files:
+        f.unlink()
+    pq.write_table(pa.Table.from_pylist(rows[:1] + rows[2:], schema=read.schema), directory / "part-0.parquet")

@@ -215,3 +215,52 @@ def test_verify_sums_a_partitioned_version_as_the_same_rows_unpartitioned(spark,
     assert "flat/v000001, which is not one of the table's partition directories" in refused, refused
     with pytest.raises(VersionRefused, match="not one of the table's partition directories"):
         verify_job.run(spark, job, files)
+
+
+@pytest.mark.spark
+def test_verify_finds_where_a_versions_history_open_rows_differ_from_its_rows(spark, tmp_path):
+    """Verify's Spark half over a version with an SCD2 history: the open rows as the history writes them (every
+    type of the table, a deletion marker beside them) sum as the version's rows; one value changed in them is one
+    bucket that differs; a version file naming another table's directory as the open partition is refused."""
+    from pyspark.sql import functions as F
+
+    from airflow_cdc_provider.core.history import OPEN_END, HistoryCommit, HistorySettings
+    from airflow_cdc_provider.core.ledger import VERSION_FILE, RunRef, VersionInfo
+    from airflow_cdc_provider.core.merge import VersionRefused
+    from airflow_cdc_provider.core.verify import VerifyJob
+    from airflow_cdc_provider.core.watermark import Watermark
+    from airflow_cdc_provider.spark import verify_job
+    from airflow_cdc_provider.spark.files import HadoopFiles
+    from airflow_cdc_provider.spark.history import initial_open
+    from airflow_cdc_provider.spark.names import column
+
+    path = str(tmp_path / "upserts.parquet")
+    pq.write_table(arrow_table(_rows(300), arrow_schema(COLUMNS)), path)
+    rows = _hive_rows(spark, path, "UTC")
+    ods = tmp_path / "warehouse" / "ods.db"
+    rows.write.parquet(f"file:{ods}/orders/v000001")
+    settings = HistorySettings(scd2=True, hard_deletes="new_record")
+    columns = [(name.lower(), hive_type(ctype)) for name, ctype in COLUMNS]
+    moment = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
+    opened = initial_open(rows, columns, settings, "2026-11-01", moment, 1)
+    marker = opened.limit(1).withColumn("n", F.lit(10**6)).withColumn("is_deleted", F.lit(True))
+    (opened.unionByName(marker).write.parquet(f"file:{ods}/orders_history/v000001/end_date={OPEN_END}"))
+    first = opened.agg(F.min("n")).first()[0]
+    tampered = opened.withColumn("region", F.when(column("n") == first, F.lit("changed")).otherwise(column("region")))
+    tampered.write.parquet(f"file:{ods}/orders_history/v000002/end_date={OPEN_END}")
+
+    def verified(open_partition: str) -> Any:
+        history = HistoryCommit(table="orders_history", day="2026-11-01", partitions=((OPEN_END, open_partition),),
+                                switched=(OPEN_END,), opened=300, closed=0)
+        (ods / "orders" / "v000001" / VERSION_FILE).write_text(VersionInfo(
+            version=1, watermark=Watermark("binlog.000001", 4, server_id=1), run=RunRef("d", "r"),
+            history=history).to_text())
+        job = VerifyJob(warehouse_dir=f"file:{tmp_path / 'warehouse'}", metastore_uri=None, table="ods.orders",
+                        columns=tuple(COLUMNS), key=("n",), mariadb=True, buckets=7,
+                        result_file=str(tmp_path / "result.json"), location=f"file:{ods}/orders/v000001")
+        return verify_job.run(spark, job, HadoopFiles(spark, ""))
+
+    assert verified(f"file:{ods}/orders_history/v000001/end_date={OPEN_END}").history_differing == ()
+    assert len(verified(f"file:{ods}/orders_history/v000002/end_date={OPEN_END}").history_differing or ()) == 1
+    with pytest.raises(VersionRefused, match="names a history that is not one"):
+        verified(f"file:{ods}/orders/v000001")

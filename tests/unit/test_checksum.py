@@ -278,3 +278,15 @@ def test_a_repair_is_settled_only_by_reading_the_whole_table_or_all_its_buckets_
     assert Replaced().covers(pending)
     assert Replaced((3, 6, 7)).covers(pending)
     assert not Replaced((3,)).covers(pending)
+
+
+def test_a_history_whose_open_rows_differ_from_its_table_fails_verify_with_the_way_out_and_asks_no_repair():
+    from airflow_cdc_provider.core.contract import Verification
+
+    history = _checked().model_copy(update={"history_buckets": (2, 5)})  # the table itself is clean
+    found = Verification(tables=(history, _checked()))
+    assert found.different == [history] and repair_request(history, RUN.key) is None
+    assert difference_message(found.different) == (
+        "1 SCD2 histories differ from their tables: the open rows of ods.orders_history differ from ods.orders "
+        "version 4 in 2 of 8 buckets. A run with fresh_snapshot=true brings a history level with the source: it "
+        "closes and opens again every open row that differs from the snapshot.")
