@@ -21,8 +21,9 @@ from airflow_cdc_provider.core.changelog import (
 )
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.watermark import split_binlog_file
+from airflow_cdc_provider.spark.beside_tables import ensure_beside_table
 from airflow_cdc_provider.spark.files import HadoopFiles
-from airflow_cdc_provider.spark.names import column, columns_ddl
+from airflow_cdc_provider.spark.names import column
 
 _DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
 _UPSERT = "cdc,upsert"  # in a key's last change: True for an upsert, False for a delete
@@ -138,22 +139,8 @@ def register(spark: Any, database: str, commit: ChangelogCommit, root: str, colu
         raise ValueError(f"The changelog day {commit.day!r} of version {version} is not YYYY-MM-DD.")
     table = f"{quote_identifier(database)}.{quote_identifier(commit.table)}"
     day = quote_identifier(commit.day_column)
-    exists = spark.catalog.tableExists(f"{database}.{commit.table}")
-    if exists:
-        held = {f.name: f.dataType.simpleString() for f in spark.table(f"{database}.{commit.table}").schema}
-        if any(name in held and held[name] != hive for name, hive in columns) or held.get(commit.day_column) is None:
-            print(f"cdc-merge: the columns of {database}.{commit.table} are defined again from version {version} "
-                  "on (their types changed)", flush=True)
-            spark.sql(f"DROP TABLE {table}")
-            exists = False
-    if not exists:
-        spark.sql(f"CREATE TABLE IF NOT EXISTS {table} ({columns_ddl([*columns, *CHANGE_COLUMNS])}) PARTITIONED BY "
-                  f"({day} STRING, {quote_identifier(VERSION_COLUMN)} BIGINT) STORED AS PARQUET "
-                  f"LOCATION '{literal(root)}'")
-    else:
-        missing = [(name, hive) for name, hive in columns if name not in held]
-        if missing:
-            spark.sql(f"ALTER TABLE {table} ADD COLUMNS ({columns_ddl(missing)})")
+    ensure_beside_table(spark, database, commit.table, [*columns, *CHANGE_COLUMNS],
+                        [(commit.day_column, "string"), (VERSION_COLUMN, "bigint")], literal(root))
     spark.sql(f"ALTER TABLE {table} ADD IF NOT EXISTS PARTITION ({day} = '{commit.day}', "
               f"{quote_identifier(VERSION_COLUMN)} = {int(version)}) LOCATION '{literal(commit.location)}'")
 

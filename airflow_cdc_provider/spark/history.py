@@ -97,29 +97,6 @@ def _opened(rows: Any, columns: list[tuple[str, str]], settings: HistorySettings
                         for name, hive in history_columns(columns, settings)])
 
 
-def ensure_history_table(spark: Any, database: str, table: str, columns: list[tuple[str, str]], root: str) -> None:
-    """Make the history table if missing (``columns``: ``history_columns``, partitioned by ``end_date``), or add
-    the columns it lacks. A column whose type changed cannot be changed in place: the table is defined anew
-    (EXTERNAL: no file goes), and the merge that changed it started the history again."""
-    from airflow_cdc_provider.core.identifiers import quote_identifier
-    from airflow_cdc_provider.spark.names import columns_ddl
-
-    name = f"{quote_identifier(database)}.{quote_identifier(table)}"
-    if spark.catalog.tableExists(f"{database}.{table}"):
-        held = {f.name: f.dataType.simpleString() for f in spark.table(f"{database}.{table}").schema}
-        if not any(n in held and held[n] != hive for n, hive in columns):
-            missing = [(n, hive) for n, hive in columns if n not in held]
-            if missing:
-                spark.sql(f"ALTER TABLE {name} ADD COLUMNS ({columns_ddl(missing)})")
-            return
-        print(f"cdc-merge: {database}.{table} is defined anew (the table's column types changed)", flush=True)
-        spark.sql(f"DROP TABLE {name}")
-    if "'" in root or "\\" in root:
-        raise ValueError(f"The path {root!r} holds a quote or a backslash; choose a warehouse_dir without them.")
-    spark.sql(f"CREATE TABLE {name} ({columns_ddl(columns)}) PARTITIONED BY "
-              f"({columns_ddl([(HISTORY_PARTITION, 'string')])}) STORED AS PARQUET LOCATION '{root}'")
-
-
 def open_values(open_rows: Any, columns: list[tuple[str, str]]) -> Any:
     """The values the history's open rows give the table (``columns``): the open rows but deletion markers."""
     if "is_deleted" in open_rows.columns:

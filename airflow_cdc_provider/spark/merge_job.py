@@ -72,6 +72,7 @@ from airflow_cdc_provider.core.merge import (
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.spark.beside_tables import ensure_beside_table
 from airflow_cdc_provider.spark.changelog import (
     changelog_root,
     changelog_rows,
@@ -82,7 +83,6 @@ from airflow_cdc_provider.spark.changelog import (
 )
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.history import (
-    ensure_history_table,
     initial_open,
     matching_keys,
     open_values,
@@ -736,7 +736,9 @@ def _switch_history(spark: Any, spec: MergeSpec, commit: HistoryCommit, files_of
         changes.append(PartitionChange(values=((HISTORY_PARTITION, value),), location=location))
     versions = files_of.parent(where[OPEN_END].rstrip("/"))
     root = files_of.parent(versions)
-    ensure_history_table(spark, spec.database, table, history_columns(columns, settings), root)
+    # A table defined anew (its column types changed) goes with the merge that started the history again.
+    ensure_beside_table(spark, spec.database, table, history_columns(columns, settings),
+                        [(HISTORY_PARTITION, "string")], root)
     commit_partitions(spark, spec.database, table, changes, spec.warehouse_dir, f"{versions}/_empty")
 
 

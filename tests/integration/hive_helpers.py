@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pytest
 
 
 def _plain_value(value: Any) -> Any:
@@ -61,3 +63,30 @@ def apply_changes(state: dict, changes: list[dict], key: tuple[str, ...], column
             assert change["_change_type"] != "insert" or k not in state, ("insert of a key held", k)
             state[k] = row
     return state
+
+
+@contextlib.contextmanager
+def local_spark(app: str, conf: dict[str, str]) -> Iterator[Any]:
+    """A Spark session in this process (``local[1]``, no UI, ``conf`` set), for tests that need no metastore; its
+    JVM stopped on exit, or it would live as long as the test process (it ends when its stdin closes)."""
+    from airflow_cdc_testing.hive import spark_env
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in spark_env().items():
+            patch.setenv(key, value)
+        builder = SparkSession.builder.master("local[1]").appName(app).config("spark.ui.enabled", "false")
+        for key, value in conf.items():
+            builder = builder.config(key, value)
+        session = builder.getOrCreate()
+        try:
+            yield session
+        finally:
+            gateway = SparkContext._gateway
+            session.stop()
+            if gateway is not None:
+                gateway.shutdown()
+                gateway.proc.stdin.close()
+                gateway.proc.wait(timeout=60)
+                SparkContext._gateway = SparkContext._jvm = None

@@ -1,6 +1,7 @@
 """What changed and what was, kept by a table's merges over simulated days (each run's version reflects a chosen
-moment): its changelog, its daily snapshot partitions and its SCD2 history, against real MariaDB changes, real
-Spark and an embedded metastore, through kills at every commit step."""
+moment): its changelog, its daily snapshot partitions and its SCD2 history (run to run, deletes kept as markers),
+against real MariaDB changes, real Spark and an embedded metastore, through a fresh snapshot over a history made
+wrong by hand and kills at every commit step."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_changelog_snapshots_and_history_agree_with_the_source_each_day_through_
     fill(mariadb, items.quoted, 120)
     hook = MySqlSourceHook(capture_conn)
     table = Table(hook, hook.raw_header(items), tmp_path, changelog=True,
-                  history=HistorySettings(daily=True, keep_days=3, scd2=True))
+                  history=HistorySettings(daily=True, keep_days=3, scd2=True, granularity="run",
+                                          hard_deletes="new_record"))
     columns = [name.lower() for name, _ in table.header.columns]
     key = tuple(k.lower() for k in table.header.key)
     rng, next_id = random.Random(30), [120]
@@ -130,15 +132,18 @@ def test_changelog_snapshots_and_history_agree_with_the_source_each_day_through_
     assert not any((database / "items_snapshots").rglob("*.parquet"))
 
     # The history as of each day is that day's snapshot (the days dropped from the snapshots too); each key has
-    # one open row, and only the rows' values at some day's end are kept.
+    # one open row, a deleted key's a marker (``hard_deletes: new_record``); each value held from one run to the
+    # next (``granularity: run``), within a day too, has its row.
     for day, version in days.items():
         as_of = {(r["region"], r["id"]): {c: r[c] for c in columns} for r in history
-                 if r["start_date"] <= day < r["end_date"]}
+                 if r["start_date"] <= day < r["end_date"] and not r["is_deleted"]}
         assert plain(as_of) == at_version[version], f"the history as of {day} is not version {version}"
-    open_keys = [(r["region"], r["id"]) for r in history if r["end_date"] == "9999-12-31"]
-    assert len(open_keys) == len(set(open_keys)) == len(rows)
-    assert all(r["is_current"] == (r["end_date"] == "9999-12-31") for r in history)
-    assert all(r["start_date"] < r["end_date"] for r in history), "a value held only within a day is not kept"
+    open_rows = [r for r in history if r["end_date"] == "9999-12-31"]
+    open_keys = [(r["region"], r["id"]) for r in open_rows]
+    assert len(open_keys) == len(set(open_keys)) and len([r for r in open_rows if not r["is_deleted"]]) == len(rows)
+    assert any(r["is_deleted"] for r in open_rows) and all(r["is_current"] == (r in open_rows) for r in history)
+    assert all(r["end_time"] is None if r in open_rows else r["start_time"] < r["end_time"] for r in history)
+    assert any(r["start_date"] == r["end_date"] for r in history), "no value held only within a day"
 
 
 def tamper_open_rows(directory) -> None:

@@ -17,6 +17,7 @@ import pytest
 from airflow_cdc_provider.core.changelog import version_day
 from airflow_cdc_provider.core.history import HISTORY_PARTITION, OPEN_END, HistorySettings, history_columns
 from airflow_cdc_provider.spark.names import column
+from tests.integration.hive_helpers import local_spark
 
 pytestmark = pytest.mark.spark
 
@@ -30,32 +31,12 @@ DAYS = 12
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """One local session for the module's tests, in UTC."""
-    from airflow_cdc_testing.hive import spark_env
-    from pyspark.sql import SparkSession
-
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in spark_env().items():
-            patch.setenv(key, value)
-        builder = SparkSession.builder.master("local[1]").appName("history").config("spark.ui.enabled", "false")
-        # Tiny frames, many plans: compiling each plan's code would cost more than running it interpreted.
-        for key, value in {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
-                           "spark.ui.showConsoleProgress": "false", "spark.sql.codegen.wholeStage": "false",
-                           "spark.sql.codegen.factoryMode": "NO_CODEGEN", "spark.sql.adaptive.enabled": "false"}.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
-        try:
-            yield session
-        finally:
-            # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
-            from pyspark import SparkContext
-
-            gateway = SparkContext._gateway
-            session.stop()
-            if gateway is not None:
-                gateway.shutdown()
-                gateway.proc.stdin.close()
-                gateway.proc.wait(timeout=60)
-                SparkContext._gateway = SparkContext._jvm = None
+    # Tiny frames, many plans: compiling each plan's code would cost more than running it interpreted.
+    with local_spark("history", {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
+                                 "spark.ui.showConsoleProgress": "false", "spark.sql.codegen.wholeStage": "false",
+                                 "spark.sql.codegen.factoryMode": "NO_CODEGEN",
+                                 "spark.sql.adaptive.enabled": "false"}) as session:
+        yield session
 
 
 Key = tuple[Any, ...]

@@ -19,6 +19,7 @@ import pytest
 
 from airflow_cdc_provider.core.partitioning import PartitionSpec
 from airflow_cdc_provider.core.types import arrow_schema, arrow_table, hive_type
+from tests.integration.hive_helpers import local_spark
 
 COLUMNS = [("n", "int"), ("id", "bigint"), ("small", "tinyint"), ("big_u", "bigint unsigned"),
            ("Created_At", "datetime(6)"), ("paid_at", "timestamp(6)"), ("born", "date"), ("region", "varchar(32)"),
@@ -83,32 +84,11 @@ def _rows(count: int) -> list[list[object]]:
 @pytest.fixture(scope="module")
 def spark() -> Iterator[Any]:
     """One local session for the module's tests, in UTC, with the rebase modes of the provider's jobs."""
-    from airflow_cdc_testing.hive import spark_env
-    from pyspark.sql import SparkSession
-
-    with pytest.MonkeyPatch.context() as patch:
-        for key, value in spark_env().items():
-            patch.setenv(key, value)
-        builder = SparkSession.builder.master("local[1]").appName("partitioning").config("spark.ui.enabled", "false")
-        for key, value in {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
-                           **{f"spark.sql.parquet.{mode}": "CORRECTED" for mode in (
-                               "datetimeRebaseModeInRead", "datetimeRebaseModeInWrite", "int96RebaseModeInRead",
-                               "int96RebaseModeInWrite")}}.items():
-            builder = builder.config(key, value)
-        session = builder.getOrCreate()
-        try:
-            yield session
-        finally:
-            # The session's JVM would otherwise live as long as this test process: it ends when its stdin closes.
-            from pyspark import SparkContext
-
-            gateway = SparkContext._gateway
-            session.stop()
-            if gateway is not None:
-                gateway.shutdown()
-                gateway.proc.stdin.close()
-                gateway.proc.wait(timeout=60)
-                SparkContext._gateway = SparkContext._jvm = None
+    with local_spark("partitioning", {"spark.sql.session.timeZone": "UTC", "spark.sql.shuffle.partitions": "1",
+                                      **{f"spark.sql.parquet.{mode}": "CORRECTED" for mode in (
+                                          "datetimeRebaseModeInRead", "datetimeRebaseModeInWrite",
+                                          "int96RebaseModeInRead", "int96RebaseModeInWrite")}}) as session:
+        yield session
 
 
 def _hive_rows(spark: Any, path: str, zone: str) -> Any:
