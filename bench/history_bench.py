@@ -22,9 +22,7 @@ change type against the capture.
 
 from __future__ import annotations
 
-import datetime as dt
 import inspect
-import json
 import shutil
 import statistics
 import sys
@@ -36,77 +34,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table  # noqa: E402
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
 from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec  # noqa: E402
-from airflow_cdc_provider.core.types import hive_type  # noqa: E402
-from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
-from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 from bench.merge_bench import DDL, FILL, change  # noqa: E402
 from bench.partition_bench import link_into  # noqa: E402
+from bench.targets import Target  # noqa: E402
 
 TARGET_RATIO = 1.3
 # Replay writes each key's binlog coordinate into its files for the changelog's _source_* columns when asked to;
 # a replay without that parameter writes none, and the changelog's _source_* columns are NULL.
 POSITIONS = "positions" in inspect.signature(replay).parameters
-
-
-class Target:
-    """One Hive table fed from the source table, run by run as the operators do (lock, plan, merge, ledger)."""
-
-    def __init__(self, name: str, header, partitioning: Partitioning | None, logged: bool, work: Path):
-        self.name, self.header, self.partitioning, self.work = name, header, partitioning, work
-        self.changelog = ChangelogSpec(table=changelog_table(name)) if logged else None
-        self.ledger = Ledger(TableDir(work_dir=str(work / "work"), hive_table=f"ods.{name}"), WorkStore())
-        self.warehouse = work / "warehouse"
-        self.runs = 0
-        self.run_ref: RunRef | None = None
-        self.plan = None
-        self.outcome: dict = {}
-
-    def begin(self) -> Path:
-        """Take the lock and plan the next run; its capture directory."""
-        self.runs += 1
-        self.run_ref = RunRef("bench", f"r{self.runs}")
-        self.ledger.acquire(self.run_ref, lambda holder: False, dt.datetime.now(dt.UTC))
-        self.plan = plan_run(self.run_ref, self.ledger.committed(), None, None)
-        self.ledger.save_run_plan(self.plan)
-        return Path(self.ledger.table.run(self.run_ref.key).root)
-
-    def merge(self, end, upserts: list[str], deletes: str | None, left: tuple[str, ...]) -> tuple[float, dict, float]:
-        """Merge and commit; (the job's wall seconds, its result for the table, its Spark session's seconds)."""
-        out = Path(self.ledger.table.run(self.run_ref.key).root)
-        spec = MergeSpec(
-            database="ods", table=self.name, source=self.header.table, warehouse_dir=str(self.warehouse),
-            metastore_uri=None, plan=self.plan, end=end, as_of=dt.datetime.now(dt.UTC),
-            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
-            partitioning=self.partitioning, left_partitions=left if self.partitioning else (),
-            changelog=self.changelog,
-        )
-        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
-        t0 = time.perf_counter()
-        result = run_spark_job(MERGE_JOB, str(out / "job.json"), work_dir=str(out), timeout=3600)
-        seconds = time.perf_counter() - t0
-        if result.returncode:
-            raise RuntimeError(result.stdout[-3000:] + result.stderr[-5000:])
-        job = json.loads((out / "result.json").read_text())
-        outcome = job["tables"][f"ods.{self.name}"]
-        assert outcome["status"] == "committed", outcome
-        self.ledger.commit(self.plan, spec.committed(outcome["version"], outcome["location"]))
-        self.ledger.release(self.run_ref)
-        self.outcome = outcome
-        return seconds, outcome, job["session_seconds"]
 
 
 def change_types(outcome: dict) -> dict[str, int]:
@@ -122,8 +66,9 @@ class Pair:
 
     def __init__(self, label: str, header, partitioning: Partitioning | None, work: Path):
         self.label = label
-        self.plain = Target(f"{label}_plain", header, partitioning, False, work)
-        self.logged = Target(f"{label}_logged", header, partitioning, True, work)
+        self.plain = Target(f"{label}_plain", header, work, partitioning)
+        self.logged = Target(f"{label}_logged", header, work, partitioning,
+                             changelog=ChangelogSpec(table=changelog_table(f"{label}_logged")))
         self.rounds: list[dict] = []
 
     def targets(self, round_: int) -> list[tuple[str, Target]]:
@@ -206,7 +151,8 @@ def run(work: Path, rows: int, fraction: float, rounds: int, width: int) -> None
                     if i:
                         upserts = link_into(upserts, outs[i])
                         deletes = link_into([deletes], outs[i])[0]
-                    seconds, outcome, session = target.merge(extracted.end, upserts, deletes, left)
+                    seconds, outcome, job = target.merge(extracted.end, upserts, deletes, left)
+                    session = job["session_seconds"]
                     found[kind] = {"wall": seconds, "in_job": sum(outcome["phases"].values()), "session": session,
                                    "phases": outcome["phases"]}
                     if kind == "logged":

@@ -17,7 +17,6 @@ against its source.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import random
@@ -30,72 +29,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
-from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec  # noqa: E402
-from airflow_cdc_provider.core.types import hive_type  # noqa: E402
-from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
-from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
+from airflow_cdc_provider.core.partitioning import PartitionSpec  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 from bench.merge_bench import DDL, FILL  # noqa: E402
+from bench.targets import Target, size_of  # noqa: E402
 
 TAIL_INSERTS, TAIL_UPDATES, TAIL_WINDOW, OLD_UPDATES, OLD_DELETES = 2_000, 2_000, 20_000, 8, 2
-
-
-def size_of(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-class Target:
-    """One Hive table fed from one source table, run by run as the operators do (lock, plan, merge, ledger)."""
-
-    def __init__(self, name: str, header, partitioning: Partitioning | None, work: Path):
-        self.name, self.header, self.partitioning, self.work = name, header, partitioning, work
-        self.ledger = Ledger(TableDir(work_dir=str(work / "work"), hive_table=f"ods.{name}"), WorkStore())
-        self.warehouse = work / "warehouse"
-        self.runs = 0
-        self.run_ref: RunRef | None = None
-        self.plan = None
-
-    def begin(self) -> Path:
-        """Take the lock and plan the next run; its capture directory."""
-        self.runs += 1
-        self.run_ref = RunRef("bench", f"r{self.runs}")
-        self.ledger.acquire(self.run_ref, lambda holder: False, dt.datetime.now(dt.UTC))
-        self.plan = plan_run(self.run_ref, self.ledger.committed(), None, None)
-        self.ledger.save_run_plan(self.plan)
-        return Path(self.ledger.table.run(self.run_ref.key).root)
-
-    def merge(self, end, upserts: list[str], deletes: str | None, left: tuple[str, ...]) -> tuple[float, dict, int]:
-        """Merge and commit; (seconds, the job's result, bytes written into the new version directory)."""
-        out = Path(self.ledger.table.run(self.run_ref.key).root)
-        spec = MergeSpec(
-            database="ods", table=self.name, source=self.header.table, warehouse_dir=str(self.warehouse),
-            metastore_uri=None, plan=self.plan, end=end, as_of=dt.datetime.now(dt.UTC),
-            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
-            partitioning=self.partitioning, left_partitions=left if self.partitioning else (),
-        )
-        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
-        t0 = time.perf_counter()
-        result = run_spark_job(MERGE_JOB, str(out / "job.json"), work_dir=str(out), timeout=3600)
-        seconds = time.perf_counter() - t0
-        if result.returncode:
-            raise RuntimeError(result.stdout[-3000:] + result.stderr[-5000:])
-        outcome = json.loads((out / "result.json").read_text())["tables"][f"ods.{self.name}"]
-        assert outcome["status"] == "committed", outcome
-        self.ledger.commit(self.plan, spec.committed(outcome["version"], outcome["location"]))
-        self.ledger.release(self.run_ref)
-        written = size_of(Path(outcome["location"].removeprefix("file:")))
-        return seconds, outcome, written
 
 
 def link_into(files: list[str], directory: Path) -> list[str]:
@@ -118,8 +63,8 @@ class Table:
                        f"INSERT INTO bench.{name} SELECT {FILL} FROM bench.seq_1_to_{rows}")
         self.header = header_of(server, TableName("bench", name))
         layout = PartitionSpec.parse(f"truncate(id, {width})").resolve(self.header.columns)
-        self.targets = {"partitioned": Target(f"{name}_part", self.header, layout, work),
-                        "unpartitioned": Target(f"{name}_flat", self.header, None, work)}
+        self.targets = {"partitioned": Target(f"{name}_part", self.header, work, layout),
+                        "unpartitioned": Target(f"{name}_flat", self.header, work)}
         self.top = rows
 
     def load(self) -> dict[str, float]:
@@ -177,7 +122,8 @@ class Table:
             if kind != "partitioned":
                 upserts = link_into(upserts, outs[kind])
                 deletes = link_into([deletes], outs[kind])[0]
-            merge_s, outcome, written = target.merge(extracted.end, upserts, deletes, left)
+            merge_s, outcome, _ = target.merge(extracted.end, upserts, deletes, left)
+            written = size_of(Path(outcome["location"].removeprefix("file:")))
             found[kind] = {"seconds": extract_s + replay_s + merge_s, "extract": extract_s, "replay": replay_s,
                            "merge": merge_s, "written": written, "outcome": outcome, "left": len(left)}
         return found

@@ -16,75 +16,25 @@ version is); the daily snapshot writes nothing (its partition is the version's o
 from __future__ import annotations
 
 import datetime as dt
-import json
 import shutil
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_cdc_testing.hive import run_spark_job  # noqa: E402
 from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.history import HistorySettings, HistorySpec  # noqa: E402
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
-from airflow_cdc_provider.core.types import hive_type  # noqa: E402
-from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
-from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from airflow_cdc_provider.storage import WorkStore  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
 from bench.merge_bench import DDL, FILL, change  # noqa: E402
+from bench.targets import Target, size_of  # noqa: E402
 
 START = dt.datetime(2026, 11, 1, tzinfo=dt.UTC)
-
-
-def size_of(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.exists() else 0
-
-
-class Kept:
-    """The Hive table with its history, run by run as the operators do (lock, plan, merge, ledger)."""
-
-    def __init__(self, header, work: Path):
-        self.header, self.work = header, work
-        self.ledger = Ledger(TableDir(work_dir=str(work / "work"), hive_table="ods.orders"), WorkStore())
-        self.warehouse = work / "warehouse"
-        self.history = HistorySpec.of("orders", HistorySettings(daily=True, scd2=True))
-        self.runs = 0
-
-    def begin(self) -> Path:
-        self.runs += 1
-        self.run = RunRef("bench", f"r{self.runs}")
-        self.ledger.acquire(self.run, lambda holder: False, dt.datetime.now(dt.UTC))
-        self.plan = plan_run(self.run, self.ledger.committed(), None, None)
-        self.ledger.save_run_plan(self.plan)
-        return Path(self.ledger.table.run(self.run.key).root)
-
-    def merge(self, end, upserts: list[str], deletes: str | None, as_of: dt.datetime) -> tuple[float, dict]:
-        out = Path(self.ledger.table.run(self.run.key).root)
-        spec = MergeSpec(
-            database="ods", table="orders", source=self.header.table, warehouse_dir=str(self.warehouse),
-            metastore_uri=None, plan=self.plan, end=end, as_of=as_of,
-            columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes, history=self.history)
-        (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
-        t0 = time.perf_counter()
-        result = run_spark_job(MERGE_JOB, str(out / "job.json"), work_dir=str(out), timeout=3600)
-        seconds = time.perf_counter() - t0
-        if result.returncode:
-            raise RuntimeError(result.stdout[-3000:] + result.stderr[-5000:])
-        outcome = json.loads((out / "result.json").read_text())["tables"]["ods.orders"]
-        assert outcome["status"] == "committed", outcome
-        self.ledger.commit(self.plan, spec.committed(outcome["version"], outcome["location"]))
-        self.ledger.release(self.run)
-        return seconds, outcome
 
 
 def main() -> None:
@@ -106,11 +56,11 @@ def run(work: Path, rows: int, days: int, fraction: float) -> None:
         server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
                        f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
         header = header_of(server, TableName("bench", "orders"))
-        kept = Kept(header, work)
+        kept = Target("orders", header, work, history=HistorySpec.of("orders", HistorySettings(daily=True, scd2=True)))
         database = kept.warehouse / "ods.db"
         out = kept.begin()
         snap = snapshot(source.hook, header, out / "snapshot")
-        seconds, outcome = kept.merge(snap.watermark, snap.files, None, START)
+        seconds, outcome, _ = kept.merge(snap.watermark, snap.files, None, as_of=START)
         version_bytes = size_of(database / "orders" / "v000001")
         print(f"first load: {snap.rows:,} rows, merge {seconds:.1f} s, version {version_bytes:,} bytes, history "
               f"{size_of(database / 'orders_history'):,} bytes", flush=True)
@@ -124,8 +74,8 @@ def run(work: Path, rows: int, days: int, fraction: float) -> None:
             extracted = extract(source.hook, [header], kept.plan.start, high, out / "raw")
             replayed = replay(extracted.files[header.table], out / "upsert.parquet", out / "delete.parquet")
             as_of = START + dt.timedelta(days=day + 1)  # the day's midnight: the range ends there
-            seconds, outcome = kept.merge(extracted.end, [str(replayed.upsert_file)], str(replayed.delete_file),
-                                          as_of)
+            seconds, outcome, _ = kept.merge(extracted.end, [str(replayed.upsert_file)], str(replayed.delete_file),
+                                             as_of=as_of)
             name = f"v{outcome['version']:06d}"
             history = outcome["history"]
             written = database / "orders_history" / name
