@@ -49,7 +49,8 @@ test: venv mariadb check
 	test $$suite -eq 0 && test $$low -eq 0
 
 # The lowest Airflow the provider supports (constraints-lowest.txt), in an environment of its own: the unit tests
-# and one real `airflow dags test` run of the example DAG (check → snapshot → merge → commit).
+# of what uses Airflow (--airflow-facing: the core's run the same on either) and one real `airflow dags test` run
+# of the example DAG (check → snapshot → merge → commit).
 LOWEST ?= .venv-lowest
 
 $(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.txt scripts/ensure-build-deps.sh
@@ -61,7 +62,7 @@ $(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.t
 	touch $@
 
 test-lowest: $(LOWEST)/.installed mariadb
-	$(LOWEST)/bin/python -m pytest -p no:cacheprovider tests/unit \
+	$(LOWEST)/bin/python -m pytest -p no:cacheprovider --airflow-facing tests/unit \
 		tests/e2e/test_example_dag.py::test_example_dag_loads_each_table_in_a_real_cli_run
 
 # The unit tests alone (no server, no Spark, no Airflow run), a minute or so.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,34 @@ def _expected_length_rank(item: pytest.Item) -> tuple[int, int]:
     return stage, _LONGEST_FIRST.index(module) if module in _LONGEST_FIRST else len(_LONGEST_FIRST)
 
 
+# The unit tests whose module uses Airflow, or the provider's code that does (operators, hooks, task groups, the
+# compatibility layer): ``--airflow-facing`` keeps only these of tests/unit. The rest test the core and the stages,
+# which import no Airflow (the import contract), on the same libraries whatever the Airflow (the two constraint
+# files differ only in Airflow's own dependencies): the lowest Airflow's run repeats them for nothing.
+_AIRFLOW_FACING = re.compile(
+    r"^\s*(from|import) airflow[. ]|airflow_cdc_provider[. ](import )?(operators|task_groups|hooks|compat|"
+    r"get_provider_info)", re.MULTILINE)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--airflow-facing", action="store_true",
+                     help="of the unit tests, only those whose module uses Airflow or the provider's Airflow-facing "
+                          "code (make test-lowest)")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.getoption("airflow_facing"):
+        texts: dict[Path, bool] = {}
+
+        def facing(item: pytest.Item) -> bool:
+            if item.path.parent != ROOT / "tests" / "unit":
+                return True
+            if item.path not in texts:
+                texts[item.path] = bool(_AIRFLOW_FACING.search(item.path.read_text()))
+            return texts[item.path]
+
+        config.hook.pytest_deselected(items=[item for item in items if not facing(item)])
+        items[:] = [item for item in items if facing(item)]
     for item in items:
         parts = item.path.relative_to(ROOT / "tests").parts
         if len(parts) > 1 and parts[0] in _MARK_BY_DIRECTORY:
