@@ -374,7 +374,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             spark, spec, current, location or "", origin, touched, columns, fills)
         # The version's net changes, from the version the table is at now to this one: kept while both the
         # changelog and the history are written from them.
-        net = _net(spark, spec, before, columns, first_load=True)
+        net, kept = _net(spark, spec, before, columns, first_load=True)
     if spec.changelog is not None:
         logged = _write_changes(spark, spec, files, version, net, columns, first_load=anew, current=current)
         clock.lap("changes")
@@ -383,7 +383,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                                   anew=anew, origin=origin)
         clock.lap("history")
     if net is not None:
-        net.unpersist()
+        for frame in (net, *kept):
+            frame.unpersist()
 
     snapshot_days: tuple[tuple[str, int], ...] = ()
     dropped_days: tuple[str, ...] = ()
@@ -547,9 +548,11 @@ def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], cu
     return events
 
 
-def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]], first_load: bool) -> Any:
+def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]],
+         first_load: bool) -> tuple[Any, tuple[Any, ...]]:
     """The version's net changes (``spark.changelog.net_changes``) from the capture files and ``before``,
-    persisted: the changelog and the history are both written from them."""
+    persisted (the changelog and the history are both written from them), and the frames kept for them: the
+    caller unpersists both once it wrote what it needed."""
     key = spec.hive_key
     frames = [(_hive_frame(spark, [path], spec.hive_columns, spec, POSITION_COLUMNS), True)
               for path in spec.upsert_files]
@@ -558,7 +561,7 @@ def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]
         frames.append((_hive_frame(spark, [spec.delete_file], key_columns, spec, POSITION_COLUMNS), False))
     last = last_changes(frames, columns)
     if before is None or spec.plan.mode == SNAPSHOT:
-        return net_changes(before, last, key, columns, first_load=first_load).persist()
+        return net_changes(before, last, key, columns, first_load=first_load).persist(), ()
     # Only the rows whose key changed, and every row of a repaired bucket: the others are as they were. Read from
     # the version once, kept, and counted, so that Spark joins them knowing how few they are (``net_changes``).
     keys = last.select([column(k) for k in key])
@@ -567,10 +570,9 @@ def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]
     gone = None
     if spec.buckets and spec.replaced:
         gone = _without_keys(before.where(_bucket(spec).isin(list(spec.replaced))), keys, key)
+    # Kept until the net changes are: they are computed from it at their first use.
     net = net_changes(looked_up, last, key, columns, first_load=first_load, looked_up=True, gone=gone).persist()
-    net.count()
-    looked_up.unpersist()
-    return net
+    return net, (looked_up,)
 
 
 def _add_changes(spark: Any, spec: MergeSpec, changes: ChangelogCommit, version: int, location: str,
@@ -639,7 +641,7 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
     day = version_day(spec.as_of, current.as_of if current is not None else None, zone)
     earlier = None if anew or current is None else current.history
     previous = dict(earlier.partitions) if earlier is not None else {}
-    closed, step = None, net
+    closed, step, kept = None, net, ()
     if anew or current is None:
         open_rows = initial_open(_upserts(spark, spec, columns), columns, settings, day, spec.as_of, version)
     else:
@@ -654,7 +656,7 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
             # A fresh snapshot brings the history level with the source whatever its open rows hold (verify
             # compares them with the table): its step's changes are from those rows, not from the table's version,
             # to the snapshot. They are the same changes while the history agrees with the table.
-            step = _net(spark, spec, open_values(held, columns), columns, first_load=False)
+            step, kept = _net(spark, spec, open_values(held, columns), columns, first_load=False)
         open_rows, closed = scd2_step(held, step, spec.hive_key, columns, settings, day, spec.as_of, version)
     root = f"{files.parent(files.root)}/{table}"
     path = f"{root}/{version_dir_name(version)}"
@@ -680,7 +682,8 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
         else:
             files.delete(closed_dir)
     if step is not net:
-        step.unpersist()
+        for frame in (step, *kept):
+            frame.unpersist()
     failpoint("merge.history.written")
     return HistoryCommit(table=table, day=day, partitions=tuple(sorted(partitions.items())),
                          switched=tuple(switched), opened=int(opened.get["rows"]), closed=closed_rows)
