@@ -228,3 +228,4 @@ def history_dirs_to_prune(found: Collection[int], versions: Collection[int], exp
     its history: the open partition it superseded goes with the other expired versions', or the history would
     keep a whole open partition per kept day."""
     return sorted(number for number in found if number in expired or number not in versions)
+

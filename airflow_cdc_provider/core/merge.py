@@ -73,6 +73,16 @@ class VersionRefused(CdcError):
     table's own version directories. A retry would read the same file."""
 
 
+def history_partition_problem(location: str, value: str, table: str, warehouse_dir: str) -> str | None:
+    """Why ``location`` may not be read or listed as the partition ``end_date`` = ``value`` of the history table
+    ``table``, or None: it must be ``<table>/vNNNNNN/end_date=<value>`` under the warehouse."""
+    parent, _, leaf = location.rstrip("/").rpartition("/")
+    problem = version_dir_problem(parent, warehouse_dir, table)
+    if problem is None and leaf != f"{HISTORY_PARTITION}={value}":
+        problem = f"{location} is not the directory of the partition {HISTORY_PARTITION}={value} of {table}"
+    return problem
+
+
 def partition_location_problem(partition: str, value: str, info: VersionInfo, location: str, warehouse_dir: str,
                                table: str) -> str | None:
     """Why ``partition``, the location of the partition ``value`` in the version file ``info`` found at

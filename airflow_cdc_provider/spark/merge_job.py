@@ -61,6 +61,7 @@ from airflow_cdc_provider.core.merge import (
     TableMerge,
     check_datetime_zone,
     check_layout,
+    history_partition_problem,
     layout_text,
     next_columns,
     parse_version_dir,
@@ -730,9 +731,8 @@ def _switch_history(spark: Any, spec: MergeSpec, commit: HistoryCommit, files_of
     changes = []
     for value in commit.switched:
         location = where.get(value, "")
-        parent, _, leaf = location.rstrip("/").rpartition("/")
-        problem = version_dir_problem(parent, spec.warehouse_dir, table)
-        if problem is None and (commit.table != table or leaf != f"{HISTORY_PARTITION}={value}"):
+        problem = history_partition_problem(location, value, table, spec.warehouse_dir)
+        if problem is None and commit.table != table:
             problem = f"{location} is not the directory of the partition {HISTORY_PARTITION}={value} of {table}"
         if problem:
             raise LedgerConflict(f"The history of {spec.database}.{spec.table} was not switched: {problem}.")

@@ -25,9 +25,9 @@ from airflow_cdc_provider.core.checksum import (
     hive_text,
     spark_text,
 )
-from airflow_cdc_provider.core.history import HISTORY_PARTITION, OPEN_END
+from airflow_cdc_provider.core.history import OPEN_END
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
-from airflow_cdc_provider.core.merge import VersionRefused, version_dir_problem, version_locations
+from airflow_cdc_provider.core.merge import VersionRefused, history_partition_problem, version_locations
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.verify import (
     BucketSum,
@@ -130,11 +130,8 @@ def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
     history = VersionInfo.from_text(text).history if text is not None else None
     if history is None:
         return None
-    where = dict(history.partitions).get(OPEN_END, "").rstrip("/")
-    parent, _, leaf = where.rpartition("/")
-    problem = version_dir_problem(parent, job.warehouse_dir, history.table)
-    if problem is None and leaf != f"{HISTORY_PARTITION}={OPEN_END}":
-        problem = f"{where} is not the open partition of {history.table}"
+    where = dict(history.partitions).get(OPEN_END, "")
+    problem = history_partition_problem(where, OPEN_END, history.table, job.warehouse_dir)
     if problem:
         raise VersionRefused(f"The version file at {location} names a history that is not one: {problem}")
     rows = spark.read.parquet(where)
