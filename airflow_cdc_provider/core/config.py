@@ -427,6 +427,10 @@ class TableEntry(_Section):
     history: bool | dict[str, Any] | None = Field(None, description=HISTORY_MEANING + ", over `hive: history` "
                                                   "(`false`: none; null: as `hive: history` says)",
                                                   json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
+    key: str | list[str] | None = Field(None, description="the columns that identify a row, for a table with no "
+                                        "primary key and no unique key on NOT NULL columns (or instead of its own): "
+                                        "NOT NULL columns, checked unique by each snapshot ([sources.md]"
+                                        "(sources.md#declared-keys)); null: the table's own key")
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
@@ -461,6 +465,7 @@ class TableConfig:
     changelog: ChangelogSettings | Literal[False] | None = None
     # what it was (`history:`); False: nothing; None: as `hive: history:` says
     history: HistorySettings | Literal[False] | None = None
+    key: tuple[str, ...] | None = None  # the columns `key:` declares; None: the table's own primary or unique key
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -508,6 +513,7 @@ class TablePattern:
     partition_by: PartitionSpec | None = None  # each table it selects is partitioned so
     changelog: ChangelogSettings | Literal[False] | None = None  # as TableConfig's, for each table it selects
     history: HistorySettings | Literal[False] | None = None  # alike
+    key: tuple[str, ...] | None = None  # alike
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -535,7 +541,7 @@ class TablePattern:
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
         return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog,
-                           self.history)
+                           self.history, self.key)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -796,7 +802,7 @@ def time_zone(value: Any, where: str) -> str:
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
                "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
-               "`changelog:`, `history:` and, on a pattern, `exclude:`")
+               "`changelog:`, `history:`, `key:` and, on a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -821,7 +827,8 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
                    spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
                    partition_by=_partition_by(entry.get("partition_by"), where),
                    changelog=_table_changelog(entry.get("changelog"), where),
-                   history=_table_history(entry.get("history"), where))
+                   history=_table_history(entry.get("history"), where),
+                   key=_key(entry.get("key"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -838,7 +845,23 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
                        _table_spark_conf(entry.get("spark_conf"), where),
                        _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where),
-                       _table_history(entry.get("history"), where))
+                       _table_history(entry.get("history"), where), _key(entry.get("key"), where))
+
+
+def _key(value: Any, where: str) -> tuple[str, ...] | None:
+    """A table entry's `key:`: a column name or a list of them, each once. Whether the table has them, NOT NULL,
+    is the check's to find (``core.keys.declared_key``), and whether their values are unique the snapshot's."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() and n == n.strip() for n in names)):
+        raise ConfigError(f"`key:` of {where} must be a column name or a list of column names, such as "
+                          f"`key: [order_id, line_no]`, got {value!r}.")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"`key:` of {where} names {', '.join(repeated)} more than once: name each column once.")
+    return tuple(names)
 
 
 def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:

@@ -33,6 +33,7 @@ class CapturedTable(Model):
     schema_changes: str
     key: tuple[str, ...]
     columns: Columns
+    key_declared: bool = False  # the key is the one `key:` names: each snapshot checks its values unique
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
     changelog: ChangelogSettings | None = None  # its changelog table's settings (``changelog:``); None: none

@@ -35,6 +35,10 @@ class NoUsableKey(CdcError):
     """A table with neither a primary key nor a unique key on NOT NULL columns."""
 
 
+class DuplicateKey(CdcError):
+    """A key declared by `key:` whose values the source holds more than once."""
+
+
 class TableNotFound(CdcError):
     """A configured table that the capture user cannot see."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import ssl
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -520,14 +520,15 @@ class MySqlSourceHook(BaseHook):
         )
         return json_checked_columns(clause for (clause,) in rows)
 
-    def raw_header(self, table: TableName) -> RawHeader:
-        """What the raw, upsert and delete files of ``table`` hold: its columns now, and its key.
+    def raw_header(self, table: TableName, declared: Sequence[str] | None = None) -> RawHeader:
+        """What the raw, upsert and delete files of ``table`` hold: its columns now, and its key (``declared``: the
+        columns its entry's `key:` names).
 
         Raises UnsupportedType, naming the columns, when a column's type has no Hive mapping.
         """
         columns = self.table_columns(table)
         check_columns(str(table), columns)
-        key = self.table_key(table)
+        key = self.table_key(table, declared)
         return RawHeader(str(table), tuple(columns), key.columns)
 
     def base_tables(self, schemas: Iterable[str] | None = None) -> list[TableName]:
@@ -542,8 +543,10 @@ class MySqlSourceHook(BaseHook):
             sql += f" AND TABLE_SCHEMA IN ({', '.join(['%s'] * len(args))})"
         return sorted(TableName(schema, table) for schema, table in self._query(sql, args or None))
 
-    def raw_headers(self, tables: Sequence[TableName]) -> dict[TableName, RawHeader | CdcError]:
-        """``raw_header`` of many tables in a few statements: each table's header, or why it cannot be captured."""
+    def raw_headers(self, tables: Sequence[TableName], declared: Mapping[TableName, Sequence[str]] | None = None
+                    ) -> dict[TableName, RawHeader | CdcError]:
+        """``raw_header`` of many tables in a few statements: each table's header, or why it cannot be captured.
+        ``declared``: the key a table's entry declares (``key:``), used instead of the table's own."""
         tables = list(dict.fromkeys(tables))
         if not tables:
             return {}
@@ -580,15 +583,17 @@ class MySqlSourceHook(BaseHook):
             typed = [(name, "json" if name in found else ctype) for name, ctype, _ in columns[table]]
             try:
                 check_columns(str(table), typed)
-                key = choose_key(table, indexes.get(table, []), {name: null for name, _, null in columns[table]})
+                key = choose_key(table, indexes.get(table, []), {name: null for name, _, null in columns[table]},
+                                 (declared or {}).get(table))
             except CdcError as exc:
                 headers[table] = exc
                 continue
             headers[table] = RawHeader(str(table), tuple(typed), key.columns)
         return headers
 
-    def table_key(self, table: TableName) -> TableKey:
-        """The key replay and merge use for ``table``; raises NoUsableKey or TableNotFound."""
+    def table_key(self, table: TableName, declared: Sequence[str] | None = None) -> TableKey:
+        """The key replay and merge use for ``table`` (``declared``: the columns its entry's `key:` names); raises
+        NoUsableKey or TableNotFound."""
         with self.cursor() as cursor:
             cursor.execute(
                 "SELECT COLUMN_NAME, IS_NULLABLE FROM information_schema.COLUMNS "
@@ -604,7 +609,7 @@ class MySqlSourceHook(BaseHook):
                 (table.schema, table.table),
             )
             index_columns = [IndexColumn(n, int(s), c, bool(int(u))) for n, s, c, u in cursor.fetchall()]
-        return choose_key(table, index_columns, nullable)
+        return choose_key(table, index_columns, nullable, declared)
 
     # --- verify -----------------------------------------------------------------------------------------
 
@@ -671,6 +676,16 @@ class MySqlSourceHook(BaseHook):
         rows = self._query("SELECT TABLE_ROWS FROM information_schema.TABLES WHERE TABLE_SCHEMA = %s AND "
                            "TABLE_NAME = %s", (name.schema, name.table))
         return int(rows[0][0] or 0) if rows else 0
+
+    def duplicate_key(self, header: RawHeader) -> tuple[tuple[Any, ...], int] | None:
+        """A value of ``header``'s key that more than one row holds, and how many do; None when each row's is its
+        own. One grouping of the table on the server (an index on the key serves it), under the statement time
+        limit; only the one value found is sent."""
+        keys = ", ".join(quote_identifier(k) for k in header.key)
+        table = TableName.parse(header.table).quoted
+        rows = self._query(f"SELECT {formatted(keys)}, COUNT(*) FROM {formatted(table)} GROUP BY {formatted(keys)} "
+                           "HAVING COUNT(*) > 1 LIMIT 1", [])
+        return (tuple(rows[0][:-1]), int(rows[0][-1])) if rows else None
 
     def integer_key_bounds(self, header: RawHeader) -> tuple[int, int] | None:
         """MIN and MAX of a one-column integer key (two index lookups), or None for another key or no rows."""

@@ -139,7 +139,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
                 with store.staging(target) as local:
                     result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
-                                      self.read_buffer)
+                                      self.read_buffer, key_declared=table.table.key_declared)
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)

@@ -77,7 +77,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         resolution = resolve(self.tables, found, previous, self.hive)
         for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing]):
             self.log.warning("%s", warning)
-        headers = hook.raw_headers([t.source for t in resolution.tables])
+        headers = hook.raw_headers([t.source for t in resolution.tables],
+                                   {t.source: t.key for t in resolution.tables if t.key})
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
         for left_out in skipped:
@@ -100,7 +101,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                              "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
         watermark = hook.current_watermark()
         for ready in captured:
-            self.log.info("%s can be captured into %s: key %s", ready.source, ready.hive_table, ", ".join(ready.key))
+            self.log.info("%s can be captured into %s: key %s%s", ready.source, ready.hive_table, ", ".join(ready.key),
+                          " (declared by `key:`; each snapshot checks it unique)" if ready.key_declared else "")
         self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
                       hook.flavor, len(skipped), watermark)
         return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
@@ -124,6 +126,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
+                             key_declared=bool(table.key),
                              columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
                              changelog=changelog, history=history)
 

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 import pymysql
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
-from airflow_cdc_provider.core.errors import SourceConnectionLost, mysql_error_hint
+from airflow_cdc_provider.core.errors import DuplicateKey, SourceConnectionLost, mysql_error_hint
 from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
@@ -41,6 +41,7 @@ class Source(Protocol):
 
     def streaming_reads(self) -> AbstractContextManager[Any]: ...
     def current_watermark(self) -> Watermark: ...
+    def duplicate_key(self, header: RawHeader) -> tuple[tuple[Any, ...], int] | None: ...
 
 
 @dataclass
@@ -126,19 +127,26 @@ ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the l
 
 
 def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str], chunk_rows: int = 50_000,
-             progress: ChunkDone | None = None, read_buffer: int = DEFAULT_READ_BUFFER) -> SnapshotResult:
+             progress: ChunkDone | None = None, read_buffer: int = DEFAULT_READ_BUFFER,
+             key_declared: bool = False) -> SnapshotResult:
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
     ``progress`` is called after each chunk. The rows are held ``read_buffer`` bytes at a time
-    (``core.batches``), each batch written as it is read."""
+    (``core.batches``), each batch written as it is read. A key the configuration declares (``key_declared``) is
+    checked unique first: raises ``DuplicateKey`` before any row is read."""
     out = Path(out_dir)
     make_dirs(out)
     with room_for(out, f"the snapshot of {header.table}"):
-        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer)
+        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer,
+                         key_declared)
 
 
 def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone,
-              read_buffer: int) -> SnapshotResult:
+              read_buffer: int, key_declared: bool) -> SnapshotResult:
     progress_file = _Progress(out / SNAPSHOT_PROGRESS_FILE, header)
+    if key_declared and progress_file.state is None:
+        # Rows that share a key would be one row in the copy, and the keyset chunks would skip those after a
+        # chunk's last key: neither may happen silently.
+        _check_unique(source, header)
     if progress_file.state is None:
         # Before any row is read: see the module's docstring.
         progress_file.start(source.current_watermark())
@@ -174,6 +182,17 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
             progress(result.rows, last_key)
             if done:
                 return result
+
+
+def _check_unique(source: Source, header: RawHeader) -> None:
+    found = source.duplicate_key(header)
+    if found is None:
+        return
+    values, rows = found
+    shown = ", ".join(f"{name} = {value!r}" for name, value in zip(header.key, values, strict=True))
+    raise DuplicateKey(f"The key that `key:` declares for {header.table} ({', '.join(header.key)}) is not unique at "
+                       f"the source: {rows} rows hold {shown}. Nothing of the table was read. Declare columns whose "
+                       "values identify one row each (a unique index on them keeps it so), or remove the duplicates.")
 
 
 def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,

@@ -2,8 +2,9 @@
 
 Real `dag.test` runs against a real MariaDB, real Spark and a real (embedded) metastore. After every run every
 Hive table equals its source, except a table whose change was refused, which stays as it was. Beside the thirty
-tables, one per character set the server offers holds text of that set's own repertoire (tests/integration/
-charset_helpers.py), loaded by the snapshot and changed through the binlog.
+tables (and one with no key of its own, captured by the key its entry declares: `key:`), one per character set
+the server offers holds text of that set's own repertoire (tests/integration/charset_helpers.py), loaded by the
+snapshot and changed through the binlog.
 """
 
 from __future__ import annotations
@@ -30,11 +31,16 @@ DAG_ID = "mysql_binlog_to_hive"
 TABLES = 30
 
 
+# A table with no key of its own (an index that is not unique), captured by the key its entry declares.
+DECLARED = {"lines": ["a", "b"]}
+
+
 def _ddl(schema: str, name: str, n: int) -> str:
     # Two key shapes: a single AUTO_INCREMENT key, and a composite one.
     if n % 2:
         return (f"CREATE TABLE {schema}.{name} (a INT NOT NULL, b VARCHAR(8) NOT NULL, qty INT NULL,"
-                " price DECIMAL(9,2) NOT NULL, seen DATETIME(3) NULL, PRIMARY KEY (a, b))")
+                f" price DECIMAL(9,2) NOT NULL, seen DATETIME(3) NULL, {'KEY' if name in DECLARED else 'PRIMARY KEY'}"
+                " (a, b))")
     return (f"CREATE TABLE {schema}.{name} (id INT NOT NULL AUTO_INCREMENT PRIMARY KEY, label VARCHAR(40) NOT NULL,"
             " amount DECIMAL(12,2) NULL, note TEXT NULL)")
 
@@ -51,6 +57,7 @@ class Source:
         server.execute(f"CREATE DATABASE {self.schema}")
         for n in range(1, TABLES + 1):
             self.create(f"t{n:02d}", n)
+        self.create("lines", 1)
         self.charsets = {table_name(c): c for c in server_charsets(server)}  # cs_<charset> → its character set
         for charset in self.charsets.values():
             create_table(server, self.schema, charset)
@@ -62,7 +69,9 @@ class Source:
         self.config = {
             "mysql_conn_id": conn_id, "spark_conn_id": "spark_source", "work_dir": str(tmp_path / "work"),
             "hive": {"database": "ods", "warehouse_dir": str(tmp_path / "warehouse"), "metastore_uri": None},
-            "tables": [{"source": f"{self.schema}.*", "exclude": [f"{self.schema}.tmp_*"], "target": "{table}"}],
+            "tables": [*({"source": f"{self.schema}.{name}", "target": name, "key": key}
+                         for name, key in DECLARED.items()),
+                       {"source": f"{self.schema}.*", "exclude": [f"{self.schema}.tmp_*"], "target": "{table}"}],
             "retries": 0, "snapshot_concurrency": 4,
         }
         config_path = tmp_path / "cdc.yaml"
@@ -121,7 +130,7 @@ class Source:
         return {n: (hive_rows(read[f"ods.{n}"][0], self.header(n).key), read[f"ods.{n}"][1]) for n in names}
 
     def header(self, name: str):
-        return self.hook.raw_header(TableName(self.schema, name))
+        return self.hook.raw_header(TableName(self.schema, name), DECLARED.get(name))
 
     def source(self, name: str) -> dict:
         return plain(source_rows(self.server, self.header(name)))
@@ -164,7 +173,8 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
     assert "tmp_scratch" not in output
     assert "No table has changes" not in output
-    assert f"Merging {TABLES + len(texts)} tables in one Spark application" in output
+    assert f"Merging {len(names) + len(texts)} tables in one Spark application" in output
+    assert f"{source.schema}.lines can be captured into ods.lines: key a, b (declared by `key:`" in output
     assert mariadb.binlog_dumps(since, source.user) == []
     source.assert_equal([*names, *texts])
 

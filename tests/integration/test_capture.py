@@ -14,6 +14,7 @@ import time
 
 import pytest
 
+from airflow_cdc_provider.core.errors import DuplicateKey
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -98,6 +99,31 @@ def test_snapshot_during_writes_then_extract_and_replay_equals_source(mariadb, i
     merged = apply_changes(header, read_rows(snap.files), read_rows([replayed.upsert_file]),
                            read_rows([replayed.delete_file]))
     assert merged == source_rows(mariadb, header)
+
+
+def test_a_declared_key_is_checked_unique_before_the_snapshot_reads_and_then_read_in_its_order(
+        mariadb, items, capture_conn, tmp_path):
+    # The table's own key dropped: `key:` declares (id, re%sgion), a placeholder in a name again, over an index
+    # that is not unique.
+    mariadb.execute(f"ALTER TABLE {items.quoted} RENAME COLUMN region TO `re%sgion`",
+                    f"ALTER TABLE {items.quoted} DROP PRIMARY KEY, ADD INDEX ix (id)")
+    fill(mariadb, items.quoted, 300)
+    mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 7, 'twin', 1.5, NULL, NULL)",  # row 7 is eu's
+                    f"INSERT INTO {items.quoted} VALUES ('us', 7, 'other region', 1.5, NULL, NULL)")
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(items, ["id", "re%sgion"])
+    assert header.key == ("id", "re%sgion")
+    with pytest.raises(DuplicateKey, match=r"The key that `key:` declares for cap_\w+\.items \(id, re%sgion\) is not "
+                                            r"unique at the source: 2 rows hold id = 7, re%sgion = 'eu'\. Nothing of "
+                                            r"the table was read"):
+        snapshot(hook, header, tmp_path / "snap", chunk_rows=40, key_declared=True)
+    assert not (tmp_path / "snap" / PROGRESS_FILE).exists(), "no watermark taken, nothing to resume"
+
+    mariadb.execute(f"DELETE FROM {items.quoted} WHERE label = 'twin'")
+    snap = snapshot(hook, header, tmp_path / "snap", chunk_rows=40, key_declared=True)
+    rows = read_rows(snap.files)
+    assert snap.chunks == 8 and len(rows) == snap.rows == 301, "every row once, across the chunks' edges"
+    assert apply_changes(header, rows, [], []) == source_rows(mariadb, header)
 
 
 def test_killed_snapshot_resumes_after_its_last_finished_chunk(mariadb, items, capture_conn, tmp_path):

@@ -521,6 +521,27 @@ def test_a_patterns_spark_conf_goes_to_each_table_it_selects():
 
 
 
+def test_key_is_read_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
+    named, pattern, plain = entries({"source": "shop.lines", "key": ["order_id", "line_no"]},
+                                    {"source": "crm.log_*", "key": "id"}, "shop.a")
+    assert named.key == ("order_id", "line_no")
+    assert pattern.table_config(TableName("crm", "log_2026")).key == ("id",)
+    assert plain.key is None
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ([], r"`key:` of shop.lines in cdc.yaml must be a column name or a list of column names, such as "
+         r"`key: \[order_id, line_no\]`, got \[\]"),
+    (["a", 3], r"must be a column name or a list of column names.*got \['a', 3\]"),
+    ({"a": 1}, r"got \{'a': 1\}"),
+    (["a", " b"], r"got \['a', ' b'\]"),
+    (["a", "b", "a"], r"`key:` of shop.lines in cdc.yaml names a more than once: name each column once"),
+])
+def test_a_bad_key_is_refused_naming_the_entry_the_file_and_the_value(value, message):
+    with pytest.raises(ConfigError, match=message):
+        read_config({"tables": [{"source": "shop.lines", "key": value}]}, "cdc.yaml")
+
+
 def test_partition_by_is_parsed_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
     named, pattern, plain = entries({"source": "shop.orders", "partition_by": "day(created_at)"},
                                     {"source": "crm.*", "partition_by": "bucket(id, 64) AS b"}, "shop.a")

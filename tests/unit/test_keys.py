@@ -31,3 +31,22 @@ def test_nullable_unique_key_is_refused_and_named():
 def test_no_key_is_refused():
     with pytest.raises(NoUsableKey, match="shop.t has no primary key"):
         choose_key(T, [idx("ix", 1, "c", False)], {"c": False})
+
+
+def test_a_declared_key_is_used_instead_of_the_tables_own():
+    key = choose_key(T, [idx("PRIMARY", 1, "a")], {"a": False, "b": False, "c": False}, ["c", "b"])
+    assert key.columns == ("c", "b") and key.is_declared and not key.is_primary
+    assert choose_key(T, [], {"a": False}, ["a"]).columns == ("a",), "a table with no index at all"
+
+
+def test_a_declared_key_names_columns_the_table_has_and_that_are_not_null():
+    columns = {"a": False, "note": True}
+    with pytest.raises(NoUsableKey, match=r"names zz, which shop.t does not have: its columns are a, note"):
+        choose_key(T, [], columns, ["a", "zz"])
+    with pytest.raises(NoUsableKey, match=r"names note, which allow NULL: a key column must be NOT NULL"):
+        choose_key(T, [], columns, ["a", "note"])
+
+
+def test_the_refusal_of_a_keyless_table_says_how_to_declare_a_key():
+    with pytest.raises(NoUsableKey, match=r"`key: \[col, …\]`"):
+        choose_key(T, [], {"c": False})
