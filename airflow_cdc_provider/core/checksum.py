@@ -73,11 +73,14 @@ def kind_of(column_type: str) -> str:
 
 # --- the server's side ------------------------------------------------------------------------------------
 
-def source_text(name: str, column_type: str, mariadb: bool) -> str | None:
+def source_text(name: str, column_type: str, mariadb: bool, every_json: bool = False) -> str | None:
     """The SQL expression of a column's text on the server (NULL for NULL), or None for a column counted by its
-    NULL flag only. The session reads times in UTC (``MySqlSourceHook`` sets it)."""
+    NULL flag only (JSON on MySQL, unless ``every_json``: then its print, for texts compared only with texts of
+    the same server). The session reads times in UTC (``MySqlSourceHook`` sets it)."""
     col = quote_identifier(name)
     kind = kind_of(column_type)
+    if kind == "json" and every_json and not mariadb:
+        return f"CAST({col} AS CHAR)"
     if kind in ("int", "decimal", "decimal_text"):
         return f"CAST({col} + 0 AS CHAR)"  # + 0: ZEROFILL pads only what is displayed
     if kind == "year":
@@ -111,9 +114,9 @@ def _invalid_date(col: str) -> str:
     return f"(YEAR({col}) = 0 OR MONTH({col}) = 0 OR DAYOFMONTH({col}) = 0)"
 
 
-def source_row_text(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
-    """The SQL expression of a row's text."""
-    texts = [source_text(name, ctype, mariadb) for name, ctype in columns]
+def source_row_text(columns: Sequence[tuple[str, str]], mariadb: bool, every_json: bool = False) -> str:
+    """The SQL expression of a row's text (``every_json``: as ``source_text`` takes it)."""
+    texts = [source_text(name, ctype, mariadb, every_json) for name, ctype in columns]
     flags = ", ".join(_null_flag(name, ctype) for name, ctype in columns)
     return "CONCAT_WS('#', " + ", ".join(t for t in texts if t is not None) + f", CONCAT({flags}))"
 

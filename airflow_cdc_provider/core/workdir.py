@@ -140,6 +140,7 @@ DELETE_FILE = "delete.parquet"
 FILLS_FILE = "fills.parquet"
 EVENTS_FILE = "events.parquet"  # every row event of the range (``stages.events``), for a changelog of ``mode: all``
 SNAPSHOT_PROGRESS_FILE = "snapshot-progress.json"
+DIGESTS_FILE = "digests.parquet"  # a diff-mode table's row digests (``stages.diff``), of the version a run makes
 
 
 def join(location: str, *parts: str) -> str:

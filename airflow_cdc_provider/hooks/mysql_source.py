@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import functools
 import ssl
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
@@ -65,6 +66,40 @@ _TLS_REQUIRED = frozenset({3159})
 # Errors of a login the server refuses for good: access denied (1045, 1044, 1698), password expired (1862),
 # account locked (MySQL 3118, MariaDB 4151).
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
+
+
+class ConsistentReads:
+    """Statements on one connection in one read-only transaction with a consistent snapshot: every read sees the
+    source as of one moment (``as_of``, the server's clock read just after the snapshot was taken). Each statement
+    runs under the statement time limit."""
+
+    def __init__(self, conn: pymysql.connections.Connection, failures: Callable[[], Any], mariadb: bool) -> None:
+        self._conn, self._failures, self.mariadb = conn, failures, mariadb
+        with failures(), conn.cursor() as cursor:
+            # The session's answers may be packed strings of a few hundred kB (``core.diff``).
+            cursor.execute("SET SESSION group_concat_max_len = 16777216")
+            cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            cursor.execute("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+            cursor.execute("SELECT UTC_TIMESTAMP(6)")
+            ((now,),) = cursor.fetchall()
+        self.as_of: dt.datetime = now.replace(tzinfo=dt.UTC)
+
+    def bytes_sent(self) -> int:
+        """What the server has sent on this connection so far (its session's ``Bytes_sent``)."""
+        ((_, sent),) = self.query("SHOW SESSION STATUS LIKE 'Bytes_sent'", ())
+        return int(sent)
+
+    def query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self._failures(), self._conn.cursor() as cursor:
+            cursor.execute(sql, list(args))
+            return list(cursor.fetchall())
+
+    @contextlib.contextmanager
+    def streamed(self, sql: str, args: Sequence[Any]) -> Iterator[pymysql.cursors.SSCursor]:
+        """A server-side cursor over ``sql``'s rows, read to the end before the next statement."""
+        with self._failures(), _server_side_cursor(self._conn) as cursor:
+            cursor.execute(sql, list(args))
+            yield cursor
 
 
 class StreamingReads:
@@ -262,6 +297,16 @@ class MySqlSourceHook(BaseHook):
         try:
             with self._failures(), conn.cursor() as cursor:
                 yield cursor
+        finally:
+            conn.close()
+
+    @contextlib.contextmanager
+    def consistent_reads(self) -> Iterator[ConsistentReads]:
+        """One connection in one read-only transaction with a consistent snapshot (a diff-mode read,
+        ``stages.diff``), under the statement time limit; the transaction ends with the connection."""
+        conn = self.get_conn()
+        try:
+            yield ConsistentReads(conn, self._failures, self.flavor.is_mariadb)
         finally:
             conn.close()
 

@@ -6,6 +6,9 @@ by key. Taken after the read, such a change would be lost.
 
 Each finished chunk is recorded in a progress file, so that a killed snapshot resumes after its last finished
 chunk (as Debezium's incremental snapshot does) with the watermark of its first attempt.
+
+For a diff-mode table (``stages.diff``) each row's hash and digest come with it (``core.diff``): each chunk's go
+to a digests part beside it, and the parts, sorted by hash, to the version's digests file once the table is read.
 """
 
 from __future__ import annotations
@@ -23,16 +26,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pymysql
 
+from airflow_cdc_provider.core import diff
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
 from airflow_cdc_provider.core.errors import DuplicateKey, SourceConnectionLost, mysql_error_hint
+from airflow_cdc_provider.core.flavor import ServerFlavor
 from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_value
 from airflow_cdc_provider.core.types import arrow_table, file_schema, parquet_options
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
-from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
+from airflow_cdc_provider.core.workdir import DIGESTS_FILE, SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.stages.diff import DIGEST_COLUMN, HASH_COLUMN, digests_schema
 from airflow_cdc_provider.storage import WorkStore, make_dirs, new_file, room_for
 
 
@@ -43,6 +49,9 @@ class Source(Protocol):
     def current_watermark(self) -> Watermark: ...
     def duplicate_key(self, header: RawHeader) -> tuple[tuple[Any, ...], int] | None: ...
 
+    @property
+    def flavor(self) -> ServerFlavor: ...
+
 
 @dataclass
 class SnapshotResult:
@@ -52,6 +61,7 @@ class SnapshotResult:
     files: list[str] = field(default_factory=list)
     resumed_after_chunk: int = 0
     taken_at: str | None = None  # when the watermark was taken (UTC, ISO 8601): the moment the snapshot reflects
+    digests_file: str | None = None  # the rows' digests, for a diff-mode table (``stages.diff``)
 
 
 class SnapshotProgress(Model):
@@ -69,7 +79,7 @@ class SnapshotProgress(Model):
     done: bool = False
 
 
-def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
+def keyset_query(header: RawHeader, chunk_rows: int, after: bool, extra: Sequence[str] = ()) -> str:
     """``SELECT … WHERE key > last ORDER BY key LIMIT n``, the comparison spelt out for composite keys.
 
     ``(a, b) > (x, y)`` becomes ``a > x OR (a = x AND b > y)``, a form every MySQL and MariaDB plans as an
@@ -77,7 +87,7 @@ def keyset_query(header: RawHeader, chunk_rows: int, after: bool) -> str:
     first chunk): the names' own ``%`` are doubled for them.
     """
     table = TableName.parse(header.table)
-    columns = ", ".join(snapshot_select(name, column_type) for name, column_type in header.columns)
+    columns = ", ".join([*(snapshot_select(name, column_type) for name, column_type in header.columns), *extra])
     keys = [formatted(quote_identifier(k)) for k in header.key]
     sql = formatted(f"SELECT {columns} FROM {table.quoted}")
     if after:
@@ -128,20 +138,24 @@ ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the l
 
 def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str], chunk_rows: int = 50_000,
              progress: ChunkDone | None = None, read_buffer: int = DEFAULT_READ_BUFFER,
-             key_declared: bool = False) -> SnapshotResult:
+             key_declared: bool = False, digests: bool = False) -> SnapshotResult:
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
     ``progress`` is called after each chunk. The rows are held ``read_buffer`` bytes at a time
     (``core.batches``), each batch written as it is read. A key the configuration declares (``key_declared``) is
-    checked unique first: raises ``DuplicateKey`` before any row is read."""
+    checked unique first: raises ``DuplicateKey`` before any row is read. ``digests``: write the rows' digests too
+    (``DIGESTS_FILE``), for a diff-mode table."""
     out = Path(out_dir)
     make_dirs(out)
     with room_for(out, f"the snapshot of {header.table}"):
-        return _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer,
-                         key_declared)
+        result = _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer,
+                           key_declared, digests)
+        if digests:
+            result.digests_file = _join_digests(header, result.files, out)
+        return result
 
 
 def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, progress: ChunkDone,
-              read_buffer: int, key_declared: bool) -> SnapshotResult:
+              read_buffer: int, key_declared: bool, digests: bool) -> SnapshotResult:
     progress_file = _Progress(out / SNAPSHOT_PROGRESS_FILE, header)
     if key_declared and progress_file.state is None:
         # Rows that share a key would be one row in the copy, and the keyset chunks would skip those after a
@@ -158,12 +172,16 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
     last_key = decode_values(json.dumps(state.last_key)) if state.last_key is not None else None
     schema = file_schema(header)
     size = RowSize.of(header.columns)
+    mariadb = source.flavor.is_mariadb
+    extra = (diff.key_hash(header.columns, header.key, mariadb), diff.row_digest(header.columns, mariadb)) \
+        if digests else ()
     with source.streaming_reads() as reads:
         while True:
             chunk = result.chunks + 1
             path = out / f"snapshot-{chunk:05d}.parquet"
             try:
-                rows, chunk_last = _read_chunk(reads, header, schema, chunk_rows, last_key, path, size, read_buffer)
+                rows, chunk_last = _read_chunk(reads, header, schema, chunk_rows, last_key, path, size, read_buffer,
+                                               extra)
             except pymysql.err.OperationalError as exc:
                 code = exc.args[0] if exc.args else None
                 raise SourceConnectionLost(
@@ -177,6 +195,7 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
                 result.files.append(str(path))
             else:
                 path.unlink(missing_ok=True)
+                _digests_part(path).unlink(missing_ok=True)
             result.chunks, result.rows = chunk, result.rows + rows
             progress_file.finish_chunk(result.files[-1], rows, last_key, done)
             progress(result.rows, last_key)
@@ -196,30 +215,57 @@ def _check_unique(source: Source, header: RawHeader) -> None:
 
 
 def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: int, last_key: list[Any] | None,
-                path: Path, size: RowSize, read_buffer: int) -> tuple[int, list[Any] | None]:
+                path: Path, size: RowSize, read_buffer: int, extra: Sequence[str] = ()) -> tuple[int, list[Any] | None]:
     """One keyset chunk, streamed (server-side cursor) in batches of about ``read_buffer`` bytes into a Parquet
-    file (a row group per batch) written beside and renamed. Returns its rows and the key of its last row."""
+    file (a row group per batch) written beside and renamed. Returns its rows and the key of its last row. With
+    ``extra`` (a row's hash and digest) those go to the chunk's digests part, written first."""
     tmp = path.with_suffix(".parquet.tmp")
     rows, chunk_last = 0, None
     key_indexes = header.key_indexes()
+    width = len(header.columns)
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
+    parts: list[pa.Table] = []
     with new_file(tmp, replace=True) as sink, \
             pq.ParquetWriter(sink, schema, **parquet_options(header.columns)) as writer, reads.cursor() as cursor:
-        cursor.execute(keyset_query(header, chunk_rows, last_key is not None),
+        cursor.execute(keyset_query(header, chunk_rows, last_key is not None, extra),
                        keyset_args(last_key) if last_key is not None else [])
         while batch := next_batch(cursor.fetchmany, size, read_buffer):
             last = batch[-1]
             chunk_last = [last[i] for i in key_indexes]  # the key as the server gave it, for the next chunk's WHERE
             count = len(batch)
             values: list[Any] = batch
-            if normalisers:
-                values = [list(row) for row in batch]
+            if normalisers or extra:
+                values = [list(row[:width]) for row in batch]
                 normalise_rows(values, normalisers)
             table = arrow_table(values, schema)
+            if extra:
+                parts.append(table.select(list(header.key)).append_column(
+                    HASH_COLUMN, pa.array([row[width] for row in batch], pa.uint64())).append_column(
+                    DIGEST_COLUMN, pa.array([row[width + 1] for row in batch], pa.uint64())))
             del batch, values, last  # the rows go before the table is written: the batch is held once, not twice
             writer.write_table(table)
             del table
             rows += count
             failpoint("snapshot.chunk")
+    if extra:
+        part = _digests_part(path)
+        pq.write_table(pa.concat_tables(parts) if parts else digests_schema(header).empty_table(),
+                       f"{part}.tmp")
+        os.replace(f"{part}.tmp", part)
     os.replace(tmp, path)
     return rows, chunk_last
+
+
+def _digests_part(chunk: Path) -> Path:
+    return chunk.with_name(chunk.name.replace("snapshot-", "digests-"))
+
+
+def _join_digests(header: RawHeader, chunks: Sequence[str], out: Path) -> str:
+    """The digests parts of every chunk as one file, sorted by hash (``stages.diff.digests_schema``)."""
+    schema = digests_schema(header)
+    parts = [pq.read_table(_digests_part(Path(c))).cast(schema) for c in chunks]
+    joined = pa.concat_tables(parts) if parts else schema.empty_table()
+    target = out / DIGESTS_FILE
+    pq.write_table(joined.sort_by(HASH_COLUMN), f"{target}.tmp")
+    os.replace(f"{target}.tmp", target)
+    return str(target)

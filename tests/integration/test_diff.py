@@ -1,0 +1,138 @@
+"""The diff mode's read against a real server: the changes it finds, applied to the version before, are the source;
+the digests it keeps are those a new snapshot would read; and what the server ships follows the changes, not the
+table."""
+
+from __future__ import annotations
+
+import os
+import random
+
+import pyarrow.parquet as pq
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.stages.diff import diff_table
+from airflow_cdc_provider.stages.snapshot import snapshot
+from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
+from tests.integration.fidelity_helpers import CASES, COLUMNS, DDL, insert_cases, update_to_cases
+
+ORDERS = ("CREATE TABLE {name} (region VARCHAR(8) NOT NULL, id INT NOT NULL, label VARCHAR(60) NULL, "
+          "amount DECIMAL(12,3) NOT NULL, ratio DOUBLE NULL, at DATETIME(6) NULL, flags BIT(5) NULL, "
+          "PRIMARY KEY (region, id), KEY (id))")
+
+
+def _fill(server, table: str, rows: int) -> None:
+    for start in range(0, rows, 5000):
+        values = ", ".join(f"('{'eu' if i % 3 else 'us'}', {i}, 'order {i}', {i}.125, {i} / 7, "
+                           f"'2026-01-01 00:00:00' + INTERVAL {i} SECOND, b'{i % 32:05b}')"
+                           for i in range(start, min(rows, start + 5000)))
+        server.execute(f"INSERT INTO {table} VALUES {values}")
+
+
+def _change(server, table: str, rng: random.Random, ids: list[int], count: int) -> None:
+    """``count`` random changes: inserts, updates (some by the least a type can tell), deletes, key changes."""
+    statements = []
+    for _ in range(count):
+        op, victim = rng.random(), rng.choice(ids)
+        if op < 0.25:
+            new = max(ids) + 1
+            ids.append(new)
+            statements.append(f"INSERT INTO {table} VALUES ('eu', {new}, NULL, 1.5, NULL, NULL, NULL)")
+        elif op < 0.7:
+            change = rng.choice(["label = CONCAT(label, ' ')",  # a trailing space, which = would not see
+                                 "amount = amount + 0.001", "ratio = ratio + ratio * 1e-15",
+                                 "at = at + INTERVAL 1 MICROSECOND", "flags = flags ^ 1", "label = NULL"])
+            statements.append(f"UPDATE {table} SET {change} WHERE id = {victim}")
+        elif op < 0.9:
+            statements.append(f"DELETE FROM {table} WHERE id = {victim}")
+            ids.remove(victim)
+        else:
+            new = max(ids) + 1
+            statements.append(f"UPDATE {table} SET id = {new} WHERE id = {victim}")
+            ids.remove(victim)
+            ids.append(new)
+    server.execute("START TRANSACTION", *statements, "COMMIT")  # one commit: the statements are many
+
+
+def _full_read_bytes(server, table: str) -> int:
+    """What the server sends for a plain full read of the table, by its own session counter."""
+    conn = server.root_connection()
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("FLUSH STATUS")
+            cursor.execute("SHOW SESSION STATUS LIKE 'Bytes_sent'")
+            before = int(cursor.fetchall()[0][1])
+            cursor.execute(f"SELECT * FROM {table}")
+            cursor.fetchall()
+            cursor.execute("SHOW SESSION STATUS LIKE 'Bytes_sent'")
+            return int(cursor.fetchall()[0][1]) - before
+    finally:
+        conn.close()
+
+
+def test_diff_runs_find_every_change_and_ship_about_the_changed_rows(mariadb, capture_conn, tmp_path):
+    table = TableName(f"diff_{os.urandom(3).hex()}", "orders")
+    mariadb.execute(f"CREATE DATABASE {table.schema}", ORDERS.format(name=table.quoted))
+    rows = 40_000
+    _fill(mariadb, table.quoted, rows)
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(table)
+    first = snapshot(hook, header, tmp_path / "snap", chunk_rows=15_000, digests=True)
+    assert first.chunks == 3 and first.digests_file
+    version = {tuple(r[k] for k in header.key): r for r in read_rows(first.files)}
+    digests = first.digests_file
+    full_bytes = _full_read_bytes(mariadb, table.quoted)
+    rng, ids = random.Random(30), list(range(rows))
+
+    for run, count in enumerate([400, 40, 0, 4000]):
+        _change(mariadb, table.quoted, rng, ids, count)
+        result = diff_table(hook, header, digests, tmp_path / f"diff{run}")
+        upserts, deletes = read_rows([result.upsert_file]), read_rows([result.delete_file])
+        merged = apply_changes(header, list(version.values()), upserts, deletes)
+        now = source_rows(mariadb, header)
+        assert merged == now, f"run {run} ({count} changes)"
+        assert result.rows == len(merged)
+        # The rows that differ, and only them.
+        assert sorted(tuple(r[k] for k in header.key) for r in deletes) == sorted(set(version) - set(now))
+        assert sorted(tuple(r[k] for k in header.key) for r in upserts) == sorted(
+            k for k, row in now.items() if version.get(k) != row)
+        if not count:
+            assert result.upserts == result.deletes == 0 and result.levels[0][2] == 0, result.levels
+        # The digests kept are those of the table now: a new snapshot reads the same.
+        again = snapshot(hook, header, tmp_path / f"check{run}", chunk_rows=50_000, digests=True)
+        assert pq.read_table(result.digests_file).equals(pq.read_table(again.digests_file))
+        # Shipped, by the server's own count: the first level's sums (about 10 bytes a bucket of 64 rows) and about
+        # three rows' worth a changed row (its full read, its hash and digest, its buckets' sums), not the table.
+        changed = result.upserts + result.deletes
+        assert result.bytes_sent <= 2000 + rows // 5 + 250 * changed, (run, result.bytes_sent, changed, result.levels)
+        version, digests = merged, result.digests_file
+    assert full_bytes > 70 * rows
+
+
+def test_a_diff_finds_a_change_of_every_type_and_reads_the_values_as_a_snapshot_does(mariadb, make_user, tmp_path):
+    table = TableName(f"diff_{os.urandom(3).hex()}", "all_types")
+    mariadb.execute(f"CREATE DATABASE {table.schema}", DDL.format(name=table.quoted))
+    # A row of NULLs per case, read by a snapshot; then each is updated to its case: every row differs by its case's
+    # values. And the cases again as rows of their own, then the cases' values updated onto the row before's:
+    # changes from one awkward value to another.
+    ids = [n + 1 for n in range(len(CASES))]
+    mariadb.execute(*[f"INSERT INTO {table.quoted} (id) VALUES ({i})" for i in ids])
+    insert_cases(mariadb, table.quoted, 101)
+    hook = MySqlSourceHook(make_user())
+    header = hook.raw_header(table)
+    first = snapshot(hook, header, tmp_path / "snap", digests=True)
+    update_to_cases(mariadb, table.quoted, 1)
+    shifted = [f"UPDATE {table.quoted} AS a JOIN {table.quoted} AS b ON b.id = a.id + 1 SET "
+               + ", ".join(f"a.`{c}` = b.`{c}`" for c, _ in COLUMNS) + f" WHERE a.id BETWEEN 101 AND {100 + len(CASES) - 1}"]
+    mariadb.execute(*shifted)
+    result = diff_table(hook, header, first.digests_file, tmp_path / "diff")
+    assert result.deletes == 0
+    upserts = read_rows([result.upsert_file])
+    before = apply_changes(header, read_rows(first.files), [], [])
+    merged = apply_changes(header, list(before.values()), upserts, [])
+    now = apply_changes(header, read_rows(snapshot(hook, header, tmp_path / "fresh").files), [], [])
+    assert merged == now, "the values a snapshot reads"
+    # Exactly the rows that changed: each case's row (unless its case leaves every value NULL), and each shifted
+    # row (unless two neighbouring cases hold the same values).
+    assert sorted(r["id"] for r in upserts) == sorted(k[0] for k, row in now.items() if before[k] != row)
+    assert result.upserts >= len(CASES) + len(CASES) // 2, result.upserts
