@@ -1,6 +1,9 @@
 """The driver JVM's options: the class-data archive's life cycle, and never two collectors."""
 
-from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
+import os
+import time
+
+from airflow_cdc_provider.spark.jvm import WRITER_STALE_SECONDS, ClassArchive, batch_gc_options
 
 
 def test_first_job_writes_the_archive_beside_and_later_jobs_map_it(tmp_path):
@@ -55,3 +58,35 @@ def test_a_failed_first_job_leaves_no_archive(tmp_path):
 def test_the_collector_is_left_alone_when_one_is_chosen():
     assert batch_gc_options("") == ["-XX:+UseParallelGC"]
     assert batch_gc_options("-Dx=1 -XX:+UseG1GC") == []
+
+
+def test_jobs_that_start_while_one_writes_the_archive_start_without_one_and_an_abandoned_mark_is_taken_over(
+        tmp_path):
+    writer = ClassArchive("spark-submit", directory=tmp_path)
+    assert writer.java_options()[1].startswith("-XX:ArchiveClassesAtExit=")
+    other = ClassArchive("spark-submit", directory=tmp_path)
+    assert other.java_options() == ["-XX:+IgnoreUnrecognizedVMOptions"], "no second archive written at once"
+    other.job_done()
+    assert writer._mark.exists(), "a job that wrote nothing leaves the writer's mark"
+    _written_by(writer)
+    assert not writer._mark.exists()
+    assert ClassArchive("spark-submit", directory=tmp_path).java_options()[1].startswith("-XX:SharedArchiveFile=")
+
+    # A writer that died (its process is gone) or hangs past the limit: the next job writes the archive.
+    cache = tmp_path / "again"
+    dead = ClassArchive("spark-submit", directory=cache)
+    cache.mkdir()
+    dead._mark.write_text("999999999")  # no such process
+    assert dead.java_options()[1].startswith("-XX:ArchiveClassesAtExit=")
+    dead.job_failed()
+    assert not dead._mark.exists() and list(cache.iterdir()) == []
+    hung = ClassArchive("spark-submit", directory=cache)
+    hung._mark.write_text(str(os.getpid()))  # alive
+    assert hung.java_options() == ["-XX:+IgnoreUnrecognizedVMOptions"]
+    os.utime(hung._mark, (time.time() - WRITER_STALE_SECONDS - 1,) * 2)
+    assert hung.java_options()[1].startswith("-XX:ArchiveClassesAtExit=")
+
+
+def _written_by(archive: ClassArchive) -> None:
+    open(archive._writing, "wb").write(b"archive")
+    archive.job_done()
