@@ -11,8 +11,10 @@ JVMs skip the options (``IgnoreUnrecognizedVMOptions``). Nothing here is needed 
 An archive the JVM ignores costs every later job its start-up again, silently: measured here, a stale archive
 (Spark installed again at the same path) made an end-to-end test 35% slower. So an archive is named by the
 installation it was written for, not only its path: the spark-submit and java it ran, each with its file's
-time and size, which an upgrade or a new environment at the same path changes. The archive of the installation
-before is removed once the new one is written (each is some 200 MB).
+time and size, which an upgrade or a new environment at the same path changes, and the directories the environment
+adds to the class path (``SPARK_CONF_DIR`` and the like: measured, a test's jobs started with another conf directory
+ran cold, 25 s of CPU more for an end-to-end test). The archives of the installation before are removed once the
+new one is written (each is some 200 MB).
 
 One job writes the archive; the jobs that start while it does run without one. Writing it costs a job about four
 times the CPU of a job that maps it (measured on a fresh machine: 50 s against 10 s for a small merge), and the
@@ -31,6 +33,8 @@ import uuid
 from pathlib import Path
 
 WRITER_STALE_SECONDS = 900
+# The environment variables whose directories spark-class adds to the driver's class path (Spark's launcher).
+CLASS_PATH_VARIABLES = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
 
 
 def batch_gc_options(existing: str = "") -> list[str]:
@@ -65,9 +69,14 @@ class ClassArchive:
         java = os.path.realpath(os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java")
         where = hashlib.sha1(resolved.encode()).hexdigest()[:12]
         what = hashlib.sha1(f"{_stamp(resolved)}|{java}|{_stamp(java)}".encode()).hexdigest()[:8]
+        # What else spark-class puts on the class path: a job started with another of these has another class path,
+        # and an archive of its own (kept beside the other: both may serve jobs of one installation).
+        paths = "|".join(os.environ.get(name, "") for name in CLASS_PATH_VARIABLES)
+        also = f"-{hashlib.sha1(paths.encode()).hexdigest()[:8]}" if paths.strip("|") else ""
         self.directory = directory or cache_dir()
         self._prefix = f"spark-driver-{where}-"
-        self.path = self.directory / f"{self._prefix}{what}.jsa"
+        self._installation = f"{self._prefix}{what}"
+        self.path = self.directory / f"{self._installation}{also}.jsa"
         self._writing: Path | None = None
 
     @property
@@ -119,7 +128,7 @@ class ClassArchive:
             os.replace(self._writing, self.path)
             # The same spark-submit installed before, and its archive under the name it had before the stamp.
             for stale in [*self.directory.glob(f"{self._prefix}*.jsa"), self.directory / f"{self._prefix[:-1]}.jsa"]:
-                if stale != self.path:
+                if not stale.name.startswith(self._installation):
                     stale.unlink(missing_ok=True)
         self._release()
 

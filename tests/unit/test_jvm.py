@@ -90,3 +90,20 @@ def test_jobs_that_start_while_one_writes_the_archive_start_without_one_and_an_a
 def _written_by(archive: ClassArchive) -> None:
     open(archive._writing, "wb").write(b"archive")
     archive.job_done()
+
+
+def test_another_conf_directory_on_the_class_path_gets_an_archive_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    plain = ClassArchive("spark-submit", directory=tmp_path).path
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
+    assert ClassArchive("spark-submit", directory=tmp_path).path != plain
+    _written_by_new(ClassArchive("spark-submit", directory=tmp_path))
+    monkeypatch.delenv("SPARK_CONF_DIR")
+    _written_by_new(ClassArchive("spark-submit", directory=tmp_path))
+    assert len(list(tmp_path.glob("*.jsa"))) == 2, "both serve the same installation: neither removes the other"
+
+
+def _written_by_new(archive: ClassArchive) -> None:
+    writing = archive.java_options()[1].removeprefix("-XX:ArchiveClassesAtExit=")
+    open(writing, "wb").write(b"archive")
+    archive.job_done()
