@@ -57,7 +57,7 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
     pipeline.assert_all_equal()
 
     rng = random.Random(2026_12_01)
-    for n, statements in enumerate(ROUNDS, start=2):
+    for n, statements in ((2, ROUNDS[0]), (3, ROUNDS[1] + ROUNDS[2])):
         pipeline.sql(*statements)
         _random_changes(pipeline, rng, 12)
         date = f"2026-12-01T0{n}:00:00+00:00"
