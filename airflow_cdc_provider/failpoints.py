@@ -8,6 +8,7 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``snapshot.chunk``         the snapshot, with a chunk file half written
 ``extract.file``           the extraction, with a raw file half written
 ``replay.write``           the replay, with the upsert file written and the delete file not
+``diff.compared``          a diff-mode read, with its changes found and the changed rows not read
 ``merge.driver.written``   the Spark driver, with the new version's files written and not marked complete
 ``merge.changes.written`` the Spark driver, with a version's changelog directory written, before its commit
 ``merge.history.written``  the Spark driver, with a version's history directories written, before its commit

@@ -226,6 +226,17 @@ class WorkStore:
                         found.append((name, self._newest(entry["name"])))
         return sorted(found, key=lambda item: item[1], reverse=True)
 
+    def file_names(self, location: str) -> list[str]:
+        """The names of the files directly under ``location`` (none when it does not exist)."""
+        if self.is_local:
+            root = Path(self._key(location))
+            return sorted(p.name for p in root.iterdir() if p.is_file()) if root.is_dir() else []
+        with contextlib.suppress(FileNotFoundError):
+            return sorted(entry["name"].rsplit("/", 1)[-1]
+                          for entry in self.fs.ls(self._key(location), detail=True, refresh=True)
+                          if entry["type"] == "file")
+        return []
+
     def _newest(self, key: str) -> float:
         times = [info["LastModified"].timestamp() for info in self.fs.find(key, detail=True).values()
                  if info.get("LastModified") is not None]

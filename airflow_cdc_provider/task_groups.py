@@ -118,7 +118,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
     hive = config.hive
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
         check = CaptureCheckOperator(task_id="check", tables=tables, hive=hive, work_dir=config.work.dir,
-                                     schema_changes=config.run.schema_changes, **source, **work, **retry)
+                                     schema_changes=config.run.schema_changes, capture=config.source.capture,
+                                     **source, **work, **retry)
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work.dir,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
                                on_purged_binlog=config.run.on_purged_binlog,

@@ -73,7 +73,7 @@ class DiffMode:
         out = Path(self.ledger.table.run(run.key).root)
         detail: dict = {}
         if plan.mode == "snapshot":
-            snap = snapshot(self.source.hook, self.header, out / "snapshot", digests=True)
+            snap = snapshot(self.source.hook, self.header, out / "snapshot", digests=out / "digests.parquet")
             upserts, deletes, end, as_of = snap.files, None, snap.watermark, dt.datetime.now(dt.UTC)
             self.digests = str(snap.digests_file)
         else:

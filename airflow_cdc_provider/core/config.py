@@ -53,6 +53,12 @@ POLICY_CHOICES: dict[str, JsonValue] = {
     "strict": "take on added columns only; a dropped or renamed column fails the table",
     "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
 FailOrSnapshot = Literal["fail", "snapshot"]
+Capture = Literal["binlog", "diff"]
+CAPTURES = ("binlog", "diff")
+CAPTURE_CHOICES: dict[str, JsonValue] = {
+    "binlog": "read the changes from the binlog after each version's watermark (row-based binlog needed)",
+    "diff": "compare the table with the last version's row digests each run, without the binlog "
+            "([sources.md](sources.md#diff-mode))"}
 assert tuple(POLICY_CHOICES) == POLICIES, "the policies core.schema knows"
 
 
@@ -141,6 +147,8 @@ class SourceConfig(_Section):
     statement_timeout_seconds: int = Field(3600, ge=1, description="the longest a statement may run on the server "
                                            "before the server stops it and the task fails (a verify's sums, a "
                                            "binlog listing; snapshot chunks and re-reads are streamed and left out)")
+    capture: Capture = Field("binlog", description="how each table's changes are found, unless its entry says",
+                             json_schema_extra={"choices": CAPTURE_CHOICES, "per_table": "capture"})
     read_timeout_seconds: int = Field(600, ge=1, description="the longest the server may stay silent: on the binlog "
                                       "connection, and on a statement's beyond the statement time limit; past it "
                                       "the connection is closed and the task fails (its retries try again)")
@@ -427,6 +435,8 @@ class TableEntry(_Section):
     history: bool | dict[str, Any] | None = Field(None, description=HISTORY_MEANING + ", over `hive: history` "
                                                   "(`false`: none; null: as `hive: history` says)",
                                                   json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
+    capture: Capture | None = Field(None, description="how this table's changes are found, over `source: capture`",
+                                    json_schema_extra={"choices": CAPTURE_CHOICES})
     key: str | list[str] | None = Field(None, description="the columns that identify a row, for a table with no "
                                         "primary key and no unique key on NOT NULL columns (or instead of its own): "
                                         "NOT NULL columns, checked unique by each snapshot ([sources.md]"
@@ -466,6 +476,7 @@ class TableConfig:
     # what it was (`history:`); False: nothing; None: as `hive: history:` says
     history: HistorySettings | Literal[False] | None = None
     key: tuple[str, ...] | None = None  # the columns `key:` declares; None: the table's own primary or unique key
+    capture: str | None = None  # binlog or diff; None: as `source: capture:` says
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -514,6 +525,7 @@ class TablePattern:
     changelog: ChangelogSettings | Literal[False] | None = None  # as TableConfig's, for each table it selects
     history: HistorySettings | Literal[False] | None = None  # alike
     key: tuple[str, ...] | None = None  # alike
+    capture: str | None = None  # alike
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -541,7 +553,7 @@ class TablePattern:
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
         return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog,
-                           self.history, self.key)
+                           self.history, self.key, self.capture)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -601,6 +613,10 @@ class CdcConfig(BaseModel):
 
     def policy(self, table: TableConfig) -> str:
         return table.schema_changes or self.run.schema_changes
+
+    def capture(self, table: TableConfig) -> str:
+        """How ``table``'s changes are found: its entry's `capture:`, else `source: capture:`."""
+        return table.capture or self.source.capture
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
@@ -802,7 +818,7 @@ def time_zone(value: Any, where: str) -> str:
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
                "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
-               "`changelog:`, `history:`, `key:` and, on a pattern, `exclude:`")
+               "`changelog:`, `history:`, `key:`, `capture:` and, on a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -828,7 +844,7 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
                    partition_by=_partition_by(entry.get("partition_by"), where),
                    changelog=_table_changelog(entry.get("changelog"), where),
                    history=_table_history(entry.get("history"), where),
-                   key=_key(entry.get("key"), where))
+                   key=_key(entry.get("key"), where), capture=_capture(entry.get("capture"), where))
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -845,7 +861,18 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
                        _table_spark_conf(entry.get("spark_conf"), where),
                        _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where),
-                       _table_history(entry.get("history"), where), _key(entry.get("key"), where))
+                       _table_history(entry.get("history"), where), _key(entry.get("key"), where),
+                       _capture(entry.get("capture"), where))
+
+
+def _capture(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in CAPTURES:
+        raise ConfigError(f"`capture:` of {where} must be one of {', '.join(CAPTURES)}, got {value!r}: binlog reads "
+                          "the changes from the binlog, diff compares the table with its last version's row digests "
+                          "(docs/sources.md).")
+    return str(value)
 
 
 def _key(value: Any, where: str) -> tuple[str, ...] | None:

@@ -16,7 +16,7 @@ from typing import Literal
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
 from airflow_cdc_provider.core.history import HistoryCommit, HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import DIFF, INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.watermark import Watermark
@@ -33,6 +33,7 @@ class CapturedTable(Model):
     schema_changes: str
     key: tuple[str, ...]
     columns: Columns
+    capture: Literal["binlog", "diff"] = "binlog"  # how its changes are found (``capture:``)
     key_declared: bool = False  # the key is the one `key:` names: each snapshot checks its values unique
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
@@ -60,7 +61,7 @@ class GoneTable(Model):
 
 class CheckResult(Model):
     flavor: str
-    watermark: Watermark  # the server's position at the check
+    watermark: Watermark | None  # the server's position at the check; None when no table is read from the binlog
     tables: tuple[CapturedTable, ...]
     skipped: tuple[SkippedTable, ...] = ()
     gone: tuple[GoneTable, ...] = ()
@@ -119,6 +120,10 @@ class SourcePlan(Model):
     @property
     def incrementals(self) -> list[TablePlan]:
         return self.of_mode(INCREMENTAL)
+
+    @property
+    def diffs(self) -> list[TablePlan]:
+        return self.of_mode(DIFF)
 
     def table(self, source: str) -> TablePlan:
         for table in self.tables:
@@ -204,7 +209,7 @@ class MergeInput(Model):
     """What the merge takes for one table, made by the snapshot or by the replay."""
 
     source: str
-    mode: Literal["snapshot", "incremental"]
+    mode: Literal["snapshot", "incremental", "diff"]
     upsert_files: tuple[str, ...]
     delete_file: str | None = None  # None for a snapshot
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows
@@ -212,7 +217,7 @@ class MergeInput(Model):
     fill_sources: tuple[tuple[str, tuple[str, ...]], ...] = ()
     columns: Columns  # the upsert files' columns
     key: tuple[str, ...]
-    end: Watermark
+    end: Watermark | None  # None: read without the binlog (diff mode, or a snapshot of a diff-mode table)
     as_of: dt.datetime
     source_columns: Columns  # the source's columns at ``end``: where the next run starts
     upserts: int = 0
@@ -224,6 +229,7 @@ class MergeInput(Model):
     left_partitions: tuple[str, ...] = ()  # ``TableExtraction.left_partitions``
     # Every row event of the range (``stages.events``), for a table whose changelog has ``mode: all``; else None.
     events_file: str | None = None
+    digests_file: str | None = None  # the row digests of the version it makes (diff mode, ``stages.diff``)
 
 
 class Captured(Model):

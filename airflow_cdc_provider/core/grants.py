@@ -172,13 +172,15 @@ def excess_privileges(grants: Grants, user: str) -> list[str]:
     return warnings
 
 
-def missing_capture_privileges(grants: Grants, user: str, tables: Iterable[TableName] = ()) -> list[str]:
-    """The problems, one sentence each, that stop ``user`` from capturing ``tables``; empty when none."""
+def missing_capture_privileges(grants: Grants, user: str, tables: Iterable[TableName] = (),
+                               binlog: bool = True) -> list[str]:
+    """The problems, one sentence each, that stop ``user`` from capturing ``tables``; empty when none. Without
+    ``binlog`` (every table in diff mode) the replication privileges are not needed."""
     problems = []
     for privilege, why in (
         (REPLICATION_SLAVE, "to read the binlog"),
         (REPLICATION_CLIENT, "to read the binlog position and list the binlogs (MariaDB: BINLOG MONITOR)"),
-    ):
+    ) if binlog else ():
         if not grants.holds(privilege):
             problems.append(
                 f"The user {user} lacks the privilege {privilege}, needed {why}. "

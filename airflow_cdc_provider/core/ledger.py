@@ -35,6 +35,8 @@ from airflow_cdc_provider.core.workdir import TableDir
 
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
 SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
+DIFF = "diff"  # a run that finds the table's changes without the binlog (``capture: diff``, ``core.diff``)
+BINLOG_CAPTURE, DIFF_CAPTURE = "binlog", "diff"  # how a table's changes are found (``capture:``)
 
 
 class TableBusy(CdcError):
@@ -86,12 +88,15 @@ class Committed(Model):
 
     version: int
     location: str
-    watermark: Watermark
+    watermark: Watermark | None  # None: read without the binlog (diff mode), as of ``as_of``
     as_of: Instant
     run: RunRef
     mode: str
     # The source table's columns (name, MySQL type) at the watermark: the next extraction starts from them.
     columns: Columns | None = None
+    # The row digests of the version (``stages.diff``), where the next diff-mode run compares the source with it;
+    # None for a table captured from the binlog.
+    digests: str | None = None
     # How the Hive table is partitioned (``partition_by:``); None: not (and in ledgers written before it was
     # recorded, where no table was partitioned).
     partitioning: Partitioning | None = None
@@ -145,11 +150,14 @@ def plan_run(
     recorded: RunPlan | None,
     target_time: dt.datetime | None,
     fresh_snapshot: bool = False,
+    capture: str = BINLOG_CAPTURE,
 ) -> RunPlan:
     """Decide what ``run`` does.
 
     ``target_time`` is the moment the table should reflect: a scheduled or backfill run's data interval end,
-    or None for a manual run (the moment its extraction starts).
+    or None for a manual run (the moment its extraction starts). ``capture``: how the table's changes are found,
+    from the binlog or by a diff (``capture:``). A diff-mode run reflects the moment it reads the table, which
+    comes after a scheduled run's interval end: it cannot read the source as it was.
     """
     if recorded is not None and recorded.mode != NOTHING:
         if recorded.output_version is not None:
@@ -169,6 +177,16 @@ def plan_run(
                        reason=f"already committed: version {committed.version} reflects the source as of "
                        f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
                        "the table is left as it is")
+    if capture == DIFF_CAPTURE:
+        if committed.digests is None:
+            return RunPlan(run=run, mode=SNAPSHOT, reason=f"version {committed.version} was read from the binlog and "
+                           "has no row digests to compare the source with (capture: diff): a snapshot reads them")
+        return RunPlan(run=run, mode=DIFF, reason=f"the source compared with version {committed.version} (as of "
+                       f"{committed.as_of.isoformat()}) by its rows' digests", input_version=committed.version,
+                       start_columns=committed.columns)
+    if committed.watermark is None:
+        return RunPlan(run=run, mode=SNAPSHOT, reason=f"version {committed.version} was read without the binlog "
+                       "(capture: diff) and has no watermark to read it from: a snapshot takes one")
     return RunPlan(run=run, mode=INCREMENTAL,
                    reason=f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
                    input_version=committed.version, start=committed.watermark, stop_before=target_time,
@@ -179,7 +197,7 @@ class VersionInfo(Model):
     """A version's file (``VERSION_FILE`` in its directory): what the metastore points at, as the merge wrote it."""
 
     version: int
-    watermark: Watermark
+    watermark: Watermark | None  # None: read without the binlog (diff mode)
     run: RunRef
     input_version: int | None = None
     datetime_zone: str = "UTC"  # the zone its DATETIME values were written for (``hive.time_zone``)
@@ -219,18 +237,21 @@ class Origin:
     reason: str
 
 
-def _later(a: Watermark, b: Watermark) -> bool:
+def _later(a: Watermark | None, b: Watermark | None) -> bool:
     # A version of another server is never later than a snapshot: the snapshot is of the server that is the
-    # source now, and GTID sequence numbers of two servers whose histories parted do not order them.
-    return a.same_server(b) and a > b
+    # source now, and GTID sequence numbers of two servers whose histories parted do not order them. A version
+    # read without the binlog (diff mode) has no position to order.
+    return a is not None and b is not None and a.same_server(b) and a > b
 
 
-def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) -> Origin:
+def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark | None) -> Origin:
     """Pick the version the merge starts from, given the version the metastore points at now.
 
     Changes over a range [start, end] applied onto a version that reflects any position p with
     start <= p <= end give the table as of end: a change replayed onto a row that already has it is harmless.
-    That rule decides every case below.
+    That rule decides every case below. A diff's changes are the difference between its input version and the
+    source: they apply onto that version alone, whatever the metastore points at (a later version of a run that
+    died before its ledger was written is left behind).
     """
     if plan.mode == SNAPSHOT:
         if current is not None and _later(current.watermark, end):
@@ -242,11 +263,19 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark) ->
             f"The ledger says version {plan.input_version} is committed, but the Hive table does not exist: it was "
             "dropped outside this pipeline. Trigger a run with fresh_snapshot=true to load it again."
         )
+    if plan.mode == DIFF:
+        return Origin("merge", plan.input_version, f"onto version {plan.input_version}, which the diff compared the "
+                      "source with")
     if current.version == plan.input_version:
         return Origin("merge", current.version, f"onto version {current.version}, as planned")
     if current.run == plan.run and current.input_version == plan.input_version:
         return Origin("merge", plan.input_version, f"a re-run: onto version {plan.input_version} again, as recorded "
                       f"(version {current.version} is this run's earlier result)")
+    if current.watermark is None or end is None:
+        raise LedgerConflict(
+            f"The table is at version {current.version}, read without the binlog (capture: diff), and this run "
+            f"reads the binlog from version {plan.input_version}: the two do not order. Trigger a run with "
+            "fresh_snapshot=true.")
     if plan.start is not None and plan.start <= current.watermark <= end:
         return Origin("merge", current.version, f"onto version {current.version} ({current.watermark}), which is "
                       f"inside this run's range; the overlap is replayed harmlessly")

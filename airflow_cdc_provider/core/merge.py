@@ -177,7 +177,7 @@ class MergeSpec(Model):
     warehouse_dir: str
     metastore_uri: str | None
     plan: RunPlan
-    end: Watermark
+    end: Watermark | None  # None: read without the binlog (diff mode)
     as_of: Instant
     columns: tuple[tuple[str, str], ...]  # (name, Hive type), in the source table's order
     key: tuple[str, ...]
@@ -213,6 +213,9 @@ class MergeSpec(Model):
     # Every row event of the range as changelog rows (``stages.events``), for a changelog of ``mode: all``; None
     # for any other table and for a snapshot.
     events_file: str | None = None
+    # The row digests of the version this spec makes (diff mode, ``stages.diff``): recorded with the commit, for the
+    # next run to compare the source with; the job does not read it.
+    digests: str | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -261,7 +264,7 @@ class MergeSpec(Model):
         """What the ledger records once the job committed this spec as ``version`` at ``location``."""
         return Committed(version=version, location=location, watermark=self.end, as_of=self.as_of,
                          run=self.plan.run, mode=self.plan.mode, columns=self.source_columns or None,
-                         partitioning=self.partitioning)
+                         partitioning=self.partitioning, digests=self.digests)
 
     @property
     def hive_columns(self) -> list[tuple[str, str]]:
@@ -377,6 +380,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                    if table.table.changelog is not None else None),
         history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,
         events_file=uri(merge_input.events_file) if merge_input.events_file else None,
+        digests=merge_input.digests_file,
     )
 
 

@@ -22,7 +22,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import DIFF, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import MergeSpec, TableMerge
 from airflow_cdc_provider.core.verify import Replaced
 
@@ -100,6 +100,12 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
     inputs = [i for part in (snapshot, replay) if part is not None for i in part.inputs if i.source not in decided]
     for merge_input in inputs:
         table = plan.table(merge_input.source)
+        if merge_input.mode == DIFF and not (merge_input.upserts or merge_input.deletes):
+            advanced = advance_diff(table, merge_input)
+            decided[table.source] = advanced.outcome
+            if advanced.committed is not None:
+                found.advances.append((table, advanced.committed))
+            continue
         earlier = recorded(table)
         if earlier is not None and earlier.output_version is not None:
             # A retry after the commit: the table already is what this run makes of it.
@@ -148,6 +154,19 @@ def advance(table: TablePlan, part: TableExtraction, extraction: Extraction) -> 
                            f"the source as of {as_of.isoformat()}", version=committed.version,
                            location=committed.location, watermark=part.end, start=committed.watermark, as_of=as_of,
                            seconds={"extract": part.seconds}), advanced)
+
+
+def advance_diff(table: TablePlan, found: MergeInput) -> Advance:
+    """A diff-mode table whose diff found no change: the same version now reflects the source as of the diff's
+    read, and its digests are the diff's (the same rows')."""
+    committed = table.committed
+    if committed is None:
+        return Advance(outcome(table, "failed", error="a diff without a committed version"))
+    advanced = committed.model_copy(update={"as_of": found.as_of, "run": table.plan.run, "mode": table.plan.mode,
+                                            "columns": found.source_columns, "digests": found.digests_file})
+    return Advance(outcome(table, IDLE, reason=f"no change found by the diff: version {committed.version} now "
+                           f"reflects the source as of {found.as_of.isoformat()}", version=committed.version,
+                           location=committed.location, as_of=found.as_of, seconds=found.seconds), advanced)
 
 
 def gap_warning(result: TableMerge, spec: MergeSpec) -> str | None:

@@ -6,13 +6,14 @@ import datetime as dt
 
 from airflow_cdc_provider.core.contract import TableOutcome
 
-_STAGES = ("snapshot", "extract", "replay", "merge")
+_STAGES = ("snapshot", "diff", "extract", "replay", "merge")
 
 
 def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     """``shop.orders → ods.orders: incremental mysql-bin.000003:4 → mysql-bin.000003:9120, +12 ~40 -3, version 5,
-    lag 42 s; extract 1.2 s, replay 0.3 s, merge 8.1 s`` (inserts, updates, deletes read from the binlog; a
-    snapshot's rows as inserts; the lag from the moment the version reflects to ``now``)."""
+    lag 42 s; extract 1.2 s, replay 0.3 s, merge 8.1 s`` (inserts, updates, deletes read from the binlog or
+    found by a diff; a snapshot's rows as inserts; the lag from the moment the version reflects to ``now``). A
+    table read without the binlog (diff mode) shows the moment of its read instead of binlog positions."""
     parts = [f"{outcome.source} → {outcome.hive_table}: {outcome.status}"]
     what = outcome.mode
     if outcome.start is not None and outcome.watermark is not None:
@@ -20,6 +21,8 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
         what += f" {start.file}:{start.position} → {end.file}:{end.position}"
     elif outcome.watermark is not None:
         what += f" as of {outcome.watermark.file}:{outcome.watermark.position}"
+    elif outcome.as_of is not None and outcome.mode == "diff":  # read without the binlog: the moment of its read
+        what += f" as of {outcome.as_of.isoformat(timespec='seconds')} (read without the binlog)"
     details = [what]
     if outcome.changes:
         details.append(" ".join(f"{sign}{outcome.changes.get(op, 0):,}" for sign, op in (("+", "I"), ("~", "U"),

@@ -7,6 +7,7 @@
         verify/state.json                          runs since the last verify (``VerifyState``)
         verify/repair.json                         the buckets the last verify found different (``RepairRequest``)
         verify/<run>.json                          a verify's report (``core.contract.TableVerification``)
+        digests/<run>.parquet                      a diff-mode version's row digests (``stages.diff``)
         runs/<run>/                                RunDir: one run's files
             raw/                                   the extraction's raw files
             snapshot/                              snapshot chunks and ``snapshot-progress.json``
@@ -191,6 +192,17 @@ class TableDir(Model):
 
     def verify_report(self, run_key: str) -> str:
         return join(self.verify, f"{run_key}.json")
+
+    # Diff mode
+
+    @property
+    def digests(self) -> str:
+        """The directory of the row digests of the versions diff-mode runs made (``stages.diff``): kept apart from
+        the runs' files, which go after a few runs, while a version's digests serve as long as it is the last."""
+        return join(self.root, "digests")
+
+    def digests_file(self, run_key: str) -> str:
+        return join(self.digests, f"{run_key}.parquet")
 
     # The runs' files
 

@@ -68,6 +68,11 @@ _TLS_REQUIRED = frozenset({3159})
 _LOGIN_REFUSED = frozenset({1044, 1045, 1698, 1862, 3118, 4151})
 
 
+DIFF_WAY_ON = ("Or capture without the binlog: `capture: diff` (for every table: `source: capture: diff`; or on a "
+               "table's entry) compares each table with its last version's row digests at each run, and needs only "
+               "SELECT (docs/sources.md#diff-mode).")
+
+
 class ConsistentReads:
     """Statements on one connection in one read-only transaction with a consistent snapshot: every read sees the
     source as of one moment (``as_of``, the server's clock read just after the snapshot was taken). Each statement
@@ -369,22 +374,31 @@ class MySqlSourceHook(BaseHook):
         found = {name.lower(): value for name, value in rows}
         return {name: found.get(name.lower()) for name in names}
 
-    def capture_problems(self, tables: Iterable[TableName] = ()) -> list[str]:
+    def capture_problems(self, tables: Iterable[TableName] = (), binlog: bool = True) -> list[str]:
         """Every reason capture is not possible: binlog settings first, then the capture user's privileges."""
-        return self._capture_problems(list(tables), *self._grants())
+        return self._capture_problems(list(tables), *self._grants(), binlog)
 
-    def check_capture(self, tables: Iterable[TableName] = ()) -> list[str]:
+    def check_capture(self, tables: Iterable[TableName] = (), binlog: bool = True) -> list[str]:
         """Raise CaptureNotPossible listing every problem when capture of ``tables`` is not possible; else return
-        the warnings on privileges the capture user holds beyond what capture needs (``core.grants``)."""
+        the warnings on privileges the capture user holds beyond what capture needs (``core.grants``). Without
+        ``binlog`` (every table in diff mode) neither the binlog settings nor the replication privileges count."""
         user, grants = self._grants()
-        problems = self._capture_problems(list(tables), user, grants)
+        problems = self._capture_problems(list(tables), user, grants, binlog)
         if problems:
             raise CaptureNotPossible(problems)
         return excess_privileges(grants, user)
 
-    def _capture_problems(self, tables: list[TableName], user: str, grants: Grants) -> list[str]:
+    def _capture_problems(self, tables: list[TableName], user: str, grants: Grants, binlog: bool) -> list[str]:
+        if not binlog:
+            return missing_capture_privileges(grants, user, tables, binlog=False)
         variables = self.global_variables(name for name, _, _ in required_settings(self.flavor))
-        return settings_problems(variables, self.flavor) + missing_capture_privileges(grants, user, tables)
+        settings = settings_problems(variables, self.flavor)
+        privileges = missing_capture_privileges(grants, user, tables)
+        reads = missing_capture_privileges(grants, user, tables, binlog=False)
+        if settings or len(privileges) > len(reads):
+            # The binlog cannot be read as it is: the way on without it.
+            privileges.append(DIFF_WAY_ON)
+        return settings + privileges
 
     def _grants(self) -> tuple[str, Grants]:
         """The capture user as ``'name'@'host'``, and its grants."""

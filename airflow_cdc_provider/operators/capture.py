@@ -14,8 +14,9 @@ import functools
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -31,6 +32,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.ledger import DIFF, DIFF_CAPTURE
 from airflow_cdc_provider.core.merge import layout_problem
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
@@ -45,13 +47,14 @@ from airflow_cdc_provider.core.reread import (
 )
 from airflow_cdc_provider.core.resume import Unreadable, read_positions
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
-from airflow_cdc_provider.core.workdir import DELETE_FILE, EVENTS_FILE, UPSERT_FILE
+from airflow_cdc_provider.core.workdir import DELETE_FILE, DIGESTS_FILE, EVENTS_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.stages.diff import diff_table
 from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import ExtractResult, added_columns_of, extract, fills_of, reported
 from airflow_cdc_provider.stages.replay import replay
@@ -63,6 +66,7 @@ from airflow_cdc_provider.stages.reread import (
     reread,
 )
 from airflow_cdc_provider.stages.snapshot import SnapshotResult, snapshot
+from airflow_cdc_provider.storage import WorkStore
 
 
 class TablesFailed(Exception):
@@ -120,12 +124,12 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
-        with self._leased(context, plan.snapshots, plan.run):
-            return self._snapshot(plan.snapshots)
+        with self._leased(context, [*plan.snapshots, *plan.diffs], plan.run):
+            return self._snapshot([*plan.snapshots, *plan.diffs])
 
     def _snapshot(self, tables: Sequence[TablePlan]) -> dict[str, Any]:
         if not tables:
-            self.log.info("No table needs a snapshot in this run.")
+            self.log.info("No table needs a snapshot or a diff in this run.")
             return Captured().to_xcom()
         hook = self._source_hook()
         # The connection and the server's flavor looked up once, here, rather than by each thread.
@@ -135,11 +139,16 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         def load(table: TablePlan) -> MergeInput | TableFailure:
             started = time.monotonic()
             try:
+                if table.mode == DIFF:
+                    return self._diff(hook, table, started)
                 header = _header(table)
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
-                with store.staging(target) as local:
+                diff_mode = table.table.capture == DIFF_CAPTURE
+                digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None
+                with store.staging(target) as local, _digests_staging(store, table) as digests_dir:
                     result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
-                                      self.read_buffer, key_declared=table.table.key_declared)
+                                      self.read_buffer, key_declared=table.table.key_declared,
+                                      digests=digests_dir / DIGESTS_FILE if digests_dir else None)
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
                 self.log.error("Snapshot of %s failed: %s", table.source, exc)
@@ -153,12 +162,37 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
             return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
                               columns=header.columns, key=header.key, end=result.watermark,
                               as_of=_taken_at(result), source_columns=header.columns,
-                              upserts=result.rows, changes={"I": result.rows},
+                              upserts=result.rows, changes={"I": result.rows}, digests_file=digests,
                               seconds={"snapshot": round(time.monotonic() - started, 3)})
 
         with ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="snapshot") as pool:
             results = list(pool.map(load, tables))
         return _finish(self.log, "snapshot", results, transient).to_xcom()
+
+    def _diff(self, hook: MySqlSourceHook, table: TablePlan, started: float) -> MergeInput:
+        """A diff-mode table's changes since its committed version, found by its rows' digests (``stages.diff``)."""
+        header = _header(table)
+        committed = table.committed
+        if committed is None or committed.digests is None:
+            raise CdcError(f"{table.source} was planned for a diff, but its committed version has no row digests. "
+                           "Trigger a run with fresh_snapshot=true.")
+        store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.root
+        digests = table.table_dir.digests_file(table.plan.run.key)
+        with store.fetched([committed.digests]) as (kept,), store.staging(target) as local, \
+                _digests_staging(store, table) as digests_dir:
+            assert digests_dir is not None
+            found = diff_table(hook, header, kept, local, self.read_buffer, digests_out=digests_dir / DIGESTS_FILE)
+        self.log.info("Diff of %s with version %d: %d rows changed or new, %d deleted; %d rows' digests compared in "
+                      "levels %s; %d bytes sent by the server; as of %s", table.source, committed.version,
+                      found.upserts, found.deletes, found.compared_rows, found.levels, found.bytes_sent,
+                      found.as_of.isoformat())
+        return MergeInput(source=table.source, mode="diff", upsert_files=(store.location_of(found.upsert_file, local,
+                                                                                            target),),
+                          delete_file=store.location_of(found.delete_file, local, target), columns=header.columns,
+                          key=header.key, end=None, as_of=found.as_of, source_columns=header.columns,
+                          upserts=found.upserts, deletes=found.deletes, digests_file=digests,
+                          changes={"I": found.inserts, "U": found.upserts - found.inserts, "D": found.deletes},
+                          start=None, seconds={"diff": round(time.monotonic() - started, 3)})
 
     def _progress(self, hook: MySqlSourceHook, header: RawHeader) -> Any:
         """Each chunk's report to the table's ``Progress``: the share by the integer key's range, else by the
@@ -468,6 +502,21 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                                            "replay": round(time.monotonic() - started, 3)},
                 left_partitions=part.left_partitions, events_file=files[3]))
         return _finish(self.log, "replay", results, transient).to_xcom()
+
+
+@contextlib.contextmanager
+def _digests_staging(store: WorkStore, table: TablePlan) -> Iterator[Path | None]:
+    """Where a diff-mode table's row digests are written this run (``TableDir.digests_file``; renamed there from
+    ``DIGESTS_FILE`` once written), or None for a table read from the binlog."""
+    if table.table.capture != DIFF_CAPTURE:
+        yield None
+        return
+    name = table.table_dir.digests_file(table.plan.run.key).rsplit("/", 1)[-1]
+    with store.staging(table.table_dir.digests) as local:
+        yield local
+        written = local / DIGESTS_FILE
+        if written.exists():
+            os.replace(written, local / name)
 
 
 def _every_event(tables: Sequence[TablePlan]) -> set[str]:

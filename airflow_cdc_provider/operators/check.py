@@ -13,6 +13,7 @@ from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePatte
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import BadHistory, table_history
+from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import SourceDir
@@ -43,6 +44,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param schema_changes: the policy of tables whose entry sets none.
+    :param capture: how the changes of tables whose entry sets none are found (``binlog`` or ``diff``).
     :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
         (``source: statement_timeout_seconds``).
     :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
@@ -52,13 +54,14 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
                  mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
-                 work_conn_id: str | None = None, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 capture: str = BINLOG_CAPTURE, work_conn_id: str | None = None,
+                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
         self.work_conn_id = work_conn_id
-        self.mysql_conn_id, self.schema_changes = mysql_conn_id, schema_changes
+        self.mysql_conn_id, self.schema_changes, self.capture = mysql_conn_id, schema_changes, capture
 
     @final_on_cdc_error  # a setting, a privilege, a key, a refused login: a retry would find the same
     def execute(self, context: Any) -> dict[str, Any]:
@@ -75,7 +78,11 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         schemas = None if None in literals else {t.schema for t in previous} | {s for s in literals if s}
         found = hook.base_tables(schemas)
         resolution = resolve(self.tables, found, previous, self.hive)
-        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing]):
+        # The binlog's settings and privileges count when a table is read from it (or when none is found yet and
+        # the source's own way is the binlog).
+        captures = {(t.capture or self.capture) for t in resolution.tables} or {self.capture}
+        binlog = BINLOG_CAPTURE in captures
+        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog):
             self.log.warning("%s", warning)
         headers = hook.raw_headers([t.source for t in resolution.tables],
                                    {t.source: t.key for t in resolution.tables if t.key})
@@ -99,10 +106,13 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         for lost in gone:
             self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
                              "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
-        watermark = hook.current_watermark()
+        watermark = hook.current_watermark() if binlog else None
         for ready in captured:
-            self.log.info("%s can be captured into %s: key %s%s", ready.source, ready.hive_table, ", ".join(ready.key),
-                          " (declared by `key:`; each snapshot checks it unique)" if ready.key_declared else "")
+            self.log.info("%s can be captured into %s: key %s%s, %s", ready.source, ready.hive_table,
+                          ", ".join(ready.key),
+                          " (declared by `key:`; each snapshot checks it unique)" if ready.key_declared else "",
+                          "from the binlog" if ready.capture == BINLOG_CAPTURE else
+                          "by a diff with its last version's row digests (capture: diff)")
         self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
                       hook.flavor, len(skipped), watermark)
         return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
@@ -126,7 +136,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
-                             key_declared=bool(table.key),
+                             key_declared=bool(table.key), capture=table.capture or self.capture,
                              columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
                              changelog=changelog, history=history)
 

@@ -30,7 +30,7 @@ from airflow_cdc_provider.core.outcomes import (
     sort_tables,
     table_task_batches,
 )
-from airflow_cdc_provider.core.workdir import TableDir
+from airflow_cdc_provider.core.workdir import TableDir, join
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -189,8 +189,18 @@ OUTCOMES_KEY = "outcomes"
 
 def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
     """Release the table's lock held by ``run`` and remove the files of its older runs (the newest
-    ``keep_runs`` stay: a re-run needs its own). Returns whether the lock was released, and what was removed."""
-    released = Ledger(table, store).release(run)
+    ``keep_runs`` stay: a re-run needs its own) and the row digests of versions no longer committed. Returns
+    whether the lock was released, and what was removed."""
+    ledger = Ledger(table, store)
+    # A diff-mode table's row digests: only the committed version's serve (a run's that did not commit is redone
+    # by its re-run, which reads the source again). Removed while the lock is held: the next run's are its own.
+    committed = ledger.committed() if ledger.holder() == run else None
+    kept = committed.digests if committed is not None else None
+    if kept is not None:
+        for name in store.file_names(table.digests):
+            if join(table.digests, name) != kept:
+                store.delete(join(table.digests, name))
+    released = ledger.release(run)
     removed = []
     for name, _ in store.subdirectories(table.runs)[keep_runs:]:  # newest first
         if name != run.key:

@@ -112,7 +112,8 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             target = run_target(dag_run.run_type, dag_run.data_interval_end)
             fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
             committed = {name: ledger.committed() for name, ledger in ledgers.items()}
-            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh)
+            captures = {t.hive_table: t.capture for t in tables}
+            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, captures[name])
                      for name, ledger in ledgers.items()}
             plans.update(self._snapshots_instead(run, plans))
             planned = [self._record(run, table, ledgers[table.hive_table], plans[table.hive_table],
@@ -122,9 +123,9 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             store.write(SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog,
                         StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
             result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
-            self.log.info("%d tables: %d by snapshot, %d from the binlog, %d left as they are; %d left out, %d gone",
-                          len(planned), len(result.snapshots), len(result.incrementals), len(result.of_mode(NOTHING)),
-                          len(check.skipped), len(check.gone))
+            self.log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left "
+                          "out, %d gone", len(planned), len(result.snapshots), len(result.incrementals),
+                          len(result.diffs), len(result.of_mode(NOTHING)), len(check.skipped), len(check.gone))
             return result.to_xcom()
         finally:
             hand_over(taken, run, self.lock_lease_seconds, owner, self.log)

@@ -101,14 +101,16 @@ def net_changes(before: Any | None, last: Any, key: list[str], columns: list[tup
                                                                              .alias("_change_type")] + positions)
 
 
-def changelog_rows(changes: Any, columns: list[tuple[str, str]], binlog_file: str, committed_at: dt.datetime) -> Any:
+def changelog_rows(changes: Any, columns: list[tuple[str, str]], binlog_file: str | None,
+                   committed_at: dt.datetime) -> Any:
     """``net_changes``'s rows as the changelog table's files hold them: the table's columns, then
-    ``CHANGE_COLUMNS``; the binlog file named from its sequence number as the range's end names its own."""
+    ``CHANGE_COLUMNS``; the binlog file named from its sequence number as the range's end names its own (none for
+    changes found without the binlog, ``binlog_file`` None)."""
     from pyspark.sql.functions import concat, lit, lpad, when
 
-    base, _ = split_binlog_file(binlog_file)
-    width = len(binlog_file.rsplit(".", 1)[1])
-    seq = column(POSITION_COLUMNS[0])
+    base, _ = split_binlog_file(binlog_file) if binlog_file else ("", 0)
+    width = len(binlog_file.rsplit(".", 1)[1]) if binlog_file else 0
+    seq = column(POSITION_COLUMNS[0]) if binlog_file else lit(None)
     values = {
         "_change_type": column("_change_type"),
         # Net changes are one per key, in no order among themselves; every event has its place in binlog order.

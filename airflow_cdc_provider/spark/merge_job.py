@@ -514,7 +514,7 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
                   "its net changes", flush=True)
         changes = net.where(lit(False)) if first_load and settings.snapshot == "none" else net
     committed_at = dt.datetime.now(dt.UTC)
-    rows = changelog_rows(changes, columns, spec.end.file, committed_at)
+    rows = changelog_rows(changes, columns, spec.end.file if spec.end else None, committed_at)
     root = changelog_root(files, files.root, spec.changelog)
     path = f"{root}/{version_dir_name(version)}"
     problem = version_dir_problem(path, spec.warehouse_dir, spec.changelog.table)
@@ -542,7 +542,8 @@ def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], cu
     have = set(events.columns)
     events = events.select([column(name) if name in have else lit(None).cast(hive).alias(name)
                             for name, hive in columns] + [column(name) for name in extra])
-    if current is not None and current.watermark.same_server(spec.end):
+    if current is not None and current.watermark is not None and spec.end is not None \
+            and current.watermark.same_server(spec.end):
         seq, pos = current.watermark.coordinate
         at_seq, at_pos = column(POSITION_COLUMNS[0]), column(POSITION_COLUMNS[1])
         events = events.where((at_seq > seq) | ((at_seq == seq) & (at_pos > pos)))

@@ -58,6 +58,7 @@ class DiffResult:
     delete_file: str
     digests_file: str
     upserts: int = 0
+    inserts: int = 0  # of the upserts, rows the version before did not have
     deletes: int = 0
     rows: int = 0  # the new version's rows
     levels: list[tuple[int, int, int]] = field(default_factory=list)  # each level's bits, buckets summed, differing
@@ -74,8 +75,10 @@ def digests_schema(header: RawHeader) -> pa.Schema:
 
 
 def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.PathLike[str],
-               out_dir: str | os.PathLike[str], read_buffer: int = DEFAULT_READ_BUFFER) -> DiffResult:
-    """Find ``header``'s table's changes since the version ``digests_file`` describes, and write them."""
+               out_dir: str | os.PathLike[str], read_buffer: int = DEFAULT_READ_BUFFER,
+               digests_out: str | os.PathLike[str] | None = None) -> DiffResult:
+    """Find ``header``'s table's changes since the version ``digests_file`` describes, and write them into
+    ``out_dir``; the new version's digests to ``digests_out`` (default: ``DIGESTS_FILE`` in ``out_dir``)."""
     out = Path(out_dir)
     make_dirs(out)
     kept = pq.read_table(digests_file)
@@ -85,7 +88,8 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
     with source.consistent_reads() as reads:
         hash_sql = diff.key_hash(header.columns, header.key, reads.mariadb)
         digest_sql = diff.row_digest(header.columns, reads.mariadb)
-        result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE), str(out / DIGESTS_FILE))
+        result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE),
+                            str(digests_out or out / DIGESTS_FILE))
         sent = reads.bytes_sent()
         parent_bits, parents = _descend(reads, table, hash_sql, digest_sql, hashes, digests, result)
         inside = diff.within(hashes, parent_bits, parents)
@@ -96,11 +100,13 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
         upserted = _read_rows(reads, header, table, hash_sql, changes.upserts, Path(result.upsert_file), read_buffer)
         result.bytes_sent = reads.bytes_sent() - sent
     result.upserts = len(upserted)
+    result.inserts = int((~np.isin(changes.upserts, hashes)).sum())
     deleted = _take(kept, changes.deletes)
     pq.write_table(deleted.select(list(header.key)), _beside(result.delete_file))
     os.replace(_beside(result.delete_file), result.delete_file)
     result.deletes = len(deleted)
     new_digests = _new_digests(header, kept, changes, upserted, server_pairs)
+    make_dirs(Path(result.digests_file).parent)
     pq.write_table(new_digests, _beside(result.digests_file))
     os.replace(_beside(result.digests_file), result.digests_file)
     result.rows = len(new_digests)

@@ -36,7 +36,7 @@ from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_v
 from airflow_cdc_provider.core.types import arrow_table, file_schema, parquet_options
 from airflow_cdc_provider.core.values import normalise_rows, snapshot_normaliser, snapshot_select
 from airflow_cdc_provider.core.watermark import Watermark
-from airflow_cdc_provider.core.workdir import DIGESTS_FILE, SNAPSHOT_PROGRESS_FILE
+from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.stages.diff import DIGEST_COLUMN, HASH_COLUMN, digests_schema
 from airflow_cdc_provider.storage import WorkStore, make_dirs, new_file, room_for
@@ -55,7 +55,7 @@ class Source(Protocol):
 
 @dataclass
 class SnapshotResult:
-    watermark: Watermark
+    watermark: Watermark | None  # None: a diff-mode table's, read without the binlog
     rows: int = 0
     chunks: int = 0
     files: list[str] = field(default_factory=list)
@@ -70,7 +70,7 @@ class SnapshotProgress(Model):
 
     table: str
     columns: tuple[tuple[str, str], ...]
-    watermark: Watermark
+    watermark: Watermark | None  # None: taken without the binlog (a diff-mode table's)
     taken_at: str  # when the watermark was taken (UTC, ISO 8601)
     chunks: int = 0
     rows: int = 0
@@ -113,7 +113,7 @@ class _Progress:
         if state is not None and state.table == header.table and state.columns == tuple(header.columns):
             self.state = state
 
-    def start(self, watermark: Watermark) -> None:
+    def start(self, watermark: Watermark | None) -> None:
         self._save(SnapshotProgress(table=self.header.table, columns=self.header.columns, watermark=watermark,
                                     taken_at=dt.datetime.now(dt.UTC).isoformat()))
 
@@ -138,19 +138,20 @@ ChunkDone = Callable[[int, "list[Any] | None"], None]  # rows read so far, the l
 
 def snapshot(source: Source, header: RawHeader, out_dir: str | os.PathLike[str], chunk_rows: int = 50_000,
              progress: ChunkDone | None = None, read_buffer: int = DEFAULT_READ_BUFFER,
-             key_declared: bool = False, digests: bool = False) -> SnapshotResult:
+             key_declared: bool = False, digests: str | os.PathLike[str] | None = None) -> SnapshotResult:
     """Read the table into ``out_dir/snapshot-NNNNN.parquet`` chunk files; resume from the progress file.
     ``progress`` is called after each chunk. The rows are held ``read_buffer`` bytes at a time
     (``core.batches``), each batch written as it is read. A key the configuration declares (``key_declared``) is
-    checked unique first: raises ``DuplicateKey`` before any row is read. ``digests``: write the rows' digests too
-    (``DIGESTS_FILE``), for a diff-mode table."""
+    checked unique first: raises ``DuplicateKey`` before any row is read. ``digests``: the file the rows' digests
+    go to, for a diff-mode table (``stages.diff``), which is read without the binlog: its snapshot takes no
+    watermark, and reflects the moment its read began."""
     out = Path(out_dir)
     make_dirs(out)
     with room_for(out, f"the snapshot of {header.table}"):
         result = _snapshot(source, header, out, chunk_rows, progress or (lambda rows, key: None), read_buffer,
-                           key_declared, digests)
-        if digests:
-            result.digests_file = _join_digests(header, result.files, out)
+                           key_declared, digests is not None)
+        if digests is not None:
+            result.digests_file = _join_digests(header, result.files, Path(digests))
         return result
 
 
@@ -163,7 +164,7 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
         _check_unique(source, header)
     if progress_file.state is None:
         # Before any row is read: see the module's docstring.
-        progress_file.start(source.current_watermark())
+        progress_file.start(None if digests else source.current_watermark())
     state = progress_file._started()
     result = SnapshotResult(state.watermark, state.rows, state.chunks, list(state.files),
                             resumed_after_chunk=state.chunks, taken_at=state.taken_at)
@@ -260,12 +261,12 @@ def _digests_part(chunk: Path) -> Path:
     return chunk.with_name(chunk.name.replace("snapshot-", "digests-"))
 
 
-def _join_digests(header: RawHeader, chunks: Sequence[str], out: Path) -> str:
+def _join_digests(header: RawHeader, chunks: Sequence[str], target: Path) -> str:
     """The digests parts of every chunk as one file, sorted by hash (``stages.diff.digests_schema``)."""
     schema = digests_schema(header)
     parts = [pq.read_table(_digests_part(Path(c))).cast(schema) for c in chunks]
     joined = pa.concat_tables(parts) if parts else schema.empty_table()
-    target = out / DIGESTS_FILE
+    make_dirs(target.parent)
     pq.write_table(joined.sort_by(HASH_COLUMN), f"{target}.tmp")
     os.replace(f"{target}.tmp", target)
     return str(target)

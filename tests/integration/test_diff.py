@@ -77,8 +77,8 @@ def test_diff_runs_find_every_change_and_ship_about_the_changed_rows(mariadb, ca
     _fill(mariadb, table.quoted, rows)
     hook = MySqlSourceHook(capture_conn)
     header = hook.raw_header(table)
-    first = snapshot(hook, header, tmp_path / "snap", chunk_rows=15_000, digests=True)
-    assert first.chunks == 3 and first.digests_file
+    first = snapshot(hook, header, tmp_path / "snap", chunk_rows=15_000, digests=tmp_path / "digests-0.parquet")
+    assert first.chunks == 3 and first.digests_file and first.watermark is None, "a diff-mode table needs no binlog"
     version = {tuple(r[k] for k in header.key): r for r in read_rows(first.files)}
     digests = first.digests_file
     full_bytes = _full_read_bytes(mariadb, table.quoted)
@@ -99,7 +99,8 @@ def test_diff_runs_find_every_change_and_ship_about_the_changed_rows(mariadb, ca
         if not count:
             assert result.upserts == result.deletes == 0 and result.levels[0][2] == 0, result.levels
         # The digests kept are those of the table now: a new snapshot reads the same.
-        again = snapshot(hook, header, tmp_path / f"check{run}", chunk_rows=50_000, digests=True)
+        again = snapshot(hook, header, tmp_path / f"check{run}", chunk_rows=50_000,
+                         digests=tmp_path / f"check{run}.parquet")
         assert pq.read_table(result.digests_file).equals(pq.read_table(again.digests_file))
         # Shipped, by the server's own count: the first level's sums (about 10 bytes a bucket of 64 rows) and about
         # three rows' worth a changed row (its full read, its hash and digest, its buckets' sums), not the table.
@@ -120,7 +121,7 @@ def test_a_diff_finds_a_change_of_every_type_and_reads_the_values_as_a_snapshot_
     insert_cases(mariadb, table.quoted, 101)
     hook = MySqlSourceHook(make_user())
     header = hook.raw_header(table)
-    first = snapshot(hook, header, tmp_path / "snap", digests=True)
+    first = snapshot(hook, header, tmp_path / "snap", digests=tmp_path / "digests.parquet")
     update_to_cases(mariadb, table.quoted, 1)
     shifted = [f"UPDATE {table.quoted} AS a JOIN {table.quoted} AS b ON b.id = a.id + 1 SET "
                + ", ".join(f"a.`{c}` = b.`{c}`" for c, _ in COLUMNS) + f" WHERE a.id BETWEEN 101 AND {100 + len(CASES) - 1}"]

@@ -791,3 +791,14 @@ def test_no_example_or_default_puts_the_work_directory_under_tmp():
     texts = [(DAGS / "cdc_config.yaml").read_text(), (DAGS / "cdc_config.docker.yaml").read_text(),
              (DAGS.parent / "README.md").read_text()]
     assert not any("/tmp/cdc" in text for text in texts)
+
+
+def test_capture_is_the_sources_unless_an_entry_says_and_a_bad_one_is_refused():
+    config = read_config({"source": {"capture": "diff"},
+                          "tables": ["shop.a", {"source": "shop.b", "capture": "binlog"}, {"source": "crm.*"}]})
+    named, other, pattern = config.tables
+    assert [config.capture(named), config.capture(other)] == ["diff", "binlog"]
+    assert config.capture(pattern.table_config(TableName("crm", "x"))) == "diff"
+    assert read_config({"tables": ["shop.a"]}).capture(read_config({"tables": ["shop.a"]}).tables[0]) == "binlog"
+    with pytest.raises(ConfigError, match=r"`capture:` of shop.a in cdc.yaml must be one of binlog, diff, got 'diffs'"):
+        read_config({"tables": [{"source": "shop.a", "capture": "diffs"}]}, "cdc.yaml")

@@ -100,3 +100,15 @@ def test_privileges_beyond_capture_are_each_warned_with_the_revoke_that_takes_th
     assert any("holds GRANT OPTION on `shop`.*" in w and "REVOKE GRANT OPTION ON `shop`.* FROM" in w
                for w in warnings)
     assert any("holds BINLOG ADMIN, SLAVE MONITOR on *.*" in w for w in warnings)
+
+
+def test_without_the_binlog_select_alone_is_needed():
+    select_only = parse_grants(["GRANT SELECT ON `shop`.* TO `cdc`@`%`"])
+    assert missing_capture_privileges(select_only, USER, (ORDERS,), binlog=False) == []
+    assert [p.split(",")[0] for p in missing_capture_privileges(select_only, USER, (ORDERS,))] == [
+        "The user 'cdc'@'%' lacks the privilege REPLICATION SLAVE", "The user 'cdc'@'%' lacks the privilege "
+        "REPLICATION CLIENT"]
+    nothing = parse_grants(["GRANT USAGE ON *.* TO `cdc`@`%`"])
+    assert missing_capture_privileges(nothing, USER, (ORDERS,), binlog=False) == [
+        "The user 'cdc'@'%' lacks SELECT on shop.orders, needed to read the table. Fix: GRANT SELECT ON "
+        "`shop`.`orders` TO 'cdc'@'%';"]

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from airflow_cdc_provider.core.ledger import (
+    DIFF,
     INCREMENTAL,
     NOTHING,
     SNAPSHOT,
@@ -442,3 +443,34 @@ def test_ledger_files_the_previous_release_wrote_still_load(tmp_path):
     written = json.loads((tmp_path / "ods.t" / "ledger" / "lock.json").read_text())
     assert (written["dag_id"], written["run_id"], written["owner"]["host"]) == (OTHER.dag_id, OTHER.run_id,
                                                                               "worker-1")
+
+
+# Diff mode (capture: diff): no binlog, changes by the rows' digests (core.diff).
+
+def test_a_diff_mode_table_is_compared_with_its_version_once_it_has_digests():
+    digested = committed().model_copy(update={"watermark": None, "digests": "/work/ods.t/digests/r.parquet"})
+    plan = plan_run(RUN, digested, None, T0 + dt.timedelta(hours=1), capture="diff")
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (DIFF, 3, None, None)
+    # Captured from the binlog before: its version has no digests, which a snapshot reads.
+    plan = plan_run(RUN, committed(), None, None, capture="diff")
+    assert plan.mode == SNAPSHOT and "no row digests" in plan.reason
+    # And back to the binlog: a diff-mode version has no watermark to read it from.
+    plan = plan_run(RUN, digested, None, None, capture="binlog")
+    assert plan.mode == SNAPSHOT and "no watermark" in plan.reason
+    assert plan_run(RUN, digested, None, None, True, capture="diff").mode == SNAPSHOT, "fresh_snapshot wins"
+    assert plan_run(RUN, digested, None, T0, capture="diff").mode == NOTHING, "an interval already reflected"
+
+
+def test_a_diff_merges_onto_the_version_it_compared_with_whatever_the_metastore_points_at():
+    diff = RunPlan(RUN, DIFF, "", input_version=3)
+    newer = VersionInfo(4, None, OTHER, 3)  # a diff run that died before its ledger was written
+    for found in (current(3, 400), newer, current(5, 1200)):
+        origin = choose_origin(found, diff, None)
+        assert (origin.action, origin.version) == ("merge", 3), found
+    with pytest.raises(LedgerConflict, match="fresh_snapshot=true"):
+        choose_origin(None, diff, None)
+    # A snapshot of a diff-mode table has no position: it loads.
+    assert choose_origin(newer, RunPlan(RUN, SNAPSHOT, ""), None).action == "load"
+    # The binlog read onto a version read without it: the two cannot be ordered.
+    with pytest.raises(LedgerConflict, match="read without the binlog"):
+        choose_origin(newer, incremental(), wm(900))
