@@ -30,7 +30,7 @@ from airflow_cdc_provider.core.outcomes import (
     sort_tables,
     table_task_batches,
 )
-from airflow_cdc_provider.core.workdir import TableDir, join
+from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -198,8 +198,9 @@ def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore)
     kept = committed.digests if committed is not None else None
     if kept is not None:
         for name in store.file_names(table.digests):
-            if join(table.digests, name) != kept:
-                store.delete(join(table.digests, name))
+            found = table.digests_file(name.removesuffix(".parquet"))
+            if found != kept:
+                store.delete(found)
     released = ledger.release(run)
     removed = []
     for name, _ in store.subdirectories(table.runs)[keep_runs:]:  # newest first
