@@ -68,26 +68,25 @@ class DiffMode:
         run = RunRef("bench", f"r{self.runs}")
         t0 = time.perf_counter()
         self.ledger.acquire(run, lambda holder: False, dt.datetime.now(dt.UTC))
-        plan = plan_run(run, self.ledger.committed(), None, None)
+        plan = plan_run(run, self.ledger.committed(), None, None, capture="diff")
         self.ledger.save_run_plan(plan)
         out = Path(self.ledger.table.run(run.key).root)
         detail: dict = {}
         if plan.mode == "snapshot":
             snap = snapshot(self.source.hook, self.header, out / "snapshot", digests=out / "digests.parquet")
-            upserts, deletes, end, as_of = snap.files, None, snap.watermark, dt.datetime.now(dt.UTC)
+            upserts, deletes, as_of = snap.files, None, dt.datetime.now(dt.UTC)
             self.digests = str(snap.digests_file)
         else:
             found = diff_table(self.source.hook, self.header, self.digests, out)
             detail = {"read": time.perf_counter() - t0, "bytes_sent": found.bytes_sent, "levels": found.levels,
                       "upserts": found.upserts, "deletes": found.deletes, "compared": found.compared_rows}
             upserts, deletes, as_of = [found.upsert_file], found.delete_file, found.as_of
-            end = self.source.current_watermark()  # the bench's server has a binlog; the merge records a position
             self.digests = found.digests_file
         spec = MergeSpec(
             database="ods", table="diff", source=self.header.table, warehouse_dir=str(self.work / "warehouse"),
-            metastore_uri=None, plan=plan, end=end, as_of=as_of,
+            metastore_uri=None, plan=plan, end=None, as_of=as_of,  # read without the binlog: no watermark
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
-            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
+            capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes, digests=self.digests,
         )
         (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
         detail["merge"] = submit(MERGE_JOB, str(out / "job.json"), cwd=out)
