@@ -134,7 +134,8 @@ class SourceConfig(_Section):
     """The MySQL server the tables are read from."""
 
     mysql_conn_id: str = Field("mysql_cdc", description="the Airflow connection (conn_type mysql) of the capture "
-                               "user, who needs SELECT, REPLICATION SLAVE and REPLICATION CLIENT")
+                               "user, who needs SELECT, REPLICATION SLAVE and REPLICATION CLIENT (SELECT alone "
+                               "when every table is in diff mode)")
     snapshot_concurrency: int = Field(4, ge=1, description="new tables snapshotted at the same time; each holds a "
                                       "server connection")
     snapshot_chunk_rows: int = Field(50_000, ge=1, description="rows per keyset chunk of a snapshot: a killed "
