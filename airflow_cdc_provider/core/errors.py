@@ -22,13 +22,15 @@ class UnsupportedServer(CdcError):
 class CaptureNotPossible(CdcError):
     """The server's settings or the capture user's privileges do not allow a correct capture.
 
-    Carries every problem found, so that one run tells the user everything to fix.
+    Carries every problem found, so that one run tells the user everything to fix, and the way on without the
+    binlog when the binlog is what cannot serve.
     """
 
-    def __init__(self, problems: list[str]):
-        self.problems = list(problems)
+    def __init__(self, problems: list[str], way_on: str | None = None):
+        self.problems, self.way_on = list(problems), way_on
         lines = "\n".join(f"  - {p}" for p in self.problems)
-        super().__init__(f"Capture is not possible on this server ({len(self.problems)} problem(s)):\n{lines}")
+        super().__init__(f"Capture is not possible on this server ({len(self.problems)} problem(s)):\n{lines}"
+                         + (f"\n{way_on}" if way_on else ""))
 
 
 class NoUsableKey(CdcError):

@@ -383,22 +383,19 @@ class MySqlSourceHook(BaseHook):
         the warnings on privileges the capture user holds beyond what capture needs (``core.grants``). Without
         ``binlog`` (every table in diff mode) neither the binlog settings nor the replication privileges count."""
         user, grants = self._grants()
-        problems = self._capture_problems(list(tables), user, grants, binlog)
+        tables = list(tables)
+        problems = self._capture_problems(tables, user, grants, binlog)
         if problems:
-            raise CaptureNotPossible(problems)
+            # When it is the binlog that cannot be read as it is, the way on without it.
+            binlog_problems = len(problems) > len(missing_capture_privileges(grants, user, tables, binlog=False))
+            raise CaptureNotPossible(problems, DIFF_WAY_ON if binlog and binlog_problems else None)
         return excess_privileges(grants, user)
 
     def _capture_problems(self, tables: list[TableName], user: str, grants: Grants, binlog: bool) -> list[str]:
         if not binlog:
             return missing_capture_privileges(grants, user, tables, binlog=False)
         variables = self.global_variables(name for name, _, _ in required_settings(self.flavor))
-        settings = settings_problems(variables, self.flavor)
-        privileges = missing_capture_privileges(grants, user, tables)
-        reads = missing_capture_privileges(grants, user, tables, binlog=False)
-        if settings or len(privileges) > len(reads):
-            # The binlog cannot be read as it is: the way on without it.
-            privileges.append(DIFF_WAY_ON)
-        return settings + privileges
+        return settings_problems(variables, self.flavor) + missing_capture_privileges(grants, user, tables)
 
     def _grants(self) -> tuple[str, Grants]:
         """The capture user as ``'name'@'host'``, and its grants."""

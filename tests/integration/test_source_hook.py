@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_position
 from airflow_cdc_provider.core.types import UnsupportedColumnName
 from airflow_cdc_provider.core.watermark import Watermark
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.mysql_source import DIFF_WAY_ON, MySqlSourceHook
 
 ORDERS = TableName("shop", "orders")
 CUSTOMERS = TableName("shop", "customers")
@@ -71,6 +71,7 @@ def test_wrong_server_setting_is_refused_naming_setting_value_and_fix(start_serv
     (problem,) = err.value.problems
     assert f"The server setting {setting} is '{value}'" in problem
     assert "Fix:" in problem
+    assert str(err.value).endswith(DIFF_WAY_ON), "and the way on without the binlog"
 
 
 @pytest.mark.parametrize(
@@ -87,6 +88,8 @@ def test_user_without_a_privilege_is_refused(make_user, privileges, missing):
         MySqlSourceHook(conn_id).check_capture([ORDERS])
     assert len(err.value.problems) == 1
     assert f"lacks {missing}" in err.value.problems[0] or f"lacks the privilege {missing}" in err.value.problems[0]
+    # Without the binlog the replication privileges are not needed: that way on is offered for them alone.
+    assert (DIFF_WAY_ON in str(err.value)) == missing.startswith("REPLICATION")
 
 
 def test_select_on_the_schema_only_is_enough(mariadb, make_user):
