@@ -26,9 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
-from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
 from airflow_cdc_provider.core.types import hive_type  # noqa: E402
@@ -37,8 +35,7 @@ from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
 from airflow_cdc_provider.stages.diff import diff_table  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 from airflow_cdc_provider.storage import WorkStore  # noqa: E402
-from bench.capture_bench import Source, header_of  # noqa: E402
-from bench.merge_bench import DDL, FILL, change, mysql_to_hive, submit  # noqa: E402
+from bench.merge_bench import bench_table, change, mysql_to_hive, submit  # noqa: E402
 
 
 def full_read_bytes(server) -> int:
@@ -100,12 +97,7 @@ def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
     fraction = float(sys.argv[2]) if len(sys.argv) > 2 else 0.01
     work = Path(tempfile.mkdtemp(prefix="diff-bench-"))
-    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
-        login = server.create_user("bench")
-        source = Source(server, login)
-        server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
-                       f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
-        header = header_of(server, TableName("bench", "orders"))
+    with bench_table(work, rows) as (server, source, header):
         diff = DiffMode(source, header, work)
         t0 = time.perf_counter()
         diff.run()

@@ -34,16 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table  # noqa: E402
-from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec  # noqa: E402
 from airflow_cdc_provider.stages.extract import extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
-from bench.capture_bench import Source, header_of  # noqa: E402
-from bench.merge_bench import DDL, FILL, change  # noqa: E402
+from bench.merge_bench import bench_table, change  # noqa: E402
 from bench.partition_bench import link_into  # noqa: E402
 from bench.targets import Target  # noqa: E402
 
@@ -98,12 +95,7 @@ def main() -> None:
 
 
 def run(work: Path, rows: int, fraction: float, rounds: int, width: int) -> None:
-    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
-        login = server.create_user("bench")
-        source = Source(server, login)
-        server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
-                       f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
-        header = header_of(server, TableName("bench", "orders"))
+    with bench_table(work, rows) as (server, source, header):
         pairs = [Pair("flat", header, None, work)]
         layout = None
         if width:

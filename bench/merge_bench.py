@@ -22,6 +22,7 @@ reload): time <= 0.5x, rows <= 0.02x.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import datetime as dt
 import json
@@ -29,6 +30,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -41,6 +43,7 @@ from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run  # noqa: E402
 from airflow_cdc_provider.core.merge import MergeJob, MergeSpec  # noqa: E402
+from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
 from airflow_cdc_provider.core.types import arrow_table, file_schema, hive_type  # noqa: E402
 from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
 from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
@@ -185,16 +188,21 @@ def mysql_to_hive(source, header, work: Path) -> tuple[float, int]:
     return time.perf_counter() - t0, rows
 
 
+@contextlib.contextmanager
+def bench_table(work: Path, rows: int) -> Iterator[tuple[ThrowawayServer, Source, RawHeader]]:
+    """A throwaway server holding the bench's table of ``rows`` rows, its bench login, and the table's header."""
+    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
+        source = Source(server, server.create_user("bench"))
+        server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
+                       f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
+        yield server, source, header_of(server, TableName("bench", "orders"))
+
+
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
     fraction = float(sys.argv[2]) if len(sys.argv) > 2 else 0.01
     work = Path(tempfile.mkdtemp(prefix="merge-bench-"))
-    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 256 * 1024 * 1024}) as server:
-        login = server.create_user("bench")
-        source = Source(server, login)
-        server.execute("CREATE DATABASE bench", f"CREATE TABLE bench.orders ({DDL})",
-                       f"INSERT INTO bench.orders SELECT {FILL} FROM bench.seq_1_to_{rows}")
-        header = header_of(server, TableName("bench", "orders"))
+    with bench_table(work, rows) as (server, source, header):
         incremental = Incremental(server, source, header, work)
         t0 = time.perf_counter()
         incremental.run()  # the initial load: version 1
