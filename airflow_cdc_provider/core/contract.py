@@ -31,7 +31,7 @@ class CapturedTable(Model):
     source: str  # schema.table, as TableName prints it
     hive_table: str  # database.table
     schema_changes: str
-    key: tuple[str, ...]
+    key: tuple[str, ...]  # empty: the table has no key, its whole row is its identity (``core.keys``)
     columns: Columns
     capture: Literal["binlog", "diff"] = "binlog"  # how its changes are found (``capture:``)
     key_declared: bool = False  # the key is the one `key:` names: each snapshot checks its values unique
@@ -216,7 +216,7 @@ class MergeInput(Model):
     # Each added column of the fills file and the columns it takes its values from (a rename's old name).
     fill_sources: tuple[tuple[str, tuple[str, ...]], ...] = ()
     columns: Columns  # the upsert files' columns
-    key: tuple[str, ...]
+    key: tuple[str, ...]  # the columns that identify a row: every column of a table with no key
     end: Watermark | None  # None: read without the binlog (diff mode, or a snapshot of a diff-mode table)
     as_of: dt.datetime
     source_columns: Columns  # the source's columns at ``end``: where the next run starts

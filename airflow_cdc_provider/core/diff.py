@@ -7,6 +7,10 @@ Each row has two 64-bit numbers, both the first 64 bits of an MD5 computed on th
   is the hash's top ``bits`` bits, so the buckets of a level split each bucket of the level above;
 - its **digest**, of its whole row's text (``core.checksum.source_row_text``), which changes when a value does.
 
+A table whose whole row is its identity (``core.keys.WHOLE_ROW``) has the digest as its hash too: equal rows share
+it, each copy adds it to its bucket's sum, and a row whose copies differ in number on the two sides is a change
+(``compare_pairs``): all its copies are read again, and the merge replaces all of the version's.
+
 The copy keeps both for every row of the version (the digests file: its key columns, hash and digest), as the
 server gave them when the row was read. A run then descends:
 
@@ -60,6 +64,12 @@ def _first_64_bits(md5_of: str) -> str:
 def key_hash(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
     """The SQL expression of a row's hash: the first 64 bits of the MD5 of its key's text."""
     return _first_64_bits(source_key_text(columns, key, mariadb))
+
+
+def row_hash(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
+    """The SQL expression of a row's hash: its key's (``key_hash``), or its digest (``row_digest``) for a table with
+    no key (``key`` empty), whose whole row is its identity."""
+    return key_hash(columns, key, mariadb) if key else row_digest(columns, mariadb)
 
 
 def row_digest(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
@@ -223,12 +233,35 @@ class RowChanges:
 
 
 def compare_pairs(server: tuple[np.ndarray, np.ndarray], local: tuple[np.ndarray, np.ndarray]) -> RowChanges:
-    """The rows that differ between the server's (hash, digest) pairs and the copy's, of the same buckets."""
-    mine = dict(zip(local[0].tolist(), local[1].tolist()))
-    theirs = dict(zip(server[0].tolist(), server[1].tolist()))
+    """The rows that differ between the server's (hash, digest) pairs and the copy's, of the same buckets. A hash
+    that comes more than once (the copies of a row of a table with no key) differs when its copies differ in
+    number: all of them are read again."""
+    mine: dict[int, object]
+    theirs: dict[int, object]
+    if len(np.unique(server[0])) == len(server[0]) and len(np.unique(local[0])) == len(local[0]):
+        mine = dict(zip(local[0].tolist(), local[1].tolist()))
+        theirs = dict(zip(server[0].tolist(), server[1].tolist()))
+    else:  # hash → its copies' digests, sorted
+        mine, theirs = dict(_copies(local)), dict(_copies(server))
     upserts = sorted(h for h, d in theirs.items() if mine.get(h) != d)
     deletes = sorted(h for h in mine.keys() - theirs.keys())
     return RowChanges(np.array(upserts, dtype=np.uint64), np.array(deletes, dtype=np.uint64))
+
+
+def _copies(pairs: tuple[np.ndarray, np.ndarray]) -> dict[int, tuple[int, ...]]:
+    found: dict[int, list[int]] = {}
+    for h, d in zip(pairs[0].tolist(), pairs[1].tolist()):
+        found.setdefault(h, []).append(d)
+    return {h: tuple(sorted(ds)) for h, ds in found.items()}
+
+
+def copies_changed(server_hashes: np.ndarray, local_hashes: np.ndarray) -> tuple[int, int]:
+    """Rows added and rows removed, counted by copies, between the copy's hashes and the server's (of a table with
+    no key, where a row is all its copies' count)."""
+    values, counts = np.unique(np.concatenate([server_hashes, local_hashes]), return_inverse=True)
+    theirs = np.bincount(counts[:len(server_hashes)], minlength=len(values))
+    mine = np.bincount(counts[len(server_hashes):], minlength=len(values))
+    return int(np.clip(theirs - mine, 0, None).sum()), int(np.clip(mine - theirs, 0, None).sum())
 
 
 # --- the descent ----------------------------------------------------------------------------------------------

@@ -1,4 +1,9 @@
-"""The key of a captured table: what makes replaying a change idempotent and lets the merge match rows."""
+"""The key of a captured table: what makes replaying a change idempotent and lets the merge match rows.
+
+A table with no usable key has its whole row as its identity (``WHOLE_ROW``): its rows are a multiset, each
+distinct row counted as many times as the source holds it. Only a diff (``core.diff``) can capture such a table:
+an UPDATE in the binlog of one of two equal rows cannot say which of them it changed, and replaying changes by
+their values would change both."""
 
 from __future__ import annotations
 
@@ -9,6 +14,7 @@ from airflow_cdc_provider.core.errors import NoUsableKey
 from airflow_cdc_provider.core.identifiers import TableName
 
 DECLARED = "declared"  # the index name of a key the configuration names (``key:``)
+WHOLE_ROW = "whole row"  # the index name of a table with no usable key: no key columns, the row is its identity
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,10 @@ class TableKey:
     def is_declared(self) -> bool:
         return self.index_name == DECLARED
 
+    @property
+    def is_whole_row(self) -> bool:
+        return self.index_name == WHOLE_ROW
+
 
 def declared_key(table: TableName, declared: Sequence[str], nullable: Mapping[str, bool]) -> TableKey:
     """The key a table entry names (``key:``), checked against the table's columns (``nullable``: each column and
@@ -54,7 +64,7 @@ def declared_key(table: TableName, declared: Sequence[str], nullable: Mapping[st
 def choose_key(table: TableName, index_columns: Iterable[IndexColumn], nullable: Mapping[str, bool],
                declared: Sequence[str] | None = None) -> TableKey:
     """The key the configuration declares (``declared_key``), else the primary key, else the unique key on NOT
-    NULL columns with the fewest columns (then by name).
+    NULL columns with the fewest columns (then by name), else the whole row (``WHOLE_ROW``).
 
     A unique key with a nullable column admits many rows with NULL there, so it cannot identify a row: matched
     null-safely, as keys are (a zero date in a key column lands as NULL: docs/types.md, Keys), they would be one.
@@ -77,14 +87,20 @@ def choose_key(table: TableName, index_columns: Iterable[IndexColumn], nullable:
     if candidates:
         _, name, names = min(candidates)
         return TableKey(table, name, names)
-    nullable_unique = sorted(n for n, cols in indexes.items() if not cols[0].non_unique)
-    hint = (
-        f" Its unique keys {', '.join(nullable_unique)} allow NULL, so they cannot identify a row."
-        if nullable_unique
-        else ""
-    )
-    raise NoUsableKey(
-        f"The table {table} has no primary key and no unique key on NOT NULL columns.{hint} "
-        "Replaying changes needs a key: add a primary key (or make a unique key's columns NOT NULL), or name "
-        "NOT NULL columns whose values identify a row in the table's entry (`key: [col, …]`)."
-    )
+    return TableKey(table, WHOLE_ROW, ())
+
+
+def whole_row_table(table: str, capture: str | None, changelog: bool, history: bool) -> None:
+    """Refuse what a table with no key (its whole row its identity) cannot have: ``capture: binlog`` asked for by
+    its entry, a changelog or a history, which follow a row by its key from one version to the next."""
+    lacks = f"The table {table} has no primary key and no unique key on NOT NULL columns"
+    way_on = "give it a key (a primary key, a unique key on NOT NULL columns, or `key:` in its entry naming NOT NULL " \
+             "columns whose values identify a row)"
+    if capture == "binlog":
+        raise NoUsableKey(f"{lacks}, and its entry asks for `capture: binlog`: in the binlog, a change to one of two "
+                          "equal rows cannot be told from a change to the other. Remove `capture: binlog` (a table "
+                          f"with no key is captured by a diff, docs/sources.md), or {way_on}.")
+    for wanted, setting in ((changelog, "changelog:"), (history, "history:")):
+        if wanted:
+            raise NoUsableKey(f"{lacks}, and it is given a `{setting}`, which follows each row by its key from one "
+                              f"version to the next. Set `{setting} false` in its entry, or {way_on}.")

@@ -176,7 +176,8 @@ def parse_record(line: str, path: object = "<raw>", line_number: int | None = No
 
 @dataclass(frozen=True)
 class RawHeader:
-    """What a raw file holds: the table, its columns (name and MySQL column type) and its key columns."""
+    """What a raw file holds: the table, its columns (name and MySQL column type) and its key columns: none for
+    a table whose whole row is its identity (``core.keys.WHOLE_ROW``)."""
 
     table: str
     columns: tuple[tuple[str, str], ...]
@@ -200,6 +201,15 @@ class RawHeader:
     @property
     def column_names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.columns)
+
+    @property
+    def whole_row(self) -> bool:
+        return not self.key
+
+    @property
+    def identity(self) -> tuple[str, ...]:
+        """The columns that identify a row: its key's, or every column of a table with none."""
+        return self.key or self.column_names
 
     def key_indexes(self) -> tuple[int, ...]:
         names = self.column_names

@@ -160,7 +160,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
             self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
                           table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
             return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
-                              columns=header.columns, key=header.key, end=result.watermark,
+                              columns=header.columns, key=header.identity, end=result.watermark,
                               as_of=_taken_at(result), source_columns=header.columns,
                               upserts=result.rows, changes={"I": result.rows}, digests_file=digests,
                               seconds={"snapshot": round(time.monotonic() - started, 3)})
@@ -189,9 +189,8 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         return MergeInput(source=table.source, mode="diff", upsert_files=(store.location_of(found.upsert_file, local,
                                                                                             target),),
                           delete_file=store.location_of(found.delete_file, local, target), columns=header.columns,
-                          key=header.key, end=None, as_of=found.as_of, source_columns=header.columns,
-                          upserts=found.upserts, deletes=found.deletes, digests_file=digests,
-                          changes={"I": found.inserts, "U": found.upserts - found.inserts, "D": found.deletes},
+                          key=header.identity, end=None, as_of=found.as_of, source_columns=header.columns,
+                          upserts=found.upserts, deletes=found.deletes, digests_file=digests, changes=found.changes,
                           start=None, seconds={"diff": round(time.monotonic() - started, 3)})
 
     def _progress(self, hook: MySqlSourceHook, header: RawHeader) -> Any:

@@ -11,9 +11,10 @@ from airflow_cdc_provider.core.catalog import StoredCatalog, resolve
 from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
-from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.errors import CdcError, NoUsableKey
 from airflow_cdc_provider.core.history import BadHistory, table_history
-from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE
+from airflow_cdc_provider.core.keys import whole_row_table
+from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE, DIFF_CAPTURE
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.workdir import SourceDir
@@ -29,9 +30,10 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
     configuration that cannot be captured fails the task with every problem found, each with its fix; a table
-    a pattern matched that cannot be captured (no usable key, an unsupported type, a `partition_by:`,
-    `changelog:` or `history:` that does not fit its columns, a changelog, snapshots or history table that would be
-    another table's) is reported and left out.
+    a pattern matched that cannot be captured (an unsupported type, a `partition_by:`, `changelog:` or `history:`
+    that does not fit its columns or a table with no key, a changelog, snapshots or history table that would be
+    another table's) is reported and left out. A table with no key is captured by a diff, its whole row its
+    identity (``core.keys``).
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
     Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
@@ -78,14 +80,14 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         schemas = None if None in literals else {t.schema for t in previous} | {s for s in literals if s}
         found = hook.base_tables(schemas)
         resolution = resolve(self.tables, found, previous, self.hive)
-        # The binlog's settings and privileges count when a table is read from it (or when none is found yet and
-        # the source's own way is the binlog).
-        captures = {(t.capture or self.capture) for t in resolution.tables} or {self.capture}
-        binlog = BINLOG_CAPTURE in captures
-        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog):
-            self.log.warning("%s", warning)
         headers = hook.raw_headers([t.source for t in resolution.tables],
                                    {t.source: t.key for t in resolution.tables if t.key})
+        # The binlog's settings and privileges count when a table is read from it (or when none is found yet and
+        # the source's own way is the binlog).
+        captures = {self._capture(t, h) for t in resolution.tables if isinstance(h := headers[t.source], RawHeader)}
+        binlog = BINLOG_CAPTURE in (captures or {self.capture})
+        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog):
+            self.log.warning("%s", warning)
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
         for left_out in skipped:
@@ -108,9 +110,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                              "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
         watermark = hook.current_watermark() if binlog else None
         for ready in captured:
-            self.log.info("%s can be captured into %s: key %s%s, %s", ready.source, ready.hive_table,
-                          ", ".join(ready.key),
-                          " (declared by `key:`; each snapshot checks it unique)" if ready.key_declared else "",
+            self.log.info("%s can be captured into %s: %s, %s", ready.source, ready.hive_table, _key_told(ready),
                           "from the binlog" if ready.capture == BINLOG_CAPTURE else
                           "by a diff with its last version's row digests (capture: diff)")
         self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
@@ -132,13 +132,26 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                                         header.columns)
             history = table_history(str(table.source), table.history_settings(self.hive.history), header.columns,
                                     partitioning.column if partitioning else None)
-        except (BadPartitionSpec, BadChangelog, BadHistory) as exc:
+            if header.whole_row:
+                whole_row_table(str(table.source), table.capture, changelog is not None, history is not None)
+        except (BadPartitionSpec, BadChangelog, BadHistory, NoUsableKey) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
-                             key_declared=bool(table.key), capture=table.capture or self.capture,
+                             key_declared=bool(table.key), capture=self._capture(table, header),
                              columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
                              changelog=changelog, history=history)
+    def _capture(self, table: TableConfig, header: RawHeader) -> str:
+        """How the table's changes are found: its entry's way, else the source's; by a diff when it has no key."""
+        return DIFF_CAPTURE if header.whole_row else table.capture or self.capture
+
+
+def _key_told(table: CapturedTable) -> str:
+    if not table.key:
+        return "no key (each row identified by all its values, equal rows counted)"
+    declared = " (declared by `key:`; each snapshot checks it unique)" if table.key_declared else ""
+    return f"key {', '.join(table.key)}{declared}"
+
 
 def _literal_schema(pattern: TablePattern) -> str | None:
     """The one schema a glob pattern can match, or None when it may match several (or is a regex)."""

@@ -112,8 +112,9 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             target = run_target(dag_run.run_type, dag_run.data_interval_end)
             fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
             committed = {name: ledger.committed() for name, ledger in ledgers.items()}
-            captures = {t.hive_table: t.capture for t in tables}
-            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, captures[name])
+            by_name = {t.hive_table: t for t in tables}
+            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, by_name[name].capture,
+                                    None if by_name[name].key else by_name[name].columns)
                      for name, ledger in ledgers.items()}
             plans.update(self._snapshots_instead(run, plans))
             planned = [self._record(run, table, ledgers[table.hive_table], plans[table.hive_table],

@@ -5,7 +5,9 @@ moment (``DiffResult.as_of``).
 
 Writes three files into ``out_dir``: the upserts (every column, as a snapshot's file), the deletes (the key
 columns) and the digests of the new version (the old ones, less the deleted and changed rows, plus the changed
-rows' new digests), each written beside and renamed.
+rows' new digests), each written beside and renamed. Of a table with no key, whose whole row is its identity, the
+digests file holds every column (the deletes are rows, by their values), and an upsert is every copy of a row
+whose copies changed in number: the kept digests are read a batch at a time, never whole.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import make_dirs, new_file
 
 HASH_COLUMN, DIGEST_COLUMN = "_hash", "_digest"
+BATCH_ROWS = 262_144  # rows of the kept digests held at once
 
 
 class ConsistentReads(Protocol):
@@ -58,19 +61,27 @@ class DiffResult:
     delete_file: str
     digests_file: str
     upserts: int = 0
-    inserts: int = 0  # of the upserts, rows the version before did not have
-    deletes: int = 0
+    inserts: int = 0  # rows the version before did not have (by copies, for a table with no key)
+    deletes: int = 0  # rows in the delete file
+    removed: int = 0  # rows the version before had and the source has no longer (by copies, likewise)
     rows: int = 0  # the new version's rows
     levels: list[tuple[int, int, int]] = field(default_factory=list)  # each level's bits, buckets summed, differing
     compared_rows: int = 0  # rows whose hash and digest were read
     bytes_sent: int = 0  # what the server sent for it, by its own counter
+    keyed: bool = True  # False: the table has no key, its whole row is its identity
+
+    @property
+    def changes(self) -> dict[str, int]:
+        """Rows inserted, updated and deleted (a table with no key has no updates: a changed row is a copy
+        removed and one added)."""
+        return {"I": self.inserts, "U": self.upserts - self.inserts if self.keyed else 0, "D": self.removed}
 
 
 def digests_schema(header: RawHeader) -> pa.Schema:
-    """The digests file of a version: the key columns (as the upsert files type them), each row's hash and
-    digest (``core.diff``), sorted by hash."""
+    """The digests file of a version: the identity's columns (``RawHeader.identity``, as the upsert files type
+    them), each row's hash and digest (``core.diff``)."""
     schema = file_schema(header)
-    return pa.schema([*(schema.field(k) for k in header.key), pa.field(HASH_COLUMN, pa.uint64()),
+    return pa.schema([*(schema.field(k) for k in header.identity), pa.field(HASH_COLUMN, pa.uint64()),
                       pa.field(DIGEST_COLUMN, pa.uint64())])
 
 
@@ -81,15 +92,16 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
     ``out_dir``; the new version's digests to ``digests_out`` (default: ``DIGESTS_FILE`` in ``out_dir``)."""
     out = Path(out_dir)
     make_dirs(out)
-    kept = pq.read_table(digests_file)
+    kept = pq.read_table(digests_file, columns=[HASH_COLUMN, DIGEST_COLUMN])
     hashes = kept.column(HASH_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
     digests = kept.column(DIGEST_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
+    del kept
     table = TableName.parse(header.table).quoted
     with source.consistent_reads() as reads:
-        hash_sql = diff.key_hash(header.columns, header.key, reads.mariadb)
+        hash_sql = diff.row_hash(header.columns, header.key, reads.mariadb)
         digest_sql = diff.row_digest(header.columns, reads.mariadb)
         result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE),
-                            str(digests_out or out / DIGESTS_FILE))
+                            str(digests_out or out / DIGESTS_FILE), keyed=not header.whole_row)
         sent = reads.bytes_sent()
         parent_bits, parents = _descend(reads, table, hash_sql, digest_sql, hashes, digests, result)
         inside = diff.within(hashes, parent_bits, parents)
@@ -100,16 +112,12 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
         upserted = _read_rows(reads, header, table, hash_sql, changes.upserts, Path(result.upsert_file), read_buffer)
         result.bytes_sent = reads.bytes_sent() - sent
     result.upserts = len(upserted)
-    result.inserts = int((~np.isin(changes.upserts, hashes)).sum())
-    deleted = _take(kept, changes.deletes)
-    pq.write_table(deleted.select(list(header.key)), _beside(result.delete_file))
-    os.replace(_beside(result.delete_file), result.delete_file)
-    result.deletes = len(deleted)
-    new_digests = _new_digests(header, kept, changes, upserted, server_pairs)
-    make_dirs(Path(result.digests_file).parent)
-    pq.write_table(new_digests, _beside(result.digests_file))
-    os.replace(_beside(result.digests_file), result.digests_file)
-    result.rows = len(new_digests)
+    if header.whole_row:
+        result.inserts, result.removed = diff.copies_changed(server_pairs[0], hashes[inside])
+    else:
+        result.inserts = int((~np.isin(changes.upserts, hashes)).sum())
+        result.removed = len(changes.deletes)
+    _rewrite(header, digests_file, changes, upserted, server_pairs, result)
     return result
 
 
@@ -150,7 +158,8 @@ def _pairs(reads: ConsistentReads, table: str, hash_sql: str, digest_sql: str, p
 
 def _read_rows(reads: ConsistentReads, header: RawHeader, table: str, hash_sql: str, wanted: np.ndarray,
                path: Path, read_buffer: int) -> pa.Table:
-    """The rows whose hash is ``wanted``, read in full into the upsert file; returns their key columns and hashes."""
+    """The rows whose hash is ``wanted``, read in full into the upsert file; returns their identity's columns and
+    hashes."""
     schema = file_schema(header)
     select = [snapshot_select(name, ctype) for name, ctype in header.columns]
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
@@ -170,28 +179,41 @@ def _read_rows(reads: ConsistentReads, header: RawHeader, table: str, hash_sql: 
                     rows = arrow_table(values, schema)
                     del values
                     writer.write_table(rows)
-                    keys.append(rows.select(list(header.key)).append_column(HASH_COLUMN, found))
+                    keys.append(rows.select(list(header.identity)).append_column(HASH_COLUMN, found))
     os.replace(tmp, path)
-    key_schema = pa.schema([*(schema.field(k) for k in header.key), pa.field(HASH_COLUMN, pa.uint64())])
+    key_schema = pa.schema([*(schema.field(k) for k in header.identity), pa.field(HASH_COLUMN, pa.uint64())])
     return pa.concat_tables(keys) if keys else key_schema.empty_table()
 
 
-def _take(kept: pa.Table, hashes: np.ndarray) -> pa.Table:
-    return kept.filter(pc.is_in(kept.column(HASH_COLUMN), pa.array(hashes, type=pa.uint64())))
-
-
-def _new_digests(header: RawHeader, kept: pa.Table, changes: diff.RowChanges, upserted: pa.Table,
-                 server_pairs: tuple[np.ndarray, np.ndarray]) -> pa.Table:
-    """The digests of the version the changes make: the kept rows but the deleted and changed ones, and the
-    changed rows with the digests the server gave in the same snapshot."""
+def _rewrite(header: RawHeader, kept_file: str | os.PathLike[str], changes: diff.RowChanges, upserted: pa.Table,
+             server_pairs: tuple[np.ndarray, np.ndarray], result: DiffResult) -> None:
+    """The delete file (the kept rows of the deleted hashes, by their identity's columns) and the digests of the
+    version the changes make: the kept rows but the deleted and changed ones, then the changed rows with the
+    digests the server gave in the same snapshot. One pass over the kept digests, a batch at a time."""
+    schema = digests_schema(header)
+    deleted = pa.array(changes.deletes, type=pa.uint64())
     gone = pa.array(np.concatenate([changes.deletes, changes.upserts]), type=pa.uint64())
-    staying = kept.filter(pc.invert(pc.is_in(kept.column(HASH_COLUMN), gone)))
     digest_of = dict(zip(server_pairs[0].tolist(), server_pairs[1].tolist()))
     new_digests = pa.array([digest_of[h] for h in upserted.column(HASH_COLUMN).to_pylist()], type=pa.uint64())
-    schema = digests_schema(header)
     changed = upserted.append_column(DIGEST_COLUMN, new_digests).select(schema.names).cast(schema)
-    merged = pa.concat_tables([staying.select(schema.names).cast(schema), changed])
-    return merged.sort_by(HASH_COLUMN)
+    make_dirs(Path(result.digests_file).parent)
+    identity = schema.remove(schema.get_field_index(DIGEST_COLUMN)).remove(schema.get_field_index(HASH_COLUMN))
+    with pq.ParquetWriter(_beside(result.delete_file), identity) as deletes, \
+            pq.ParquetWriter(_beside(result.digests_file), schema) as kept:
+        for batch in pq.ParquetFile(kept_file).iter_batches(batch_size=BATCH_ROWS):
+            rows = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
+            hashes = rows.column(HASH_COLUMN)
+            if len(deleted):
+                removed = rows.filter(pc.is_in(hashes, deleted)).select(identity.names)
+                deletes.write_table(removed)
+                result.deletes += len(removed)
+            staying = rows.filter(pc.invert(pc.is_in(hashes, gone))) if len(gone) else rows
+            kept.write_table(staying)
+            result.rows += len(staying)
+        kept.write_table(changed)
+        result.rows += len(changed)
+    os.replace(_beside(result.delete_file), result.delete_file)
+    os.replace(_beside(result.digests_file), result.digests_file)
 
 
 def _beside(path: str) -> str:

@@ -174,6 +174,9 @@ class _Output:
     ``positions``, each row followed by its record's coordinate (POSITION_COLUMNS)."""
 
     def __init__(self, header: RawHeader, upsert_path: Path, delete_path: Path, positions: bool = False) -> None:
+        if header.whole_row:  # the check sends a table with no key to a diff (``core.keys``)
+            raise ValueError(f"{header.table} has no key: its changes cannot be replayed from the binlog, where a "
+                             "change to one of two equal rows cannot be told from a change to the other.")
         self.schema = file_schema(header)
         self.key_indexes = header.key_indexes()
         self.delete_schema = pa.schema([self.schema.field(i) for i in self.key_indexes])

@@ -7,6 +7,9 @@ by key. Taken after the read, such a change would be lost.
 Each finished chunk is recorded in a progress file, so that a killed snapshot resumes after its last finished
 chunk (as Debezium's incremental snapshot does) with the watermark of its first attempt.
 
+A table with no key (its whole row is its identity, ``core.keys``) has no order to read it in chunks by: it is
+read in one statement, a consistent read of one moment, into one file, and a killed read starts again.
+
 For a diff-mode table (``stages.diff``) each row's hash and digest come with it (``core.diff``): each chunk's go
 to a digests part beside it, and the parts, sorted by hash, to the version's digests file once the table is read.
 """
@@ -16,8 +19,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -84,10 +87,12 @@ def keyset_query(header: RawHeader, chunk_rows: int, after: bool, extra: Sequenc
 
     ``(a, b) > (x, y)`` becomes ``a > x OR (a = x AND b > y)``, a form every MySQL and MariaDB plans as an
     index range; never OFFSET, whose cost grows with every chunk. Run it with ``keyset_args`` (a list, empty for the
-    first chunk): the names' own ``%`` are doubled for them.
+    first chunk): the names' own ``%`` are doubled for them. A table with no key: every row, in one statement.
     """
     table = TableName.parse(header.table)
     columns = ", ".join([*(snapshot_select(name, column_type) for name, column_type in header.columns), *extra])
+    if header.whole_row:
+        return formatted(f"SELECT {columns} FROM {table.quoted}")
     keys = [formatted(quote_identifier(k)) for k in header.key]
     sql = formatted(f"SELECT {columns} FROM {table.quoted}")
     if after:
@@ -174,7 +179,7 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
     schema = file_schema(header)
     size = RowSize.of(header.columns)
     mariadb = source.flavor.is_mariadb
-    extra = (diff.key_hash(header.columns, header.key, mariadb), diff.row_digest(header.columns, mariadb)) \
+    extra = (diff.row_hash(header.columns, header.key, mariadb), diff.row_digest(header.columns, mariadb)) \
         if digests else ()
     with source.streaming_reads() as reads:
         while True:
@@ -191,7 +196,7 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
                     f"The {chunk - 1} chunks read before are kept; the task's retry goes on after them.") from None
             if chunk_last is not None:
                 last_key = chunk_last
-            done = rows < chunk_rows
+            done = rows < chunk_rows or header.whole_row
             if rows or not result.files:  # an empty table still gets one (empty) file to load
                 result.files.append(str(path))
             else:
@@ -225,9 +230,10 @@ def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: in
     key_indexes = header.key_indexes()
     width = len(header.columns)
     normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := snapshot_normaliser(ctype))]
-    parts: list[pa.Table] = []
+    part = _digests_part(path)
     with new_file(tmp, replace=True) as sink, \
-            pq.ParquetWriter(sink, schema, **parquet_options(header.columns)) as writer, reads.cursor() as cursor:
+            pq.ParquetWriter(sink, schema, **parquet_options(header.columns)) as writer, \
+            _digests_writer(header, part, bool(extra)) as digests, reads.cursor() as cursor:
         cursor.execute(keyset_query(header, chunk_rows, last_key is not None, extra),
                        keyset_args(last_key) if last_key is not None else [])
         while batch := next_batch(cursor.fetchmany, size, read_buffer):
@@ -239,8 +245,8 @@ def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: in
                 values = [list(row[:width]) for row in batch]
                 normalise_rows(values, normalisers)
             table = arrow_table(values, schema)
-            if extra:
-                parts.append(table.select(list(header.key)).append_column(
+            if digests is not None:
+                digests.write_table(table.select(list(header.identity)).append_column(
                     HASH_COLUMN, pa.array([row[width] for row in batch], pa.uint64())).append_column(
                     DIGEST_COLUMN, pa.array([row[width + 1] for row in batch], pa.uint64())))
             del batch, values, last  # the rows go before the table is written: the batch is held once, not twice
@@ -248,13 +254,19 @@ def _read_chunk(reads: Any, header: RawHeader, schema: pa.Schema, chunk_rows: in
             del table
             rows += count
             failpoint("snapshot.chunk")
-    if extra:
-        part = _digests_part(path)
-        pq.write_table(pa.concat_tables(parts) if parts else digests_schema(header).empty_table(),
-                       f"{part}.tmp")
+    if extra:  # the digests part first: a chunk file stands for a chunk read whole, with its digests
         os.replace(f"{part}.tmp", part)
     os.replace(tmp, path)
     return rows, chunk_last
+
+
+@contextmanager
+def _digests_writer(header: RawHeader, part: Path, wanted: bool) -> Iterator[pq.ParquetWriter | None]:
+    if not wanted:
+        yield None
+        return
+    with pq.ParquetWriter(f"{part}.tmp", digests_schema(header)) as writer:
+        yield writer
 
 
 def _digests_part(chunk: Path) -> Path:
@@ -262,11 +274,11 @@ def _digests_part(chunk: Path) -> Path:
 
 
 def _join_digests(header: RawHeader, chunks: Sequence[str], target: Path) -> str:
-    """The digests parts of every chunk as one file, sorted by hash (``stages.diff.digests_schema``)."""
+    """The digests parts of every chunk as one file (``stages.diff.digests_schema``), a part at a time."""
     schema = digests_schema(header)
-    parts = [pq.read_table(_digests_part(Path(c))).cast(schema) for c in chunks]
-    joined = pa.concat_tables(parts) if parts else schema.empty_table()
     make_dirs(target.parent)
-    pq.write_table(joined.sort_by(HASH_COLUMN), f"{target}.tmp")
+    with pq.ParquetWriter(f"{target}.tmp", schema) as writer:
+        for chunk in chunks:
+            writer.write_table(pq.read_table(_digests_part(Path(chunk))).cast(schema))
     os.replace(f"{target}.tmp", target)
     return str(target)

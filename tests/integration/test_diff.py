@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import random
+from collections import Counter
 
 import pyarrow.parquet as pq
 
@@ -137,3 +138,62 @@ def test_a_diff_finds_a_change_of_every_type_and_reads_the_values_as_a_snapshot_
     # row (unless two neighbouring cases hold the same values).
     assert sorted(r["id"] for r in upserts) == sorted(k[0] for k, row in now.items() if before[k] != row)
     assert result.upserts >= len(CASES) + len(CASES) // 2, result.upserts
+
+
+def _multiset(rows: list[dict]) -> Counter:
+    return Counter(tuple(sorted(r.items())) for r in rows)
+
+
+def test_a_table_with_no_key_is_diffed_as_a_multiset_of_rows(mariadb, capture_conn, tmp_path):
+    """Equal rows are one row counted: an UPDATE or a DELETE of one copy of two changes exactly one."""
+    table = TableName(f"diff_{os.urandom(3).hex()}", "log")
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (at DATETIME(3) NULL, host VARCHAR(20) NULL, line TEXT NULL, "
+                    "qty INT NULL, KEY (host))")
+    for start in range(0, 3000, 1000):  # every row three times
+        mariadb.execute(f"INSERT INTO {table.quoted} VALUES " + ", ".join(
+            f"('2026-03-01 10:00:00' + INTERVAL {i} SECOND, 'h{i % 7}', 'line {i}', {i % 5})"
+            for i in range(start // 3, start // 3 + 1000)))
+    mariadb.execute(f"INSERT INTO {table.quoted} VALUES (NULL, NULL, NULL, NULL), (NULL, NULL, NULL, NULL), "
+                    f"(NULL, 'NULL', NULL, NULL)")
+    hook = MySqlSourceHook(capture_conn)
+    header = hook.raw_header(table)
+    assert header.key == () and header.identity == ("at", "host", "line", "qty")
+    first = snapshot(hook, header, tmp_path / "snap", chunk_rows=500, digests=tmp_path / "digests-0.parquet")
+    assert first.chunks == 1 and first.rows == 3003, "one statement: a table with no key has no order to chunk by"
+    version = _multiset(read_rows(first.files))
+    digests = first.digests_file
+    rng = random.Random(31)
+    for run in range(3):
+        statements = []
+        for _ in range(40):
+            i = rng.randrange(1000)
+            row = f"at = '2026-03-01 10:00:00' + INTERVAL {i} SECOND AND line = 'line {i}'"
+            statements.append(rng.choice([
+                f"UPDATE {table.quoted} SET qty = qty + 10 WHERE {row} LIMIT 1",  # one copy of several
+                f"DELETE FROM {table.quoted} WHERE {row} LIMIT 1",
+                f"DELETE FROM {table.quoted} WHERE {row}",  # every copy
+                f"INSERT INTO {table.quoted} SELECT * FROM {table.quoted} WHERE {row} LIMIT 1",  # one copy more
+                f"INSERT INTO {table.quoted} VALUES (NULL, 'NULL', NULL, NULL)"]))
+        statements.append(f"DELETE FROM {table.quoted} WHERE host IS NULL LIMIT 1")  # one of the two NULL rows
+        mariadb.execute("START TRANSACTION", *statements, "COMMIT")
+        result = diff_table(hook, header, digests, tmp_path / f"diff{run}")
+        upserts, deletes = read_rows([result.upsert_file]), read_rows([result.delete_file])
+        # The merge's way: every row of an upserted or deleted identity goes, the upserts come in (all copies).
+        touched = {tuple(sorted(r.items())) for r in [*upserts, *deletes]}
+        merged = Counter({row: n for row, n in version.items() if row not in touched}) + _multiset(upserts)
+        fresh = snapshot(hook, header, tmp_path / f"fresh{run}", digests=tmp_path / f"fresh{run}.parquet")
+        now = _multiset(read_rows(fresh.files))
+        assert merged == now, f"run {run}"
+        assert (result.inserts, result.removed) == (sum((now - version).values()), sum((version - now).values()))
+        assert result.changes["U"] == 0 and result.rows == sum(now.values())
+        # Only the rows whose copies changed in number, and all of their copies.
+        changed = {row for row in now.keys() | version.keys() if now[row] != version[row]}
+        assert {tuple(sorted(r.items())) for r in upserts} == {row for row in changed if now[row]}
+        assert _multiset(upserts) == Counter({row: now[row] for row in changed if now[row]})
+        assert {tuple(sorted(r.items())) for r in deletes} == {row for row in changed if not now[row]}
+        kept, again = pq.read_table(result.digests_file), pq.read_table(fresh.digests_file)
+        assert kept.sort_by([("_hash", "ascending")]).equals(again.sort_by([("_hash", "ascending")])), \
+            "the digests kept are a snapshot's: every column and each copy's hash"
+        assert result.bytes_sent <= 2000 + 3003 // 5 + 250 * sum(now[r] + version[r] for r in changed)
+        version, digests = now, result.digests_file

@@ -56,6 +56,26 @@ def test_differing_buckets_and_rows_include_what_only_one_side_has():
     assert changes.upserts.tolist() == [1, 3] and changes.deletes.tolist() == [4]
 
 
+def test_the_copies_of_a_row_of_a_table_with_no_key_are_counted():
+    # hash == digest: each copy of a row has the same pair. 5 goes from 2 copies to 1, 6 from 1 to 3, 7 stays at 2,
+    # 8 is gone (2 copies), 9 is new.
+    server = np.array([5, 6, 6, 6, 7, 7, 9], dtype=H)
+    local = np.array([5, 5, 6, 7, 7, 8, 8], dtype=H)
+    changes = diff.compare_pairs((server, server), (local, local))
+    assert changes.upserts.tolist() == [5, 6, 9] and changes.deletes.tolist() == [8]
+    assert diff.copies_changed(server, local) == (3, 3), "added: 6 twice and 9; removed: one 5 and both 8s"
+    same = diff.compare_pairs((server, server), (server[::-1].copy(), server[::-1].copy()))
+    assert not len(same.upserts) and not len(same.deletes), "the copies' order is no change"
+    # Every copy's digest adds to its bucket's sum: one copy more or less changes the sum.
+    assert diff.local_sums(server, server, 0)[1].tolist() != diff.local_sums(server[1:], server[1:], 0)[1].tolist()
+
+
+def test_a_table_with_no_key_is_placed_by_its_rows_digest():
+    columns = (("at", "datetime"), ("line", "text"))
+    assert diff.row_hash(columns, (), True) == diff.row_digest(columns, True)
+    assert diff.row_hash(columns, ("at",), True) == diff.key_hash(columns, ("at",), True)
+
+
 def test_within_selects_the_rows_of_the_parent_buckets():
     hashes = np.array([0, 1 << 63, (1 << 63) + (1 << 62), (1 << 64) - 1], dtype=H)
     assert diff.within(hashes, 0, np.array([], dtype=H)).tolist() == [True] * 4

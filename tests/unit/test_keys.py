@@ -2,7 +2,7 @@ import pytest
 
 from airflow_cdc_provider.core.errors import NoUsableKey
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.keys import IndexColumn, choose_key
+from airflow_cdc_provider.core.keys import IndexColumn, choose_key, whole_row_table
 
 T = TableName("shop", "t")
 
@@ -23,14 +23,12 @@ def test_not_null_unique_key_with_fewest_columns():
     assert key.columns == ("email",) and key.index_name == "uk_email"
 
 
-def test_nullable_unique_key_is_refused_and_named():
-    with pytest.raises(NoUsableKey, match="uk_email allow NULL"):
-        choose_key(T, [idx("uk_email", 1, "email")], {"email": True})
-
-
-def test_no_key_is_refused():
-    with pytest.raises(NoUsableKey, match="shop.t has no primary key"):
-        choose_key(T, [idx("ix", 1, "c", False)], {"c": False})
+def test_a_table_without_a_usable_key_has_its_whole_row_as_identity():
+    for indexes, nullable in (([idx("uk_email", 1, "email")], {"email": True}),  # a unique key that allows NULL
+                              ([idx("ix", 1, "c", False)], {"c": False}),  # an index that is not unique
+                              ([], {"c": False})):  # no index at all
+        key = choose_key(T, indexes, nullable)
+        assert key.is_whole_row and key.columns == () and not key.is_primary
 
 
 def test_a_declared_key_is_used_instead_of_the_tables_own():
@@ -47,6 +45,14 @@ def test_a_declared_key_names_columns_the_table_has_and_that_are_not_null():
         choose_key(T, [], columns, ["a", "note"])
 
 
-def test_the_refusal_of_a_keyless_table_says_how_to_declare_a_key():
-    with pytest.raises(NoUsableKey, match=r"`key: \[col, …\]`"):
-        choose_key(T, [], {"c": False})
+def test_a_table_with_no_key_refuses_the_binlog_a_changelog_and_a_history_saying_what_to_do():
+    whole_row_table("shop.t", None, False, False)
+    whole_row_table("shop.t", "diff", False, False)
+    with pytest.raises(NoUsableKey, match=r"shop.t has no primary key .* asks for `capture: binlog`: in the binlog, a "
+                                          r"change to one of two equal rows .* Remove `capture: binlog`.*`key:`"):
+        whole_row_table("shop.t", "binlog", False, False)
+    with pytest.raises(NoUsableKey, match=r"given a `changelog:`.* Set `changelog: false` in its entry, or give it a "
+                                          r"key"):
+        whole_row_table("shop.t", None, True, False)
+    with pytest.raises(NoUsableKey, match=r"given a `history:`.* Set `history: false`"):
+        whole_row_table("shop.t", None, False, True)
