@@ -4,7 +4,8 @@ Real `dag.test` runs against a real MariaDB, real Spark and a real (embedded) me
 Hive table equals its source, except a table whose change was refused, which stays as it was. Beside the thirty
 tables (and one with no key of its own, captured by the key its entry declares: `key:`), one per character set
 the server offers holds text of that set's own repertoire (tests/integration/charset_helpers.py), loaded by the
-snapshot and changed through the binlog.
+snapshot and changed through the binlog; and a log table with no key at all, whose equal rows are one row counted,
+is captured by a diff in the same runs (equal to its source as a multiset: each row as many times).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from tests.integration.hive_helpers import hive_rows, plain
 
 DAG_ID = "mysql_binlog_to_hive"
 TABLES = 30
+KEYLESS = "audit_log"
 
 
 # A table with no key of its own (an index that is not unique), captured by the key its entry declares.
@@ -63,9 +65,13 @@ class Source:
             create_table(server, self.schema, charset)
             for row_id in (1, 2):
                 insert_row(server, self.schema, charset, row_id)
-        # Matched but left out: no key. Excluded by the pattern: never looked at.
-        server.execute(f"CREATE TABLE {self.schema}.audit_log (at DATETIME, line TEXT)",
+        # No key at all: captured by a diff. Excluded by the pattern: never looked at.
+        server.execute(f"CREATE TABLE {self.schema}.{KEYLESS} (at DATETIME NULL, line TEXT NULL, n INT NULL)",
                        f"CREATE TABLE {self.schema}.tmp_scratch (id INT PRIMARY KEY)")
+        for i in range(6):  # each row twice, and two rows of NULLs
+            server.execute(*[f"INSERT INTO {self.schema}.{KEYLESS} VALUES ('2026-07-01 10:00:0{i}', 'event {i}', {i})"
+                             ] * 2)
+        server.execute(*[f"INSERT INTO {self.schema}.{KEYLESS} VALUES (NULL, NULL, NULL)"] * 2)
         self.config = {
             "mysql_conn_id": conn_id, "spark_conn_id": "spark_source", "work_dir": str(tmp_path / "work"),
             "hive": {"database": "ods", "warehouse_dir": str(tmp_path / "warehouse"), "metastore_uri": None},
@@ -122,6 +128,17 @@ class Source:
             if op == "key":
                 ids.append(victim + 1000)
 
+    def change_keyless(self) -> None:
+        """One copy of a row updated and one deleted, where the table holds it twice; a copy more of another."""
+        table, rng = f"{self.schema}.{KEYLESS}", self.rng
+        counts = dict(self.server.execute(f"SELECT line, COUNT(*) FROM {table} WHERE line IS NOT NULL GROUP BY line"))
+        twice = sorted(line for line, n in counts.items() if n > 1)
+        updated, deleted = rng.sample(twice, 2)
+        self.server.execute(f"UPDATE {table} SET n = n + 100 WHERE line = '{updated}' LIMIT 1",
+                            f"DELETE FROM {table} WHERE line = '{deleted}' LIMIT 1",
+                            f"INSERT INTO {table} SELECT * FROM {table} WHERE line = '{rng.choice(sorted(counts))}' "
+                            "LIMIT 1")
+
     def run(self, logical_date: str, *conf: str, env: dict[str, str] | None = None) -> tuple[int, str]:
         return run_dag(DAG_ID, logical_date, *conf, env={**self.env, **(env or {})}, cwd=ROOT, timeout=1200)
 
@@ -161,14 +178,14 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     source = Source(mariadb, capture_conn, tmp_path)
     since = mariadb.track_binlog_dumps()
 
-    # 1. The first run loads every table the pattern matches by a snapshot, a few at a time; the keyless table
-    #    is reported and left out, the excluded one never looked at; no binlog is read.
+    # 1. The first run loads every table the pattern matches by a snapshot, a few at a time; the table with no key
+    #    is reported as captured by a diff, the excluded one never looked at; no binlog is read.
     code, output = source.run("2026-08-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
-    assert f"Left out (matched by a pattern, but cannot be captured): The table {source.schema}.audit_log has no " \
-           "primary key" in output
+    assert f"{source.schema}.{KEYLESS} can be captured into ods.{KEYLESS}: no key (each row identified by all its " \
+           "values, equal rows counted), by a diff" in output
     first = outcomes(DAG_ID)
-    names, texts = sorted(source.tables), sorted(source.charsets)
+    names, texts = sorted(source.tables), [*sorted(source.charsets), KEYLESS]
     assert sorted(first) == sorted(f"{source.schema}.{n}" for n in [*names, *texts])
     assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
     assert "tmp_scratch" not in output
@@ -185,6 +202,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
         source.change(name)
     for charset in source.charsets.values():  # every character set's text through the binlog
         change_rows(mariadb, source.schema, charset)
+    source.change_keyless()
     source.create("t31", 31, rows=5)
     since = mariadb.track_binlog_dumps()
     code, output = source.run("2026-08-01T01:00:00+00:00")
@@ -195,6 +213,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert {n for n, s in statuses.items() if s == "committed"} == set(changed)
     assert {n for n, s in statuses.items() if s == "idle"} == set(names) - set(changed)
     assert {second[f"{source.schema}.{n}"]["status"] for n in texts} == {"committed"}
+    assert second[f"{source.schema}.{KEYLESS}"]["mode"] == "diff"
     dumps = mariadb.binlog_dumps(since, source.user)
     assert len(dumps) == 1, f"one replication connection for the run, whatever the number of tables: {dumps}"
     assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t31", *texts]), \
@@ -212,9 +231,11 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     #    set, another table dropped at the source: the others commit, the run fails naming the two failed tables,
     #    whose Hive tables are left as they were. Airflow here maps a task over at most 4 values: the 8 tables
     #    written or failed are dealt into 4 table tasks.
-    changed = sorted(source.rng.sample([n for n in names if n not in ("t04", "t30")], 6))
+    changed = sorted(source.rng.sample([n for n in names if n not in ("t04", "t30")], 5))
     for name in [*changed, "t04"]:
         source.change(name)
+    source.change_keyless()
+    changed.append(KEYLESS)
     mariadb.execute(f"ALTER TABLE {source.schema}.t04 DROP COLUMN note", f"DROP TABLE {source.schema}.t30")
     del source.tables["t30"]
     # cp1250 has no character at 0x81: the server stores the byte all the same (its SELECT shows '?'), and the
@@ -239,7 +260,7 @@ def test_a_source_of_thirty_tables_by_pattern_through_several_runs(mariadb, capt
     assert {n for n in third if third[n]["status"] == "committed"} == {f"{source.schema}.{n}" for n in changed}
     assert len(mariadb.binlog_dumps(since, source.user)) == 1
     names = sorted(source.tables)
-    hive = source.assert_equal([n for n in names if n != "t04"], also=["t04", "cs_cp1250"])
+    hive = source.assert_equal([*(n for n in names if n != "t04"), KEYLESS], also=["t04", "cs_cp1250"])
     assert hive["t04"] == before, "the refused table is as it was"
     assert hive["cs_cp1250"] == before_text, "and so is the one with a value that is not text"
 

@@ -42,7 +42,7 @@ def apply_changes(header: RawHeader, origin: list[dict], upserts: list[dict], de
 
 def source_rows(server, header: RawHeader) -> dict:
     """The table as the server has it now, read the way the snapshot reads it (UTC session), keyed (each key once:
-    a key that lands twice, as two zero dates do, fails)."""
+    a key that lands twice, as two zero dates do, fails); a table with no key ``counted``."""
     schema, table = header.table.split(".")
     conn = server.root_connection(init_command="SET time_zone = '+00:00'")
     try:
@@ -63,6 +63,20 @@ def source_rows(server, header: RawHeader) -> dict:
                 row[name] = None
     # Through Arrow, so both sides hold the same Python types (e.g. TIMESTAMP as an aware UTC datetime).
     table_ = pa.Table.from_pylist(rows, schema=arrow_schema(header.columns))
+    if header.whole_row:
+        return counted(table_.to_pylist())
     keyed = {tuple(r[k] for k in header.key): r for r in table_.to_pylist()}
     assert len(keyed) == len(rows), "two rows of the source have one key in the copy's form"
+    return keyed
+
+
+def counted(rows: list[dict]) -> dict:
+    """The rows of a table with no key, each keyed by its values and its copy's number: two such tables are equal
+    when they hold the same rows, each as many times."""
+    copies: dict[tuple, int] = {}
+    keyed = {}
+    for row in rows:
+        values = tuple(row.values())
+        copies[values] = copies.get(values, 0) + 1
+        keyed[(*values, copies[values])] = row
     return keyed

@@ -72,27 +72,34 @@ def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
     return SourcePlan(run=RUN, tables=tuple(tables))
 
 
-def test_a_pattern_is_resolved_and_a_keyless_match_left_out_but_a_keyless_name_fails(mariadb, schema, capture_conn,
-                                                                                     tmp_path, capfd):
+def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_left_out(mariadb, schema, capture_conn,
+                                                                                      tmp_path, capfd):
     mariadb.execute(f"CREATE TABLE {schema}.log (at DATETIME, line TEXT)",
                     # Names differing only in case: one Hive table for two, which the check reports and leaves out.
                     f"CREATE TABLE {schema}.dup (id INT PRIMARY KEY)", f"CREATE TABLE {schema}.DUP (id INT PRIMARY KEY)")
     capfd.readouterr()
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
-    assert [t.source for t in checked.tables] == [f"{schema}.a", f"{schema}.b"]
+    assert [t.source for t in checked.tables] == [f"{schema}.a", f"{schema}.b", f"{schema}.log"]
     assert checked.tables[1].key == ("k1", "k2") and checked.tables[0].hive_table == f"ods.{schema}_a"
-    upper, lower, keyless = checked.skipped
-    assert keyless.source == f"{schema}.log" and "has no primary key and no unique key" in keyless.reason
+    a, _, log = checked.tables
+    assert (log.key, log.capture, a.capture) == ((), "diff", "binlog"), "no key: a diff, the whole row its identity"
+    upper, lower = checked.skipped
     assert (upper.source, lower.source) == (f"{schema}.DUP", f"{schema}.dup")
     assert f"The tables {schema}.DUP (matched by {schema}.*) and {schema}.dup (matched by {schema}.*) would both be " \
            f"copied into the Hive table ods.{schema}_dup" in upper.reason
     logged = "".join(capfd.readouterr())  # the task log, as Airflow's logging prints it
     assert f"[warning  ] Left out (matched by a pattern, but cannot be captured): {lower.reason}" in logged
-    # A named one fails the check task, and so the run, with the reason (AirflowFailException: no retry).
-    with pytest.raises(AirflowFailException,
-                       match=f"The table {schema}.log has no primary key and no unique key on NOT NULL columns"):
-        check([TableConfig(TableName(schema, "log"), "log"), TablePattern(schema=schema, table="*")], capture_conn,
-              tmp_path)
+    assert f"{schema}.log can be captured into ods.{schema}_log: no key (each row identified by all its values, " \
+           "equal rows counted), by a diff" in logged
+    # What a table with no key cannot have fails the check task, and so the run, with the reason
+    # (AirflowFailException: no retry) when the table is named; a pattern's match is left out.
+    with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key and no unique key on "
+                                                   "NOT NULL columns, and its entry asks for `capture: binlog`"):
+        check([TableConfig(TableName(schema, "log"), "log", capture="binlog"), TablePattern(schema=schema, table="*")],
+              capture_conn, tmp_path)
+    checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path, changelog=ChangelogSettings())
+    assert f"{schema}.log" in {t.source for t in checked.skipped} and "given a `changelog:`" in next(
+        t.reason for t in checked.skipped if t.source == f"{schema}.log")
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
         check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
     # A `partition_by:` that does not fit the table's columns refuses the table alike: a pattern's match is left

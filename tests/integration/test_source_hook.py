@@ -192,10 +192,11 @@ def test_table_keys(capture_conn):
     assert hook.table_key(TableName("keys_db", "pk")).columns == ("b", "a")
     key = hook.table_key(TableName("keys_db", "uk"))
     assert (key.index_name, key.columns) == ("uk_code_region", ("code", "region"))
-    with pytest.raises(NoUsableKey, match="uk_id allow NULL"):
-        hook.table_key(TableName("keys_db", "nullable_uk"))
-    with pytest.raises(NoUsableKey, match="keys_db.nokey has no primary key"):
-        hook.table_key(TableName("keys_db", "nokey"))
+    # No unique key on NOT NULL columns: the whole row is the identity.
+    assert hook.table_key(TableName("keys_db", "nullable_uk")).is_whole_row
+    assert hook.table_key(TableName("keys_db", "nokey")).columns == ()
+    with pytest.raises(NoUsableKey, match="names id, which allow NULL"):
+        hook.table_key(TableName("keys_db", "nullable_uk"), ["id"])
     with pytest.raises(TableNotFound, match="keys_db.missing"):
         hook.table_key(TableName("keys_db", "missing"))
 
