@@ -1,7 +1,7 @@
 """Example DAG: keep the Hive copies of the MySQL tables selected in $CDC_CONFIG up to date from the binlog.
 
-One task group for the whole source server, built by the provider's factory: the tables named or matched by
-a pattern, the binlog read once for all of them, one Spark application for those that changed. Each run
+One task group for each source server, built by the provider's factory: the tables named or matched by a
+pattern, the binlog read once for all of them, one Spark application for those that changed. Each run
 brings every table to the end of the run's data interval (scheduled and backfill runs) or to the moment it
 runs (manual runs). Trigger it with ``fresh_snapshot`` set to reload every table from a new snapshot.
 """
@@ -18,8 +18,11 @@ from airflow.sdk import DAG
 from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
 
-CONFIG_PATH = Path(os.environ.get("CDC_CONFIG") or Path(__file__).with_name("cdc_config.yaml"))
-config = CdcConfig.from_dict(yaml.safe_load(CONFIG_PATH.read_text()), origin=str(CONFIG_PATH))
+# One configuration a server; several, separated by the path separator (``:``), give a group each, side by side
+# (their tables' Hive tables may be shared as shards: docs/sources.md, Shards).
+CONFIG_PATHS = [Path(p) for p in (os.environ.get("CDC_CONFIG") or str(Path(__file__).with_name("cdc_config.yaml")))
+                .split(os.pathsep) if p]
+configs = [CdcConfig.from_dict(yaml.safe_load(path.read_text()), origin=str(path)) for path in CONFIG_PATHS]
 
 with DAG(
     dag_id="mysql_binlog_to_hive",
@@ -31,4 +34,5 @@ with DAG(
     params=cdc_params(),
     tags=["cdc", "mysql", "hive"],
 ):
-    cdc_source_group(config, group_id="source")
+    for n, config in enumerate(configs):
+        cdc_source_group(config, group_id="source" if n == 0 else f"source_{n + 1}")

@@ -16,7 +16,9 @@ from airflow.sdk import DAG, TaskGroup, task
 from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_table_group
 
-CONFIG_PATH = Path(os.environ.get("CDC_CONFIG") or Path(__file__).with_name("cdc_config.yaml"))
+# The first configuration CDC_CONFIG names (the example DAG takes several, one a server).
+CONFIG_PATH = Path((os.environ.get("CDC_CONFIG") or str(Path(__file__).with_name("cdc_config.yaml")))
+                   .split(os.pathsep)[0])
 base = yaml.safe_load(CONFIG_PATH.read_text())
 config = CdcConfig.from_dict({**base, "tables": [{"source": "shop.orders", "target": "orders_daily"}]},
                              origin=str(CONFIG_PATH))

@@ -79,7 +79,8 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
 def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],
                 previous: Mapping[TableName, str], database: str) -> list[tuple[TableName, str]]:
     """Two sources into one Hive table would overwrite each other's rows: one keeps the Hive table, the others
-    are taken out of ``chosen`` and returned as (source, why).
+    are taken out of ``chosen`` and returned as (source, why). Unless all are shards (``shards:``), each naming its
+    server or none naming one.
 
     Hive names ignore case, so ``crm.Orders`` and ``crm.orders`` collide, and so do ``a_b.c`` and ``a.b_c`` under
     ``{schema}_{table}``. The table the configuration names keeps the Hive table (two named ones are a
@@ -94,6 +95,10 @@ def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePa
         if len(sources) < 2:
             continue
         hive_table = f"{database}.{target}"
+        shardings = [chosen[s][0].shards for s in sources]
+        if all(shardings) and len({sharding.server is None for sharding in shardings if sharding}) == 1:
+            continue  # shards of one Hive table (``core.shards``), as their entries say
+
         named = [s for s in sources if isinstance(chosen[s][1], TableConfig)]
         if len(named) > 1:
             raise ConfigError(

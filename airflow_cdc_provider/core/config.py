@@ -35,6 +35,7 @@ from airflow_cdc_provider.core.identifiers import (
 )
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, PartitionSpec
 from airflow_cdc_provider.core.schema import POLICIES
+from airflow_cdc_provider.core.shards import Sharding
 from airflow_cdc_provider.core.workdir import StorageError, check_work_dir, location_problem
 
 
@@ -438,6 +439,11 @@ class TableEntry(_Section):
                                                   json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
     capture: Capture | None = Field(None, description="how this table's changes are found, over `source: capture`",
                                     json_schema_extra={"choices": CAPTURE_CHOICES})
+    shards: bool | dict[str, str] | None = Field(None, description="`true`: every table the entry selects is a "
+                                                 "shard of its one `target:`, which gets the columns _source_schema "
+                                                 "and _source_table (its partitions); `{server: name}`: and "
+                                                 "_source_server, for shards on several servers, each group naming "
+                                                 "its own ([sources.md](sources.md#shards))")
     key: str | list[str] | None = Field(None, description="the columns that identify a row, for a table with no "
                                         "primary key and no unique key on NOT NULL columns (or instead of its own): "
                                         "NOT NULL columns, checked unique by each snapshot ([sources.md]"
@@ -478,6 +484,7 @@ class TableConfig:
     history: HistorySettings | Literal[False] | None = None
     key: tuple[str, ...] | None = None  # the columns `key:` declares; None: the table's own primary or unique key
     capture: str | None = None  # binlog or diff; None: as `source: capture:` says
+    shards: Sharding | None = None  # a shard of its Hive table, which other entries' tables share (``core.shards``)
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -527,6 +534,7 @@ class TablePattern:
     history: HistorySettings | Literal[False] | None = None  # alike
     key: tuple[str, ...] | None = None  # alike
     capture: str | None = None  # alike
+    shards: Sharding | None = None  # each table it selects is a shard of its one target
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -554,7 +562,7 @@ class TablePattern:
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
         return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog,
-                           self.history, self.key, self.capture)
+                           self.history, self.key, self.capture, self.shards)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -819,7 +827,7 @@ def time_zone(value: Any, where: str) -> str:
 _ENTRY_KEYS = set(TableEntry.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
                "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
-               "`changelog:`, `history:`, `key:`, `capture:` and, on a pattern, `exclude:`")
+               "`changelog:`, `history:`, `key:`, `capture:`, `shards:` and, on a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -838,14 +846,16 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
             return _named_entry(selected, entry, origin)
         pattern = TablePattern(*selected)
     where = f"the pattern {pattern} in {origin}"
+    shards = _shards(entry.get("shards"), where)
     return replace(pattern, exclude=_exclude(entry.get("exclude"), pattern.regex is not None, where),
-                   target=_template(entry.get("target"), where),
+                   target=_template(entry.get("target"), where, shards is not None),
                    schema_changes=_policy(entry.get("schema_changes"), where),
                    spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
                    partition_by=_partition_by(entry.get("partition_by"), where),
                    changelog=_table_changelog(entry.get("changelog"), where),
                    history=_table_history(entry.get("history"), where),
-                   key=_key(entry.get("key"), where), capture=_capture(entry.get("capture"), where))
+                   key=_key(entry.get("key"), where), capture=_capture(entry.get("capture"), where),
+                   shards=shards)
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -863,7 +873,22 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
                        _table_spark_conf(entry.get("spark_conf"), where),
                        _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where),
                        _table_history(entry.get("history"), where), _key(entry.get("key"), where),
-                       _capture(entry.get("capture"), where))
+                       _capture(entry.get("capture"), where), _shards(entry.get("shards"), where))
+
+
+def _shards(value: Any, where: str) -> Sharding | None:
+    """A table entry's `shards:`: `true`, or the name of the server its group reads (`shards: {server: eu}`)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Sharding()
+    server = value.get("server") if isinstance(value, dict) and set(value) <= {"server"} else None
+    if not isinstance(server, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", server):
+        raise ConfigError(f"`shards:` of {where} must be `true`, or name the server its tables come from, such as "
+                          f"`shards: {{server: eu_1}}` (letters, digits, _ . -; at most 64), got {value!r}: every "
+                          "table the entry selects goes into its one `target:`, with the shard's server, schema and "
+                          "table as columns (docs/sources.md).")
+    return Sharding(server=server)
 
 
 def _capture(value: Any, where: str) -> str | None:
@@ -981,8 +1006,9 @@ def _exclude(value: Any, regex: bool, where: str) -> tuple[str, ...]:
     return tuple(items)
 
 
-def _template(value: Any, where: str) -> str:
-    """A pattern's `target:`: {table} is required, else every table it selects would share one Hive table."""
+def _template(value: Any, where: str, shards: bool = False) -> str:
+    """A pattern's `target:`: {table} is required, else every table it selects would share one Hive table, unless
+    they are its shards (``shards``)."""
     if value is None:
         return DEFAULT_TARGET
     help_ = "write letters, digits and _ around {schema} and {table}, for example 'raw_{schema}_{table}'"
@@ -997,9 +1023,9 @@ def _template(value: Any, where: str) -> str:
     if other:
         raise ConfigError(f"The `target:` template {value!r} of {where} uses {', '.join(other)}: only {{schema}} "
                           f"and {{table}} may appear; {help_}.")
-    if "table" not in [f for f, _, _ in fields]:
+    if "table" not in [f for f, _, _ in fields] and not shards:
         raise ConfigError(f"The `target:` template {value!r} of {where} lacks {{table}}: every table the pattern "
-                          f"selects would map to the same Hive table; {help_}.")
+                          f"selects would map to the same Hive table; {help_}; or, for its shards, `shards: true`.")
     example = value.format(schema="s", table="t")
     try:
         validate_hive_name(example, "Hive table name")

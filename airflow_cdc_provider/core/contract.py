@@ -19,6 +19,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import DIFF, INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.partitioning import Partitioning
+from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import RunDir, TableDir
 
@@ -39,10 +40,20 @@ class CapturedTable(Model):
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
     changelog: ChangelogSettings | None = None  # its changelog table's settings (``changelog:``); None: none
     history: HistorySettings | None = None  # its snapshots' and history's settings (``history:``); None: none
+    shard: Shard | None = None  # a shard of its Hive table (``shards:``); None: the Hive table is its alone
 
     @property
     def name(self) -> TableName:
         return TableName.parse(self.source)
+
+    @property
+    def ledger_id(self) -> str:
+        """What one ledger records: the Hive table, or one shard of it."""
+        return f"{self.hive_table}#{self.shard.name}" if self.shard is not None else self.hive_table
+
+    def table_dir(self, work_dir: str) -> TableDir:
+        return TableDir(work_dir=work_dir, hive_table=self.hive_table,
+                        shard=self.shard.path if self.shard is not None else None)
 
 
 class SkippedTable(Model):
@@ -255,6 +266,7 @@ class TableOutcome(Model):
     mode: str
     status: Status
     reason: str = ""
+    shard: Shard | None = None  # the shard of the Hive table it is (``shards:``)
     version: int | None = None
     location: str | None = None
     rows: int | None = None

@@ -23,6 +23,7 @@ from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConf
 from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.partitioning import Partitioning
+from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import capture_dir_problem, location_problem, place, within
@@ -48,12 +49,13 @@ def parse_version_dir(name: str) -> int | None:
 
 def version_dir_problem(path: str, warehouse_dir: str, table: str) -> str | None:
     """Why the merge may not write or delete ``path`` as a version directory of the Hive table ``table`` (its
-    name without the database), or None: it must be ``<table>/vNNNNNN`` under the warehouse."""
+    name without the database; of a shard, ``<table>/<its partition's directory>``), or None: it must be
+    ``<table>/vNNNNNN`` under the warehouse."""
     problem = location_problem(path, "version directory")  # first: urlsplit drops tabs and newlines unseen
     if problem:
         return problem
-    parts = place(path)[2].split("/")
-    if parse_version_dir(parts[-1]) is None or len(parts) < 2 or parts[-2] != table:
+    parts, own = place(path)[2].split("/"), table.split("/")
+    if parse_version_dir(parts[-1]) is None or len(parts) < len(own) + 1 or parts[-1 - len(own):-1] != own:
         return f"{path} is not a version directory of the table {table} (<table>/vNNNNNN)."
     if not within(path, warehouse_dir):
         return (f"{path} is not under the warehouse {warehouse_dir}: the merge writes and deletes version "
@@ -216,6 +218,9 @@ class MergeSpec(Model):
     # The row digests of the version this spec makes (diff mode, ``stages.diff``): recorded with the commit, for the
     # next run to compare the source with; the job does not read it.
     digests: str | None = None
+    # The shard of the Hive table this spec's source is (``core.shards``): the job writes its rows only, and points
+    # its partition at them. None: the Hive table is the source's alone.
+    shard: Shard | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -239,7 +244,8 @@ class MergeSpec(Model):
         if problem:
             raise ValueError(problem)
         problem = location_problem(self.capture_dir, "run directory") or capture_dir_problem(
-            self.capture_dir, f"{self.database}.{self.table}", self.plan.run.key)
+            self.capture_dir, f"{self.database}.{self.table}", self.plan.run.key,
+            self.shard.path if self.shard is not None else None)
         if problem:
             raise ValueError(problem)
         for file in (*self.upsert_files, self.delete_file, self.fills_file, self.events_file):
@@ -258,6 +264,8 @@ class MergeSpec(Model):
             raise ValueError(f"The partition column {self.partitioning.column!r} is a column of the table too.")
         if self.left_partitions and self.partitioning is None:
             raise ValueError("Partitions rows left are given for a table that is not partitioned.")
+        if self.shard is not None and (self.partitioning or self.changelog or self.history):
+            raise ValueError("A shard's Hive table is partitioned by the shards, without a changelog or a history.")
         return self
 
     def committed(self, version: int, location: str) -> Committed:
@@ -380,7 +388,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                    if table.table.changelog is not None else None),
         history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,
         events_file=uri(merge_input.events_file) if merge_input.events_file else None,
-        digests=merge_input.digests_file,
+        digests=merge_input.digests_file, shard=table.table.shard,
     )
 
 

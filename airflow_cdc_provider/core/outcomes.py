@@ -56,7 +56,7 @@ def table_task_batches(written: list[T], max_map_length: int) -> list[list[T]]:
 def outcome(table: TablePlan, status: Status, **fields: Any) -> TableOutcome:
     """The table's outcome with ``status``: the table's names and mode come from its plan."""
     return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=table.mode, status=status,
-                        **fields)
+                        shard=table.table.shard, **fields)
 
 
 @dataclass

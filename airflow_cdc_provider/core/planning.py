@@ -22,7 +22,7 @@ FAIL, SNAPSHOT_INSTEAD = "fail", "snapshot"  # the values of on_purged_binlog an
 
 def take_locks(tables: Sequence[CapturedTable], ledgers: Mapping[str, L], acquire: Callable[[L], None],
                release: Callable[[L], object]) -> list[L]:
-    """Take the lock of every table (``ledgers`` by Hive table) with ``acquire``, or none.
+    """Take the lock of every table (``ledgers`` by ``CapturedTable.ledger_id``) with ``acquire``, or none.
 
     The locks are taken in one order, by Hive table, so that two runs over overlapping tables never end up
     holding half each. When one is busy (``TableBusy``), the ones taken so far are released: a run that cannot
@@ -30,12 +30,12 @@ def take_locks(tables: Sequence[CapturedTable], ledgers: Mapping[str, L], acquir
     """
     taken: list[L] = []
     try:
-        for table in sorted(tables, key=lambda t: t.hive_table):
-            ledger = ledgers[table.hive_table]
+        for table in sorted(tables, key=lambda t: t.ledger_id):
+            ledger = ledgers[table.ledger_id]
             try:
                 acquire(ledger)
             except TableBusy as busy:
-                raise TableBusy(f"{table.hive_table} (from {table.source}): {busy}") from None
+                raise TableBusy(f"{table.ledger_id} (from {table.source}): {busy}") from None
             taken.append(ledger)
     except BaseException:
         for ledger in taken:  # this run does nothing: it holds no table

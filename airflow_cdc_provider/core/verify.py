@@ -238,6 +238,10 @@ def verifiable(table: TablePlan, committed: Committed | None) -> Committed | Tab
     base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
     if committed is None:
         return TableVerification(**base, status="not_verified", reason="no committed version")
+    if table.table.shard is not None:
+        return TableVerification(**base, version=committed.version, status="not_verified", reason=(
+            f"a shard ({table.table.shard.name}) of its Hive table: verify reads a table's own versions, not yet a "
+            "shard's partition."))
     if not table.table.key:
         # Buckets are by key, summed a range of keys at a time; each diff compares the whole table anyway.
         return TableVerification(**base, version=committed.version, status="not_verified", reason=(

@@ -154,10 +154,12 @@ class TableDir(Model):
 
     work_dir: str
     hive_table: str  # database.table
+    shard: str | None = None  # a shard's directory (``core.shards.Shard.path``): its own state, under the table's
 
     @property
     def root(self) -> str:
-        return join(self.work_dir, self.hive_table)
+        table = join(self.work_dir, self.hive_table)
+        return join(table, "shards", self.shard) if self.shard is not None else table
 
     # The ledger
 
@@ -256,13 +258,14 @@ class RunDir(Model):
         return join(self.root, "verify-source-sums.json")
 
 
-def capture_dir_problem(location: str, hive_table: str, run_key: str) -> str | None:
-    """Why ``location`` is not a run's directory of ``hive_table`` for the run ``run_key`` (``RunDir.root``:
-    ``<work_dir>/<hive_table>/runs/<run_key>``), or None."""
-    if place(location)[2].endswith(f"/{hive_table}/runs/{run_key}"):
+def capture_dir_problem(location: str, hive_table: str, run_key: str, shard: str | None = None) -> str | None:
+    """Why ``location`` is not a run's directory of ``hive_table`` (of its ``shard``: ``TableDir.shard``) for the
+    run ``run_key`` (``RunDir.root``: ``<work_dir>/<hive_table>[/shards/<shard>]/runs/<run_key>``), or None."""
+    own = f"{hive_table}/shards/{shard}" if shard is not None else hive_table
+    if place(location)[2].endswith(f"/{own}/runs/{run_key}"):
         return None
-    return (f"The run directory {location!r} is not the directory of {hive_table}'s run {run_key} "
-            f"(<work_dir>/{hive_table}/runs/{run_key}): a merge reads only what its own run wrote.")
+    return (f"The run directory {location!r} is not the directory of {own}'s run {run_key} "
+            f"(<work_dir>/{own}/runs/{run_key}): a merge reads only what its own run wrote.")
 
 
 class SourceDir(Model):

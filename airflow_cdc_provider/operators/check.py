@@ -17,6 +17,7 @@ from airflow_cdc_provider.core.keys import whole_row_table
 from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE, DIFF_CAPTURE
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
 from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.shards import BadShards, Shard, shard_problem
 from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -110,7 +111,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                              "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
         watermark = hook.current_watermark() if binlog else None
         for ready in captured:
-            self.log.info("%s can be captured into %s: %s, %s", ready.source, ready.hive_table, _key_told(ready),
+            self.log.info("%s can be captured into %s%s: %s, %s", ready.source, ready.hive_table,
+                          f" (the shard {ready.shard.name})" if ready.shard else "", _key_told(ready),
                           "from the binlog" if ready.capture == BINLOG_CAPTURE else
                           "by a diff with its last version's row digests (capture: diff)")
         self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
@@ -134,13 +136,19 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                                     partitioning.column if partitioning else None)
             if header.whole_row:
                 whole_row_table(str(table.source), table.capture, changelog is not None, history is not None)
-        except (BadPartitionSpec, BadChangelog, BadHistory, NoUsableKey) as exc:
+            shard = None
+            if table.shards is not None:
+                shard = Shard(server=table.shards.server, source_schema=table.source.schema,
+                              source_table=table.source.table)
+                shard_problem(str(table.source), shard, header.columns, partitioning is not None,
+                              changelog is not None, history is not None)
+        except (BadPartitionSpec, BadChangelog, BadHistory, NoUsableKey, BadShards) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
                              schema_changes=table.schema_changes or self.schema_changes, key=header.key,
                              key_declared=bool(table.key), capture=self._capture(table, header),
                              columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
-                             changelog=changelog, history=history)
+                             changelog=changelog, history=history, shard=shard)
     def _capture(self, table: TableConfig, header: RawHeader) -> str:
         """How the table's changes are found: its entry's way, else the source's; by a diff when it has no key."""
         return DIFF_CAPTURE if header.whole_row else table.capture or self.capture

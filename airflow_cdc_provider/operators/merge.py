@@ -242,7 +242,8 @@ class CdcTableOperator(BaseOperator):
             if outcome.status == "failed":
                 continue
             failpoint("table.finish")
-            released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table),
+            released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table,
+                                                      shard=outcome.shard.path if outcome.shard else None),
                                              RunRef(dag_id=run.dag_id, run_id=run.run_id), self.keep_runs, store)
             self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
             self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))

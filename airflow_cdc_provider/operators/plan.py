@@ -100,25 +100,23 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         dag_run = context["dag_run"]
         run = RunRef(dag_id=dag_run.dag_id, run_id=dag_run.run_id)
         owner = task_owner(context, self.task_id)
-        tables = sorted(check.tables, key=lambda t: t.hive_table)
+        tables = sorted(check.tables, key=lambda t: t.ledger_id)
         conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
         store = work_store(self.work_dir, self.work_conn_id)
-        ledgers = {t.hive_table: Ledger(TableDir(work_dir=self.work_dir, hive_table=t.hive_table), store,
-                                        log=self.log.warning)
-                   for t in tables}
+        ledgers = {t.ledger_id: Ledger(t.table_dir(self.work_dir), store, log=self.log.warning) for t in tables}
         taken = self._lock(context, run, owner, tables, ledgers)
         failpoint("plan.locked")
         try:  # the locks are handed over however planning ends: the run goes on in its next tasks
             target = run_target(dag_run.run_type, dag_run.data_interval_end)
             fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
             committed = {name: ledger.committed() for name, ledger in ledgers.items()}
-            by_name = {t.hive_table: t for t in tables}
+            by_name = {t.ledger_id: t for t in tables}
             plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, by_name[name].capture,
                                     None if by_name[name].key else by_name[name].columns)
                      for name, ledger in ledgers.items()}
             plans.update(self._snapshots_instead(run, plans))
-            planned = [self._record(run, table, ledgers[table.hive_table], plans[table.hive_table],
-                                    committed[table.hive_table], conditions.get(table.source), store)
+            planned = [self._record(run, table, ledgers[table.ledger_id], plans[table.ledger_id],
+                                    committed[table.ledger_id], conditions.get(table.source), store)
                        for table in tables]
             # Kept, so that the next run can tell which tables are gone.
             store.write(SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog,

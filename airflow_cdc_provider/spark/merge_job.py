@@ -54,6 +54,7 @@ from airflow_cdc_provider.core.ledger import (
     choose_origin,
 )
 from airflow_cdc_provider.core.merge import (
+    EMPTY_PARTITIONS,
     LISTED_FILE,
     MergeJob,
     MergeResult,
@@ -73,6 +74,7 @@ from airflow_cdc_provider.core.merge import (
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.spark import shards
 from airflow_cdc_provider.spark.beside_tables import ensure_beside_table
 from airflow_cdc_provider.spark.changelog import (
     changelog_root,
@@ -93,6 +95,8 @@ from airflow_cdc_provider.spark.history import (
 from airflow_cdc_provider.spark.names import column, columns_ddl
 from airflow_cdc_provider.spark.partition_commit import (
     commit_partitions,
+    partition_dir,
+    partition_location,
     partition_value_of_dir,
     partitions_of,
 )
@@ -114,22 +118,33 @@ def _database_location(spark: Any, database: str, found: dict[str, str]) -> str:
 
 
 def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | None, list[tuple[str, str]]]:
-    """The table's location now, the version file found there, and the table's columns; Nones if no table."""
+    """The table's location now, the version file found there, and the table's columns; Nones if no table. Of a
+    shard: its partition's location, and the Hive table's columns but the shard columns (every shard's)."""
     if not spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
         return None, None, []
+    if spec.shard is not None:
+        shards.check_partitioning(spark, spec)
+        location = partition_location(spark, spec.database, spec.table, spec.shard.values)
+        if location is None:
+            return None, None, shards.table_columns(spark, spec)
+        return location, _version_file(spark, spec, location), shards.table_columns(spark, spec)
     details = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")
     location = details.get("Location", "")
+    info = _version_file(spark, spec, location)
+    held = info.partitioning.column if info.partitioning else None  # a partition column is no column of the source
+    columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema
+               if f.name != held]
+    return location, info, columns
+
+
+def _version_file(spark: Any, spec: MergeSpec, location: str) -> VersionInfo:
     text = HadoopFiles(spark, location).read_text(f"{location}/{VERSION_FILE}")
     if parse_version_dir(location) is None or text is None:
         raise LedgerConflict(
             f"The Hive table {spec.database}.{spec.table} exists but was not made by this pipeline (its location "
             f"{location} holds no {VERSION_FILE}). Give the table another `target:` name, or drop it."
         )
-    info = VersionInfo.from_text(text)
-    held = info.partitioning.column if info.partitioning else None  # a partition column is no column of the source
-    columns = [(f.name, f.dataType.simpleString()) for f in spark.table(f"{spec.database}.{spec.table}").schema
-               if f.name != held]
-    return location, info, columns
+    return VersionInfo.from_text(text)
 
 
 def _hive_frame(spark: Any, paths: list[str], columns: list[tuple[str, str]], spec: MergeSpec,
@@ -301,14 +316,20 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
     else:
         columns = next_columns(table_columns, spec.hive_columns, set(fills[1]), f"{spec.database}.{spec.table}")
-    redefine = current is not None and origin.action == "load" and (
+    # A shard's load defines its own rows anew, never the table: the others' are in it.
+    redefine = spec.shard is None and current is not None and origin.action == "load" and (
         table_columns != columns or current.partitioning != layout)
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
-    if location is None:
-        root = f"{_database_location(spark, spec.database, databases).rstrip('/')}/{spec.table}"
+    table_root = f"{_database_location(spark, spec.database, databases).rstrip('/')}/{spec.table}"
+    if spec.shard is not None and location is None:
+        if spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
+            table_root = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")["Location"]
+        root = f"{table_root.rstrip('/')}/{partition_dir(spark._jvm, spec.shard.values)}"
+    elif location is None:
+        root = table_root
     else:
-        root = HadoopFiles(spark, location).parent(location)  # the directory of the table's versions
+        root = HadoopFiles(spark, location).parent(location)  # the directory of the table's (shard's) versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
     if origin.action == "merge" and layout is None and (origin.version is None or not existing.get(origin.version)):
@@ -412,7 +433,15 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     # are switched first, all in one call (``commit_partitions``); then its version file is written, and the table
     # pointed at it. A job killed between the two leaves readers the new rows and the ledger the old watermark:
     # the run's re-run, or the next run, applies the range again onto them, which changes nothing twice.
-    if location is None or redefine:
+    if spec.shard is not None:
+        # The table made and given the shard's columns first (other shards' rows read them as NULL), then the
+        # shard's partition pointed at the new version: one metastore call, which no other shard's touches.
+        shards.ensure_table(spark, spec, columns, table_root)
+        commit_partitions(spark, spec.database, spec.table,
+                          [PartitionChange(values=spec.shard.values, location=path)], spec.warehouse_dir,
+                          empty_root=f"{root}/{EMPTY_PARTITIONS}/{version_dir_name(version)}")
+        failpoint("merge.driver.switched")
+    elif location is None or redefine:
         if redefine:
             # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
             # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
@@ -878,7 +907,9 @@ def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:
     """The version directory ``number`` of the table, refused unless it is one of the table's under the warehouse:
     the job writes and deletes nothing else, whatever the metastore's locations say."""
     path = files.version_path(number)
-    problem = version_dir_problem(path, spec.warehouse_dir, spec.table)
+    # A shard's versions are in its partition's directory of the table's: escaped as Hive names it.
+    own = spec.table if spec.shard is None else f"{spec.table}/{partition_dir(files.jvm, spec.shard.values)}"
+    problem = version_dir_problem(path, spec.warehouse_dir, own)
     if problem:
         raise LedgerConflict(f"The merge of {spec.database}.{spec.table} stopped before it wrote or deleted anything "
                              f"there: {problem}")

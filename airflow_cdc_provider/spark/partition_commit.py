@@ -289,3 +289,21 @@ def partition_value_of_dir(spark: Any, name: str) -> tuple[str, str]:
     utils = spark._jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
     column, _, value = name.partition("=")
     return str(utils.unescapePathName(column)), str(utils.unescapePathName(value))
+
+
+def partition_columns(spark: Any, database: str, table: str) -> tuple[str, ...]:
+    """The table's partition columns, in order (none for an unpartitioned table)."""
+    return _Catalog(spark).strings(_Catalog(spark).external.getTable(database, table).partitionColumnNames())
+
+
+def partition_location(spark: Any, database: str, table: str, values: Values) -> str | None:
+    """The location of the partition ``values`` (as the metastore keeps it), or None when it does not exist."""
+    catalog = _Catalog(spark)
+    found = catalog.external.getPartitionOption(database, table, catalog.spec(values))
+    return _location(found.get()) if found.isDefined() else None
+
+
+def partition_dir(jvm: Any, values: Values) -> str:
+    """The directory Hive names the partition ``values`` by, ``a=x/b=y``, escaped (``jvm``: a session's)."""
+    utils = jvm.org.apache.spark.sql.catalyst.catalog.ExternalCatalogUtils
+    return "/".join(str(utils.getPartitionPathString(column, value)) for column, value in values)
