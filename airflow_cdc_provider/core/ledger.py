@@ -151,15 +151,15 @@ def plan_run(
     target_time: dt.datetime | None,
     fresh_snapshot: bool = False,
     capture: str = BINLOG_CAPTURE,
-    whole_row: tuple[tuple[str, str], ...] | None = None,
+    columns: tuple[tuple[str, str], ...] | None = None,
 ) -> RunPlan:
     """Decide what ``run`` does.
 
     ``target_time`` is the moment the table should reflect: a scheduled or backfill run's data interval end,
     or None for a manual run (the moment its extraction starts). ``capture``: how the table's changes are found,
     from the binlog or by a diff (``capture:``). A diff-mode run reflects the moment it reads the table, which
-    comes after a scheduled run's interval end: it cannot read the source as it was. ``whole_row``: the columns
-    now of a table with no key, whose whole row is its identity (``core.keys``).
+    comes after a scheduled run's interval end: it cannot read the source as it was. ``columns``: the table's
+    columns now, which a diff compares with its version's.
     """
     if recorded is not None and recorded.mode != NOTHING:
         if recorded.output_version is not None:
@@ -183,10 +183,13 @@ def plan_run(
         if committed.digests is None:
             return RunPlan(run=run, mode=SNAPSHOT, reason=f"version {committed.version} was read from the binlog and "
                            "has no row digests to compare the source with (capture: diff): a snapshot reads them")
-        if whole_row is not None and committed.columns is not None and tuple(committed.columns) != tuple(whole_row):
-            return RunPlan(run=run, mode=SNAPSHOT, reason=f"the columns changed since version {committed.version}, "
-                           "and the table has no key: each row is identified by all its values, so every row is "
-                           "read again by a snapshot")
+        if columns is not None and committed.columns is not None and tuple(committed.columns) != tuple(columns):
+            # Every row's digest changes with the columns (and with them the identity of a row of a table with no
+            # key): a diff would read every row again, a snapshot does it in one read. ``start_columns`` says what
+            # the columns were, for the table's policy to take the change on or refuse it before the read.
+            return RunPlan(run=run, mode=SNAPSHOT, reason=f"the columns changed since version {committed.version}: "
+                           "every row's digest changes with them, so the table is read whole by a snapshot",
+                           start_columns=committed.columns)
         return RunPlan(run=run, mode=DIFF, reason=f"the source compared with version {committed.version} (as of "
                        f"{committed.as_of.isoformat()}) by its rows' digests", input_version=committed.version,
                        start_columns=committed.columns)

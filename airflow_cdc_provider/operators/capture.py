@@ -46,6 +46,7 @@ from airflow_cdc_provider.core.reread import (
     second_pass_needed,
 )
 from airflow_cdc_provider.core.resume import Unreadable, read_positions
+from airflow_cdc_provider.core.schema import SchemaChange, check_changes
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, DIGESTS_FILE, EVENTS_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -142,6 +143,12 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 if table.mode == DIFF:
                     return self._diff(hook, table, started)
                 header = _header(table)
+                if table.plan.start_columns is not None:
+                    # A diff-mode table whose columns changed (``core.ledger.plan_run``): its policy takes the change
+                    # on, or refuses it before anything is read, as the binlog's extraction does.
+                    check_changes([SchemaChange(table=table.source, at="this run's check of the source", ddl=None,
+                                                before=table.plan.start_columns, after=header.columns)],
+                                  table.table.schema_changes, header.key)
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
                 diff_mode = table.table.capture == DIFF_CAPTURE
                 digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None

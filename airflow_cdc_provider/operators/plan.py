@@ -112,7 +112,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             committed = {name: ledger.committed() for name, ledger in ledgers.items()}
             by_name = {t.ledger_id: t for t in tables}
             plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, by_name[name].capture,
-                                    None if by_name[name].key else by_name[name].columns)
+                                    by_name[name].columns)
                      for name, ledger in ledgers.items()}
             plans.update(self._snapshots_instead(run, plans))
             planned = [self._record(run, table, ledgers[table.ledger_id], plans[table.ledger_id],

@@ -596,3 +596,30 @@ def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, 
     assert result.events == PROGRESS_EVENTS and seen, "the pass reported no progress"
     assert [e for e, _ in seen] == sorted(e for e, _ in seen) and all(start.coordinate <= at <= high.coordinate
                                                                         for _, at in seen)
+
+
+def test_a_diff_mode_tables_changed_columns_are_put_to_its_policy_before_its_snapshot(schema, capture_conn,
+                                                                                        tmp_path):
+    from airflow_cdc_provider.core.ledger import SNAPSHOT, Committed
+
+    (table,) = check([TableConfig(TableName(schema, "a"), "a", capture="diff")], capture_conn, tmp_path).tables
+    # Its version had a column the source has no longer, and lacks none.
+    committed = Committed(1, "/x/v000001", None, NOW, RUN, "snapshot", (*table.columns, ("gone", "int(11)")),
+                          digests="/x/digests.parquet")
+    plan = plan_run(RUN, committed, None, None, capture="diff", columns=table.columns)
+    assert plan.mode == SNAPSHOT
+
+    def snapshot(policy: str) -> Captured:
+        planned = TablePlan(table=table.model_copy(update={"schema_changes": policy}), plan=plan,
+                            table_dir=TableDir(work_dir=str(tmp_path / policy), hive_table=table.hive_table),
+                            committed=committed)
+        return Captured.model_validate(MySqlSnapshotOperator(
+            task_id="s", plan=SourcePlan(run=RUN, tables=(planned,)).to_xcom(), mysql_conn_id=capture_conn
+        ).execute({}))
+
+    refused = snapshot("strict")
+    assert not refused.inputs and "dropped gone" in refused.failed[0].error, refused
+    assert "`schema_changes: strict` takes on added columns only" in refused.failed[0].error
+    assert not (tmp_path / "strict" / "ods.a" / "digests").exists(), "refused before anything was read"
+    (taken,) = snapshot("evolve").inputs
+    assert (taken.mode, taken.upserts, taken.digests_file is not None) == ("snapshot", 3, True)

@@ -461,15 +461,15 @@ def test_a_diff_mode_table_is_compared_with_its_version_once_it_has_digests():
     assert plan_run(RUN, digested, None, T0, capture="diff").mode == NOTHING, "an interval already reflected"
 
 
-def test_a_table_with_no_key_whose_columns_changed_is_read_whole_again():
+def test_a_diff_mode_table_whose_columns_changed_is_read_whole_again():
     columns = (("at", "datetime"), ("line", "text"))
     digested = committed().model_copy(update={"watermark": None, "digests": "/work/ods.t/digests/r.parquet",
                                               "columns": columns})
-    assert plan_run(RUN, digested, None, None, capture="diff", whole_row=columns).mode == DIFF
-    plan = plan_run(RUN, digested, None, None, capture="diff", whole_row=(*columns, ("host", "varchar(20)")))
-    assert plan.mode == SNAPSHOT and "no key: each row is identified by all its values" in plan.reason
-    # A table with a key compares by its key whatever its other columns: the merge adds a column to every row.
-    assert plan_run(RUN, digested, None, None, capture="diff").mode == DIFF
+    assert plan_run(RUN, digested, None, None, capture="diff", columns=columns).mode == DIFF
+    plan = plan_run(RUN, digested, None, None, capture="diff", columns=(*columns, ("host", "varchar(20)")))
+    assert plan.mode == SNAPSHOT and "every row's digest changes with them" in plan.reason
+    assert plan.start_columns == columns, "what they were, for the table's policy to judge the change"
+    assert plan_run(RUN, digested, None, None, capture="diff").mode == DIFF, "columns not known: as before"
 
 
 def test_a_diff_merges_onto_the_version_it_compared_with_whatever_the_metastore_points_at():
