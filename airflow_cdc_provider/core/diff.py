@@ -43,8 +43,13 @@ HASH_BITS = 64
 MODULUS = 1 << HASH_BITS
 DIGEST_BYTES = 8
 PAIR_BYTES = 2 * DIGEST_BYTES  # a row's hash and digest
-# Rows per bucket of the first level: its sums then cost about 12 / 64 bytes a row of the table.
-FIRST_LEVEL_ROWS = 64
+# Rows per bucket of the first level. Each level is a scan of the table at the server, hashing every row's key, and
+# scans cost a run more than bytes do: at 8 rows a bucket the sums cost about 1.4 bytes a row of the table (about
+# 2% of a full read of a narrow table), and a differing bucket holds too few rows for another level to pay, so
+# a run takes three scans (the sums, the differing buckets' pairs, the changed rows) where 64 took five.
+FIRST_LEVEL_ROWS = 8
+# Rows per differing bucket from which a finer level pays its scan: its pairs would cost 16 bytes a row.
+REFINE_ROWS = 32
 MAX_BITS = 40  # a trillion buckets: far more than rows, whatever the table
 MAX_LEVELS = 4  # levels of sums before the rows' hashes are read, whatever the refinement asks
 # How many buckets or rows one packed answer holds at most: about 400 kB, well under any max_allowed_packet.
@@ -278,10 +283,11 @@ def refinement(buckets: int, rows: int, bits: int, level: int) -> int:
     Reading the pairs costs 16 bytes a row; splitting each bucket into 2**f costs about 12 bytes a new bucket,
     then 16 bytes a row of the few that still differ (a differing bucket holds about one change, when buckets are
     fine enough to be worth splitting). That is least for 2**f about the square root of 4/3 of a bucket's rows,
-    and worth a level (one more scan at the server) once a bucket holds 8 rows or more."""
+    and worth a level (one more scan at the server) once a bucket holds ``REFINE_ROWS`` rows or more: a small
+    table's one bucket, or a run that changed most buckets."""
     if level >= MAX_LEVELS or not buckets or bits >= MAX_BITS:
         return 0
     per_bucket = rows / buckets
-    if per_bucket < 8:
+    if per_bucket < REFINE_ROWS:
         return 0
     return max(1, min(MAX_BITS - bits, round(math.log2(math.sqrt(4 / 3 * per_bucket)))))

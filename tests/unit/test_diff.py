@@ -83,12 +83,13 @@ def test_within_selects_the_rows_of_the_parent_buckets():
     assert diff.within(hashes, 2, np.array([0, 3], dtype=H)).tolist() == [True, False, True, True]
 
 
-def test_the_descent_starts_at_about_64_rows_a_bucket_and_splits_only_buckets_worth_a_scan():
-    assert diff.first_bits(0) == diff.first_bits(50) == 0
-    assert diff.first_bits(64 * 1024) == 10 and diff.first_bits(2_000_000) == 15
+def test_the_descent_starts_at_about_8_rows_a_bucket_and_splits_only_buckets_worth_a_scan():
+    assert diff.first_bits(0) == diff.first_bits(5) == 0
+    assert diff.first_bits(8 * 1024) == 10 and diff.first_bits(2_000_000) == 18
     assert diff.first_bits(10**15) == diff.MAX_BITS
-    # 300 differing buckets of about 78 rows: split each into 8; of 2.5 rows: read the rows' pairs.
+    # 300 differing buckets of about 78 rows: split each into 8; of 9 rows (a first level's): read the rows' pairs.
     assert diff.refinement(300, 300 * 78, 9, 1) == 3
+    assert diff.refinement(400, 400 * 9, 12, 1) == 0
     assert diff.refinement(400, 1000, 12, 2) == 0
     assert diff.refinement(0, 0, 9, 1) == 0
     assert diff.refinement(300, 300 * 78, 9, diff.MAX_LEVELS) == 0, "no more levels than MAX_LEVELS"
