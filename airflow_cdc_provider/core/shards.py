@@ -52,10 +52,25 @@ class Shard(Model):
         return ".".join(value for _, value in self.values)
 
     @property
+    def partition_dir(self) -> str:
+        """Its partition's directory in the Hive table's, ``_source_schema=shop/_source_table=orders``, escaped as
+        Hive and Spark escape a partition's path (the merge checks it against Spark's own)."""
+        return "/".join(f"{_escaped(column)}={_escaped(value)}" for column, value in self.values)
+
+    @property
     def path(self) -> str:
         """Its directory under the Hive table's in the work directory: each value escaped, one level each (a
         name may hold a dot or a slash)."""
         return "/".join(quote(value, safe="") for _, value in self.values)
+
+
+# The characters Hive's and Spark's ``escapePathName`` write as ``%XX`` in a partition's directory name.
+_ESCAPED = frozenset([*map(chr, range(1, 0x20)), '"', "#", "%", "'", "*", "/", ":", "=", "?", "\\", "\x7f", "{", "[",
+                      "]", "^"])
+
+
+def _escaped(text: str) -> str:
+    return "".join(f"%{ord(c):02X}" if c in _ESCAPED else c for c in text)
 
 
 class BadShards(CdcError):

@@ -35,6 +35,7 @@ from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_i
 from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.merge import version_dir_problem
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.workdir import location_problem
 from airflow_cdc_provider.core.zones import zone_problem
@@ -120,6 +121,13 @@ class VerifyJob(Model):
     source: Sums | None = None  # the server's sums
     source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
     detail_limit: int = 1000
+    shard: Shard | None = None  # the shard of the Hive table it is (``core.shards``): its versions are its own
+
+    @property
+    def versions_of(self) -> str:
+        """Whose version directories ``location`` must be one of: the table's, or its shard's partition's."""
+        table = self.table.partition(".")[2]
+        return f"{table}/{self.shard.partition_dir}" if self.shard is not None else table
 
     @model_validator(mode="after")
     def _valid(self) -> VerifyJob:
@@ -137,7 +145,8 @@ class VerifyJob(Model):
         problem = (location_problem(self.warehouse_dir, "warehouse directory")
                    or location_problem(self.result_file, "result file")
                    or (location_problem(self.source_file, "source sums file") if self.source_file else None)
-                   or (version_dir_problem(self.location, self.warehouse_dir, table) if self.location else None)
+                   or (version_dir_problem(self.location, self.warehouse_dir, self.versions_of) if self.location
+                       else None)
                    or zone_problem(self.time_zone))
         if problem:
             raise ValueError(problem)
@@ -238,10 +247,6 @@ def verifiable(table: TablePlan, committed: Committed | None) -> Committed | Tab
     base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
     if committed is None:
         return TableVerification(**base, status="not_verified", reason="no committed version")
-    if table.table.shard is not None:
-        return TableVerification(**base, version=committed.version, status="not_verified", reason=(
-            f"a shard ({table.table.shard.name}) of its Hive table: verify reads a table's own versions, not yet a "
-            "shard's partition."))
     if not table.table.key:
         # Buckets are by key, summed a range of keys at a time; each diff compares the whole table anyway.
         return TableVerification(**base, version=committed.version, status="not_verified", reason=(

@@ -170,7 +170,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                             buckets=buckets, result_file=store.uri(table.run_dir.verify_result),
                             location=committed.location, time_zone=self.time_zone,
                             source_file=store.uri(table.run_dir.verify_source_sums),
-                            detail_limit=self.verify.detail_buckets)
+                            detail_limit=self.verify.detail_buckets, shard=table.table.shard)
             checks.append(_Check(table, committed, header, job))
         if not checks:
             return [found[t.source] for t in tables]

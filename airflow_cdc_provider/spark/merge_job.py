@@ -325,7 +325,11 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if spec.shard is not None and location is None:
         if spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
             table_root = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")["Location"]
-        root = f"{table_root.rstrip('/')}/{partition_dir(spark._jvm, spec.shard.values)}"
+        if partition_dir(spark._jvm, spec.shard.values) != spec.shard.partition_dir:
+            raise ValueError(f"The partition directory of {spec.shard.name} is "
+                             f"{partition_dir(spark._jvm, spec.shard.values)!r} to Spark, "
+                             f"{spec.shard.partition_dir!r} to core.shards: they must agree.")
+        root = f"{table_root.rstrip('/')}/{spec.shard.partition_dir}"
     elif location is None:
         root = table_root
     else:
@@ -908,7 +912,7 @@ def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:
     the job writes and deletes nothing else, whatever the metastore's locations say."""
     path = files.version_path(number)
     # A shard's versions are in its partition's directory of the table's: escaped as Hive names it.
-    own = spec.table if spec.shard is None else f"{spec.table}/{partition_dir(files.jvm, spec.shard.values)}"
+    own = spec.table if spec.shard is None else f"{spec.table}/{spec.shard.partition_dir}"
     problem = version_dir_problem(path, spec.warehouse_dir, own)
     if problem:
         raise LedgerConflict(f"The merge of {spec.database}.{spec.table} stopped before it wrote or deleted anything "

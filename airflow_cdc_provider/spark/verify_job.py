@@ -110,7 +110,7 @@ def version_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
     location = job.location or ""
     text = files.read_text(f"{location.rstrip('/')}/{VERSION_FILE}")
     info = VersionInfo.from_text(text) if text is not None else None
-    locations = version_locations(info, location, job.warehouse_dir, job.table.partition(".")[2])
+    locations = version_locations(info, location, job.warehouse_dir, job.versions_of)
     if info is None or info.partitioning is None:
         return spark.read.parquet(location)
     # The schema given, not found in the files: the rows of a version whose partitions are all empty have none to

@@ -24,7 +24,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.storage import WorkStore
 from tests.conftest import ROOT
 from tests.e2e.dag_run import run_dag
-from tests.e2e.test_example_dag import outcomes
+from tests.e2e.test_example_dag import latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
 
@@ -99,8 +99,8 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
            "AIRFLOW_CONN_SPARK_SHARDS": json.dumps({"conn_type": "spark", "host": "local[2]"})}
     store = WorkStore()
 
-    def run(date: str) -> tuple[int, str]:
-        return run_dag(DAG_ID, date, env=env, cwd=ROOT, timeout=1200)
+    def run(date: str, *conf: str) -> tuple[int, str]:
+        return run_dag(DAG_ID, date, *conf, env=env, cwd=ROOT, timeout=1200)
 
     def assert_equal():
         table, _ = read_hive_tables(str(tmp_path / "warehouse"), None, ["ods.orders"])["ods.orders"]
@@ -146,7 +146,8 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
         "a version a shard: each shard's commit is its own"
 
     # 3. Random changes again, but on one shard a column added: the Hive table gains it (schema_changes: evolve),
-    #    NULL in the others' rows; a shard appearing is picked up by a snapshot.
+    #    NULL in the others' rows; a shard appearing is picked up by a snapshot. Verified: each shard's version
+    #    (its partition) equals its source.
     for group in groups:
         group.change()
     east = groups[0]
@@ -156,8 +157,12 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
     east.server.execute(f"CREATE TABLE {new.quoted} LIKE {east.tables[1].quoted}",
                         f"INSERT INTO {new.quoted} VALUES (1, 'late', 1.00, NULL)")
     east.tables.append(new)
-    code, output = run("2026-11-20T02:00:00+00:00")
+    code, output = run("2026-11-20T02:00:00+00:00", json.dumps({"verify": True}))
     assert code == 0, output[-8000:]
+    for group, task in ((groups[0], "source.verify"), (groups[1], "source_2.verify")):
+        verified = {t["source"]: t for t in latest_xcoms(DAG_ID, key="verification")[task]["tables"]}
+        assert sorted(verified) == sorted(str(t) for t in group.tables), verified.keys()
+        assert {t["status"] for t in verified.values()} == {"clean"}, verified
     latest = outcomes(DAG_ID, "source")
     assert latest[str(new)]["mode"] == "snapshot"
     assert {latest[str(t)]["status"] for t in east.tables} == {"committed"}

@@ -82,3 +82,10 @@ def test_what_a_shard_cannot_have_is_refused_with_the_way_on():
         shard_problem("shop.orders", shard, columns, False, True, False)
     with pytest.raises(BadShards, match=r"given a `history:`"):
         shard_problem("shop.orders", shard, columns, False, False, True)
+
+
+def test_a_shards_partition_directory_is_escaped_as_hive_escapes_a_path():
+    shard = Shard(server="e", source_schema="a/b", source_table="c=d%#")
+    assert shard.partition_dir == "_source_server=e/_source_schema=a%2Fb/_source_table=c%3Dd%25%23"
+    assert Shard(source_schema="shop_00", source_table="orders$1").partition_dir == \
+        "_source_schema=shop_00/_source_table=orders$1"
