@@ -244,3 +244,13 @@ def test_verify_finds_where_a_versions_history_open_rows_differ_from_its_rows(sp
     assert len(verified(f"file:{ods}/orders_history/v000002/end_date={OPEN_END}").history_differing or ()) == 1
     with pytest.raises(VersionRefused, match="names a history that is not one"):
         verified(f"file:{ods}/orders/v000001")
+
+
+def test_a_shards_partition_directory_is_spelt_as_spark_spells_it(spark):
+    from airflow_cdc_provider.core.shards import Shard
+    from airflow_cdc_provider.spark.partition_commit import partition_dir
+
+    awkward = "".join(chr(c) for c in range(1, 128) if chr(c) not in "`") + "é✓"
+    for shard in (Shard(source_schema="shop_00", source_table="orders_01"),
+                  Shard(server="eu-1.a", source_schema=awkward, source_table="a/b=c%d#e:f")):
+        assert shard.partition_dir == partition_dir(spark._jvm, shard.values)
