@@ -287,6 +287,12 @@ class MergeSpec(Model):
     def qualified_table(self) -> str:
         return f"{quote_identifier(self.database)}.{quote_identifier(self.table)}"
 
+    @property
+    def result_key(self) -> str:
+        """Its result's key in the job's ``MergeResult``: the Hive table, and the shard (many share the table)."""
+        table = f"{self.database}.{self.table}"
+        return f"{table}#{self.shard.name}" if self.shard is not None else table
+
 
 class MergeJob(Model):
     """One Spark application's work: the merge of each table in ``tables``, each committed on its own.
@@ -344,7 +350,8 @@ class TableMerge(Model):
 
 
 class MergeResult(Model):
-    """The merge job's result file: each table's ``TableMerge`` by Hive table (database.table)."""
+    """The merge job's result file: each table's ``TableMerge`` by ``MergeSpec.result_key`` (database.table, and the
+    shard of a shard)."""
 
     tables: dict[str, TableMerge]
     session_seconds: float = 0.0

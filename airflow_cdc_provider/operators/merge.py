@@ -155,7 +155,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                                "its log above.")
         outcomes = {}
         for table, merge_input, spec in batch:
-            result = written.tables[f"{spec.database}.{spec.table}"]
+            result = written.tables[spec.result_key]
             gap = gap_warning(result, spec)
             if gap is not None:
                 self.log.warning("%s: %s", table.source, gap)

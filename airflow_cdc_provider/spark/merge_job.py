@@ -949,7 +949,8 @@ def _table_settings(spark: Any, spec: MergeSpec) -> Iterator[None]:
 
 
 def run(job: MergeJob) -> MergeResult:
-    """Merge every table of ``job`` in one session; each table's result, a failure included, by Hive table."""
+    """Merge every table of ``job`` in one session; each table's result, a failure included, by
+    ``MergeSpec.result_key``."""
     clock = _Clock()
     names = ", ".join(f"{t.database}.{t.table}" for t in job.tables)
     spark = hive_session(f"cdc-merge {names}"[:200], job.warehouse_dir, job.metastore_uri)
@@ -965,7 +966,7 @@ def run(job: MergeJob) -> MergeResult:
             message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
             print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)
             result = TableMerge(status="failed", error=f"{type(exc).__name__}: {message}")
-        results[f"{spec.database}.{spec.table}"] = result.model_copy(
+        results[spec.result_key] = result.model_copy(
             update={"seconds": round(time.perf_counter() - started, 3)})
     return MergeResult(tables=results, session_seconds=clock.phases["session"])
 

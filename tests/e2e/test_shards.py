@@ -130,24 +130,10 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
     assert len(loaded) == 8 and {(o["mode"], o["status"]) for o in loaded} == {("snapshot", "committed")}
     assert_equal()
 
-    # 2. Random changes on every shard: each group commits its own shards, from the binlog or by a diff; each
-    #    shard's ledger has its own version and watermark (or digests).
-    for group in groups:
-        group.change()
-    code, output = run("2026-11-20T01:00:00+00:00")
-    assert code == 0, output[-8000:]
-    east, west = outcomes(DAG_ID, "source"), outcomes(DAG_ID, "source_2")
-    assert {(o["mode"], o["status"]) for o in east.values()} == {("incremental", "committed")}, east
-    assert {(o["mode"], o["status"]) for o in west.values()} == {("diff", "committed")}, west
-    assert_equal()
-    assert None not in {ledger(groups[0], t).committed().watermark for t in groups[0].tables}
-    assert all(ledger(groups[1], t).committed().digests for t in groups[1].tables)
-    assert {ledger(g, t).committed().version for g in groups for t in g.tables} == {2}, \
-        "a version a shard: each shard's commit is its own"
-
-    # 3. Random changes again, but on one shard a column added: the Hive table gains it (schema_changes: evolve),
-    #    NULL in the others' rows; a shard appearing is picked up by a snapshot. Verified: each shard's version
-    #    (its partition) equals its source.
+    # 2. Random changes on every shard, and on one shard a column added: the Hive table gains it (schema_changes:
+    #    evolve), NULL in the others' rows; a shard appearing is picked up by a snapshot. Each group commits its
+    #    own shards, from the binlog or by a diff, each shard a version of its own; verify checks each shard's
+    #    version (its partition) against its source.
     for group in groups:
         group.change()
     east = groups[0]
@@ -156,17 +142,27 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
     new = TableName(east.schemas[1], "orders_9")
     east.server.execute(f"CREATE TABLE {new.quoted} LIKE {east.tables[1].quoted}",
                         f"INSERT INTO {new.quoted} VALUES (1, 'late', 1.00, NULL)")
-    east.tables.append(new)
-    code, output = run("2026-11-20T02:00:00+00:00", json.dumps({"verify": True}))
+    code, output = run("2026-11-20T01:00:00+00:00", json.dumps({"verify": True}))
     assert code == 0, output[-8000:]
+    changed = {(g.name, str(t)): o for g, task in zip(groups, ("source", "source_2"))
+               for t, o in ((t, outcomes(DAG_ID, task)[str(t)]) for t in g.tables)}
+    assert {(o["mode"], o["status"]) for (g, _), o in changed.items() if g == "east"} == {
+        ("incremental", "committed")}, changed
+    assert {(o["mode"], o["status"]) for (g, _), o in changed.items() if g == "west"} == {("diff", "committed")}
+    assert None not in {ledger(groups[0], t).committed().watermark for t in groups[0].tables}
+    assert all(ledger(groups[1], t).committed().digests for t in groups[1].tables)
+    assert {ledger(g, t).committed().version for g in groups for t in g.tables} == {2}, \
+        "a version a shard: each shard's commit is its own"
+    for group in groups:  # and each ledger records its own shard's version, in its partition's directory
+        for t in group.tables:
+            assert f"/_source_server={group.name}/_source_schema={t.schema}/_source_table={t.table}/v000002" in \
+                ledger(group, t).committed().location
     for group, task in ((groups[0], "source.verify"), (groups[1], "source_2.verify")):
         verified = {t["source"]: t for t in latest_xcoms(DAG_ID, key="verification")[task]["tables"]}
-        assert sorted(verified) == sorted(str(t) for t in group.tables), verified.keys()
+        assert sorted(verified) == sorted(str(t) for t in [*group.tables, *([new] if group is east else [])])
         assert {t["status"] for t in verified.values()} == {"clean"}, verified
-    latest = outcomes(DAG_ID, "source")
-    assert latest[str(new)]["mode"] == "snapshot"
-    assert {latest[str(t)]["status"] for t in east.tables} == {"committed"}
-    assert {o["status"] for o in outcomes(DAG_ID, "source_2").values()} == {"committed"}
+    east.tables.append(new)
+    assert outcomes(DAG_ID, "source")[str(new)]["mode"] == "snapshot"
     table = assert_equal()
     channels = {(r["_source_schema"], r["_source_table"], r["id"]): r["channel"] for r in table.to_pylist()
                 if r["_source_server"] == "east"}
