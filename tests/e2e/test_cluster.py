@@ -9,10 +9,12 @@ import subprocess
 import time
 
 import pytest
+import yaml
 from airflow_cdc_testing.hive import read_hive_tables, spark_env, spark_submit_command
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Ledger
+from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.storage import WorkStore
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
@@ -31,49 +33,75 @@ def wait_for_dag_row(proc, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
-def on_the_platform(name: str, mariadb, conn_id: str, tmp_path, metastore, cluster) -> Pipeline:
+def on_the_platform(name: str, mariadb, conn_id: str, tmp_path, metastore, cluster, database: str | None = None
+                    ) -> Pipeline:
     (tmp_path / name).mkdir()
     pipeline = Pipeline(mariadb, conn_id, tmp_path / name, ["orders", "customers"])
     host, port = cluster.master_url.rsplit(":", 1)
-    pipeline.configure(hive={"database": f"ods_{name}", "warehouse_dir": str(metastore.warehouse_dir),
+    pipeline.configure(hive={"database": database or f"ods_{name}", "warehouse_dir": str(metastore.warehouse_dir),
                              "metastore_uri": metastore.uri},
                        spark={"host": host, "port": int(port)})
     return pipeline
 
 
+def as_shards(pipeline: Pipeline, server: str) -> None:
+    """The pipeline's orders a shard of the shared Hive table ``orders`` (its server named ``server``), its
+    customers a table of its own."""
+    pipeline.config["tables"] = [
+        {"source": f"{pipeline.schema}.orders", "target": "orders", "shards": {"server": server}},
+        {"source": f"{pipeline.schema}.customers", "target": f"customers_{server}"}]
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+
+
 @pytest.mark.usefixtures("airflow_home")
 def test_two_sources_merge_at_the_same_moment_on_a_cluster_through_a_metastore_service(
         mariadb, capture_conn, tmp_path, metastore_service, spark_cluster):
+    """Two servers' groups (two sources, each with its own work directory), whose orders are shards of one Hive
+    table: their runs commit at the same moment, both shards and both tables of their own, and neither loses the
+    other's commit."""
     before = {app["id"] for app in spark_cluster.state().get("completedapps", [])}
-    first, second = (on_the_platform(name, mariadb, capture_conn, tmp_path, metastore_service, spark_cluster)
-                     for name in ("a", "b"))
+    first, second = (on_the_platform(name, mariadb, capture_conn, tmp_path, metastore_service, spark_cluster,
+                                     "ods_shared") for name in ("a", "b"))
+    for pipeline, server in ((first, "a"), (second, "b")):
+        as_shards(pipeline, server)
+    key = ["_source_server", "_source_schema", "_source_table",
+           *first.hook.raw_header(TableName(first.schema, "orders")).key]
     for logical_date, changes in (("2026-07-01T00:00:00+00:00", None), ("2026-07-01T01:00:00+00:00", ROUNDS[1])):
         for pipeline in (first, second):
             if changes:
                 pipeline.sql(*changes)
         # Both runs at once (runs of one DAG, so each its own logical date): their merges reach the metastore at
-        # the same moment, and both commit.
+        # the same moment, and both commit: the first one's creates the shared table while the other's may too.
         running = [first.start(logical_date)]
         wait_for_dag_row(running[0])  # two first syncs of the DAG into a new metadata DB would collide
         running.append(second.start(logical_date.replace(":00:00+", ":30:00+")))
         for proc in running:
             output, _ = proc.communicate(timeout=900)
             assert proc.returncode == 0, output[-8000:]
-        # Read back through the metastore service, both sources' tables in one Spark application.
+        # Read back through the metastore service, the shared table and both of their own in one application.
         read = read_hive_tables(str(metastore_service.warehouse_dir), metastore_service.uri,
-                                [f"{p.config['hive']['database']}.{t}" for p in (first, second)
-                                 for t in ("orders", "customers")])
-        for pipeline in (first, second):
-            for table in ("orders", "customers"):
-                database = pipeline.config["hive"]["database"]
-                rows, location = read[f"{database}.{table}"]
-                key = pipeline.hook.raw_header(TableName(pipeline.schema, table)).key
-                assert hive_rows(rows, key) == pipeline.source(table), f"{database}.{table} differs"
-                assert location.startswith("file:" + str(metastore_service.warehouse_dir)) or \
-                    location.startswith(str(metastore_service.warehouse_dir)), location
-                committed = Ledger(TableDir(work_dir=str(pipeline.tmp / "work"), hive_table=f"{database}.{table}"),
-                                   WorkStore()).committed()
-                assert committed.version == (1 if changes is None else 2) and committed.location == location
+                                ["ods_shared.orders", "ods_shared.customers_a", "ods_shared.customers_b"])
+        rows, shared = read["ods_shared.orders"]
+        expected = {(server, p.schema, "orders", *k): {**row, "_source_server": server, "_source_schema": p.schema,
+                                                         "_source_table": "orders"}
+                    for p, server in ((first, "a"), (second, "b")) for k, row in p.source("orders").items()}
+        assert hive_rows(rows, key) == expected, "both shards, whole"
+        for pipeline, server in ((first, "a"), (second, "b")):
+            rows, location = read[f"ods_shared.customers_{server}"]
+            own = pipeline.hook.raw_header(TableName(pipeline.schema, "customers")).key
+            assert hive_rows(rows, own) == pipeline.source("customers"), f"customers_{server} differs"
+            for where in (location, shared):
+                assert where.startswith("file:" + str(metastore_service.warehouse_dir)) or \
+                    where.startswith(str(metastore_service.warehouse_dir)), where
+            work = str(pipeline.tmp / "work")
+            shard = Shard(server=server, source_schema=pipeline.schema, source_table="orders")
+            for table, ledger in ((f"ods_shared.customers_{server}", TableDir(work_dir=work, hive_table=(
+                    f"ods_shared.customers_{server}"))), ("ods_shared.orders", TableDir(
+                    work_dir=work, hive_table="ods_shared.orders", shard=shard.path))):
+                committed = Ledger(ledger, WorkStore()).committed()
+                assert committed.version == (1 if changes is None else 2), table
+                assert (committed.location == location if ledger.shard is None else
+                        f"/{shard.partition_dir}/v00000{committed.version}" in committed.location), committed
 
     # The job names every file by URI (the driver may run on any node that reaches them), and the job is handed
     # over by its URI too: nothing in it is a path on the Airflow worker's disk.
