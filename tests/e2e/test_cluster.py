@@ -21,14 +21,18 @@ from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 from tests.integration.hive_helpers import hive_rows
 
 
-def wait_for_dag_row(proc, timeout: float = 120) -> None:
-    from airflow.models.dag import DagModel
+def wait_for_dag_run(proc, logical_date: str, timeout: float = 120) -> None:
+    """Until the run of ``logical_date`` exists: its process has synced the DAG files into the metadata DB (their
+    DAGs, assets and aliases) and made its run. Two processes syncing the same new DAG objects at once collide."""
+    from airflow.models.dagrun import DagRun
+    from airflow.sdk import timezone
     from airflow.utils.session import create_session
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline and proc.poll() is None:
         with create_session() as session:
-            if session.get(DagModel, DAG_ID) is not None:
+            if session.query(DagRun).filter(DagRun.dag_id == DAG_ID,
+                                            DagRun.logical_date == timezone.parse(logical_date)).first():
                 return
         time.sleep(0.5)
 
@@ -75,7 +79,7 @@ def test_two_sources_merge_at_the_same_moment_on_a_cluster_through_a_metastore_s
         # Both runs at once (runs of one DAG, so each its own logical date): their merges reach the metastore at
         # the same moment, and both commit: the first one's creates the shared table while the other's may too.
         running = [first.start(logical_date)]
-        wait_for_dag_row(running[0])  # two first syncs of the DAG into a new metadata DB would collide
+        wait_for_dag_run(running[0], logical_date)  # two syncs of the same new DAG objects would collide
         running.append(second.start(logical_date.replace(":00:00+", ":30:00+")))
         for proc in running:
             output, _ = proc.communicate(timeout=900)
