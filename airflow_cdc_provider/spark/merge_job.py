@@ -92,7 +92,7 @@ from airflow_cdc_provider.spark.history import (
     renamed_keys,
     scd2_step,
 )
-from airflow_cdc_provider.spark.names import column, columns_ddl
+from airflow_cdc_provider.spark.names import column, columns_ddl, path_literal
 from airflow_cdc_provider.spark.partition_commit import (
     commit_partitions,
     partition_dir,
@@ -453,7 +453,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             spark.sql(f"DROP TABLE {spec.qualified_table}")
         partitioned_by = f" PARTITIONED BY ({columns_ddl([(layout.column, layout.hive_type)])})" if layout else ""
         spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}){partitioned_by} STORED AS PARQUET "
-                  f"LOCATION '{_literal(path)}'")
+                  f"LOCATION '{path_literal(path)}'")
         if layout is not None:
             partitions = _commit(spark, spec, files, path, changes, {})
             files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
@@ -461,7 +461,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         if layout is not None:
             partitions = _commit(spark, spec, files, path, changes, partitions_now)
             files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
-        spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{_literal(path)}'")
+        spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{path_literal(path)}'")
         failpoint("merge.driver.switched")
         if added:
             # After the switch: until the ADD, readers see the columns they knew, over the new rows. A job killed
@@ -918,12 +918,6 @@ def _version_dir(files: HadoopFiles, number: int, spec: MergeSpec) -> str:
         raise LedgerConflict(f"The merge of {spec.database}.{spec.table} stopped before it wrote or deleted anything "
                              f"there: {problem}")
     return path
-
-
-def _literal(text: str) -> str:
-    if "'" in text or "\\" in text:
-        raise ValueError(f"The path {text!r} holds a quote or a backslash; choose a warehouse_dir without them.")
-    return text
 
 
 @contextlib.contextmanager

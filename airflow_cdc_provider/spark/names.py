@@ -23,3 +23,11 @@ def column(name: str) -> Any:
 def columns_ddl(columns: Iterable[tuple[str, str]]) -> str:
     """``name type, …`` for CREATE TABLE and ADD COLUMNS; the types are the type map's (``core.types``)."""
     return ", ".join(f"{backticked(name)} {hive}" for name, hive in columns)
+
+
+def path_literal(text: str) -> str:
+    """A location as it goes between the quotes of a statement's LOCATION: refused if it holds a quote or a
+    backslash, which no warehouse path needs."""
+    if "'" in text or "\\" in text:
+        raise ValueError(f"The path {text!r} holds a quote or a backslash; choose a warehouse_dir without them.")
+    return text

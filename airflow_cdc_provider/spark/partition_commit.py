@@ -293,7 +293,8 @@ def partition_value_of_dir(spark: Any, name: str) -> tuple[str, str]:
 
 def partition_columns(spark: Any, database: str, table: str) -> tuple[str, ...]:
     """The table's partition columns, in order (none for an unpartitioned table)."""
-    return _Catalog(spark).strings(_Catalog(spark).external.getTable(database, table).partitionColumnNames())
+    catalog = _Catalog(spark)
+    return catalog.strings(catalog.external.getTable(database, table).partitionColumnNames())
 
 
 def partition_location(spark: Any, database: str, table: str, values: Values) -> str | None:

@@ -12,7 +12,7 @@ from typing import Any
 from airflow_cdc_provider.core.ledger import LedgerConflict
 from airflow_cdc_provider.core.merge import MergeSpec
 from airflow_cdc_provider.core.shards import SHARD_PARTITION_TYPE, Shard
-from airflow_cdc_provider.spark.names import columns_ddl
+from airflow_cdc_provider.spark.names import columns_ddl, path_literal
 from airflow_cdc_provider.spark.partition_commit import partition_columns
 
 
@@ -49,12 +49,11 @@ def ensure_table(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], ro
     read."""
     name = f"{spec.database}.{spec.table}"
     shard = _shard(spec)
-    literal_root = root.replace("\\", "\\\\").replace("'", "\\'")
     if not spark.catalog.tableExists(name):
         partitioned = columns_ddl([(c, SHARD_PARTITION_TYPE) for c in shard.columns])
         try:
             spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}) PARTITIONED BY ({partitioned}) "
-                      f"STORED AS PARQUET LOCATION '{literal_root}'")
+                      f"STORED AS PARQUET LOCATION '{path_literal(root)}'")
         except Exception:
             if not spark.catalog.tableExists(name):  # not another group's run making it meanwhile
                 raise
