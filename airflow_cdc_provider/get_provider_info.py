@@ -29,6 +29,8 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_cdc_provider.hooks.mysql_source"],
             }
         ],
+        # `airflow cdc preflight` (Airflow 3.3+; earlier versions ignore the entry).
+        "cli": ["airflow_cdc_provider.cli.get_cli_commands"],
         "operators": [
             {
                 "integration-name": "MySQL binlog CDC",

@@ -12,17 +12,15 @@ import os
 from datetime import datetime, timedelta
 from pathlib import Path
 
-import yaml
 from airflow.sdk import DAG
 
-from airflow_cdc_provider.core.config import CdcConfig
-from airflow_cdc_provider.task_groups import cdc_params, cdc_source_group
+from airflow_cdc_provider import cdc_params, cdc_source_group, load_config
 
 # One configuration a server; several, separated by the path separator (``:``), give a group each, side by side
 # (their tables' Hive tables may be shared as shards: docs/sources.md, Shards).
 CONFIG_PATHS = [Path(p) for p in (os.environ.get("CDC_CONFIG") or str(Path(__file__).with_name("cdc_config.yaml")))
                 .split(os.pathsep) if p]
-configs = [CdcConfig.from_dict(yaml.safe_load(path.read_text()), origin=str(path)) for path in CONFIG_PATHS]
+configs = [load_config(path) for path in CONFIG_PATHS]
 
 with DAG(
     dag_id="mysql_binlog_to_hive",

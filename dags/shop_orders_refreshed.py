@@ -15,16 +15,15 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
 from airflow.sdk import DAG, task
 
-from airflow_cdc_provider.core.config import CdcConfig
+from airflow_cdc_provider import load_config
 from airflow_cdc_provider.task_groups import table_asset
 
 # The first configuration CDC_CONFIG names (the example DAG takes several, one a server).
 CONFIG_PATH = Path((os.environ.get("CDC_CONFIG") or str(Path(__file__).with_name("cdc_config.yaml")))
                    .split(os.pathsep)[0])
-config = CdcConfig.from_dict(yaml.safe_load(CONFIG_PATH.read_text()), origin=str(CONFIG_PATH))
+config = load_config(CONFIG_PATH)
 # The first table the configuration names (shop.orders in cdc_config.yaml); write your own as "schema.table".
 orders = table_asset(config, str(config.named_tables()[0].source))
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -11,8 +12,9 @@ from airflow_cdc_provider.core.catalog import StoredCatalog, resolve
 from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
-from airflow_cdc_provider.core.errors import CdcError, NoUsableKey
+from airflow_cdc_provider.core.errors import CaptureNotPossible, CdcError, NoUsableKey
 from airflow_cdc_provider.core.history import BadHistory, table_history
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import whole_row_table
 from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE, DIFF_CAPTURE
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
@@ -74,7 +76,32 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         hook = self._source_hook()
         kept = work_store(self.work_dir, self.work_conn_id).read_text(
             SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog)
-        previous = StoredCatalog.parse(kept).previous() if kept else {}
+        found = self.inspect(hook, StoredCatalog.parse(kept).previous() if kept else {})
+        for warning in found.warnings:
+            self.log.warning("%s", warning)
+        if found.refused is not None:
+            raise found.refused
+        for left_out in found.skipped:
+            self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", left_out.reason)
+        if found.problems:
+            raise _TablesRefused(found.problems)
+        for lost in found.gone:
+            self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
+                             "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
+        watermark = hook.current_watermark() if found.binlog else None
+        for ready in found.captured:
+            self.log.info("%s can be captured into %s%s: %s", ready.source, ready.hive_table,
+                          f" (the shard {ready.shard.name})" if ready.shard else "", how_captured(ready))
+        self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(found.captured),
+                      hook.flavor, len(found.skipped), watermark)
+        return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(found.captured),
+                           skipped=tuple(found.skipped), gone=tuple(found.gone))
+
+    def inspect(self, hook: MySqlSourceHook, previous: Mapping[TableName, str]) -> Inspection:
+        """Everything the check finds, refused or not: the run's task raises on it, the pre-flight lists it all.
+
+        ``previous``: the tables the last run captured, with their Hive tables (for the tables gone since).
+        """
         literals = [entry.source.schema if isinstance(entry, TableConfig) else _literal_schema(entry)
                     for entry in self.tables]
         # A pattern over schemas (no literal schema): every schema the user can see.
@@ -87,12 +114,14 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         # the source's own way is the binlog).
         captures = {self._capture(t, h) for t in resolution.tables if isinstance(h := headers[t.source], RawHeader)}
         binlog = BINLOG_CAPTURE in (captures or {self.capture})
-        for warning in hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog):
-            self.log.warning("%s", warning)
+        warnings: list[str] = []
+        refused = None
+        try:
+            warnings = hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog)
+        except CaptureNotPossible as exc:
+            refused = exc
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
-        for left_out in skipped:
-            self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", left_out.reason)
         problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
         for table in resolution.tables:
             ready = self._captured(table, headers[table.source])
@@ -101,25 +130,10 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
             elif table.source in resolution.named:
                 problems.append(str(ready))
             else:
-                self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", ready)
                 skipped.append(SkippedTable(source=str(table.source), reason=str(ready)))
-        if problems:
-            raise _TablesRefused(problems)
         gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]
-        for lost in gone:
-            self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
-                             "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
-        watermark = hook.current_watermark() if binlog else None
-        for ready in captured:
-            self.log.info("%s can be captured into %s%s: %s, %s", ready.source, ready.hive_table,
-                          f" (the shard {ready.shard.name})" if ready.shard else "", _key_told(ready),
-                          "from the binlog" if ready.capture == BINLOG_CAPTURE else
-                          "by a diff with its last version's row digests (capture: diff)")
-        self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(captured),
-                      hook.flavor, len(skipped), watermark)
-        return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(captured),
-                           skipped=tuple(skipped), gone=tuple(gone))
-
+        return Inspection(binlog=binlog, warnings=warnings, refused=refused, captured=captured, skipped=skipped,
+                          problems=problems, gone=gone)
 
     def _captured(self, table: TableConfig, header: RawHeader | CdcError) -> CapturedTable | CdcError:
         """The table as this run captures it, or why it cannot be: its key or types (``header``), or a
@@ -152,6 +166,26 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
     def _capture(self, table: TableConfig, header: RawHeader) -> str:
         """How the table's changes are found: its entry's way, else the source's; by a diff when it has no key."""
         return DIFF_CAPTURE if header.whole_row else table.capture or self.capture
+
+
+@dataclass(frozen=True)
+class Inspection:
+    """What the check found at the source (``CaptureCheckOperator.inspect``)."""
+
+    binlog: bool  # whether a table is read from the binlog: its settings and privileges count
+    warnings: list[str]  # privileges the capture user holds beyond what capture needs
+    refused: CaptureNotPossible | None  # the server's settings or the user's privileges that do not serve
+    captured: list[CapturedTable]
+    skipped: list[SkippedTable]  # matched by a pattern, but cannot be captured
+    problems: list[str]  # tables named on their own that cannot be captured, each with its fix
+    gone: list[GoneTable]  # captured by the last run, no longer at the source
+
+
+def how_captured(table: CapturedTable) -> str:
+    """The table's key and its way in, as the check's log line and the pre-flight say them."""
+    way = ("from the binlog" if table.capture == BINLOG_CAPTURE else
+           "by a diff with its last version's row digests (capture: diff)")
+    return f"{_key_told(table)}, {way}"
 
 
 def _key_told(table: CapturedTable) -> str:
