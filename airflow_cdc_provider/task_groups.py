@@ -37,6 +37,7 @@ from airflow_cdc_provider.operators.summary import CdcRunSummaryOperator
 from airflow_cdc_provider.operators.verify import CdcVerifyOperator
 
 FRESH_SNAPSHOT_PARAM = "fresh_snapshot"
+FRESH_SNAPSHOT_TABLES_PARAM = "fresh_snapshot_tables"
 VERIFY_PARAM = "verify"
 REPAIR_PARAM = "repair"
 REREAD_PARAM = "reread"
@@ -46,6 +47,11 @@ def cdc_params() -> dict[str, Param]:
     """The trigger-form parameters the task groups read; pass them to your DAG's ``params``."""
     return {FRESH_SNAPSHOT_PARAM: Param(False, type="boolean", title="Fresh snapshot",
                                         description="Reload every table from a new snapshot instead of the binlog."),
+            FRESH_SNAPSHOT_TABLES_PARAM: Param([], type="array", items={"type": "string"},
+                                               title="Fresh snapshot of these tables",
+                                               description="Reload only these tables (schema.table, one a line) "
+                                                           "from a new snapshot; the others go on from the "
+                                                           "binlog."),
             VERIFY_PARAM: Param(False, type="boolean", title="Verify",
                                 description="Check every table of the run against the source after its merge."),
             REPAIR_PARAM: Param(False, type="boolean", title="Repair",
@@ -121,7 +127,9 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                      schema_changes=config.run.schema_changes, capture=config.source.capture,
                                      **source, **work, **retry)
         plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work.dir,
-                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}", **work, **lease,
+                               fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}",
+                               fresh_snapshot_tables=f"{{{{ params.get('{FRESH_SNAPSHOT_TABLES_PARAM}') | tojson }}}}",
+                               **work, **lease,
                                on_purged_binlog=config.run.on_purged_binlog,
                                on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",

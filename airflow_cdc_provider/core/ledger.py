@@ -172,7 +172,8 @@ def plan_run(
     if committed is None:
         return RunPlan(run=run, mode=SNAPSHOT, reason="the table has no committed version yet: initial load")
     if fresh_snapshot:
-        return RunPlan(run=run, mode=SNAPSHOT, reason="a fresh snapshot was asked for (the fresh_snapshot parameter)")
+        return RunPlan(run=run, mode=SNAPSHOT,
+                       reason="a fresh snapshot was asked for (the fresh_snapshot or fresh_snapshot_tables parameter)")
     target_time = _utc(target_time)
     if target_time is not None and committed.as_of >= target_time:
         return RunPlan(run=run, mode=NOTHING,

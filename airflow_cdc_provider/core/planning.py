@@ -7,9 +7,11 @@ hold whatever store and server the run has.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
+from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CapturedTable
 from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT, RunPlan, RunRef, TableBusy
 from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind
@@ -18,6 +20,33 @@ from airflow_cdc_provider.core.watermark import Watermark
 L = TypeVar("L")
 
 FAIL, SNAPSHOT_INSTEAD = "fail", "snapshot"  # the values of on_purged_binlog and on_server_change
+
+
+def fresh_snapshot_of(asked: object, tables: Sequence[CapturedTable]) -> frozenset[str]:
+    """The tables (by ``CapturedTable.ledger_id``) the ``fresh_snapshot_tables`` parameter asks to reload, as the
+    template renders it (JSON text, or a list): source names, ``schema.table``; every shard of a name.
+
+    A name that is not one of this run's tables is refused, before any lock is taken: a reload asked for a table
+    the run does not capture would otherwise be dropped without a word.
+    """
+    given = asked
+    if isinstance(given, str):
+        try:
+            given = json.loads(given) if given.strip() not in ("", "None") else None
+        except ValueError:
+            pass  # refused below, as any other form
+    if not given:
+        return frozenset()
+    if not isinstance(given, list) or not all(isinstance(name, str) for name in given):
+        raise ConfigError(f"The parameter fresh_snapshot_tables must list tables as schema.table, like "
+                          f'["shop.orders"], got {asked!r}. Nothing was changed.')
+    sources = {t.source for t in tables}
+    unknown = sorted({name.strip() for name in given} - sources)
+    if unknown:
+        raise ConfigError(f"The parameter fresh_snapshot_tables names {', '.join(unknown)}, which this run does not "
+                          f"capture; its tables are {', '.join(sorted(sources))}. Nothing was changed.")
+    asked_for = {name.strip() for name in given}
+    return frozenset(t.ledger_id for t in tables if t.source in asked_for)
 
 
 def take_locks(tables: Sequence[CapturedTable], ledgers: Mapping[str, L], acquire: Callable[[L], None],

@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.ledger import (
     plan_run,
     run_target,
 )
-from airflow_cdc_provider.core.planning import may_snapshot_instead, snapshots_instead, take_locks
+from airflow_cdc_provider.core.planning import fresh_snapshot_of, may_snapshot_instead, snapshots_instead, take_locks
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_conditions, reread_for
 from airflow_cdc_provider.core.resume import read_positions
@@ -66,6 +66,9 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     :param mysql_conn_id: Airflow connection of the capture user (asked only when an ``on_…`` option is
         ``snapshot``).
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
+    :param fresh_snapshot_tables: the tables (``schema.table``) to take a fresh snapshot of, the others going on as
+        they would: ``["shop.orders"]`` (templated: the ``fresh_snapshot_tables`` parameter). A name that is not one
+        of the run's tables is refused before any lock is taken.
     :param repair: read again the buckets the tables' last verify found different (templated: the ``repair``
         parameter, or ``verify: repair:``).
     :param reread: tables to read again, each with a condition (as after WHERE; empty for the whole table), as
@@ -78,9 +81,10 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
-    template_fields = ("check", "fresh_snapshot", "repair", "reread")
+    template_fields = ("check", "fresh_snapshot", "fresh_snapshot_tables", "repair", "reread")
 
-    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, work_conn_id: str | None = None,
+    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, fresh_snapshot_tables: Any = None,
+                 work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
                  on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
                  repair: Any = False, reread: Any = None, allow_reread: bool = False,
@@ -89,6 +93,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
+        self.fresh_snapshot_tables = fresh_snapshot_tables
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
         self.mysql_conn_id, self.repair, self.reread = mysql_conn_id, repair, reread
@@ -102,6 +107,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         owner = task_owner(context, self.task_id)
         tables = sorted(check.tables, key=lambda t: t.ledger_id)
         conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
+        reload = fresh_snapshot_of(self.fresh_snapshot_tables, tables)
         store = work_store(self.work_dir, self.work_conn_id)
         ledgers = {t.ledger_id: Ledger(t.table_dir(self.work_dir), store, log=self.log.warning) for t in tables}
         taken = self._lock(context, run, owner, tables, ledgers)
@@ -111,7 +117,8 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
             committed = {name: ledger.committed() for name, ledger in ledgers.items()}
             by_name = {t.ledger_id: t for t in tables}
-            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh, by_name[name].capture,
+            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh or name in reload,
+                                    by_name[name].capture,
                                     by_name[name].columns)
                      for name, ledger in ledgers.items()}
             plans.update(self._snapshots_instead(run, plans))

@@ -7,10 +7,11 @@ import datetime as dt
 
 import pytest
 
+from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CapturedTable
 from airflow_cdc_provider.core.gtid import GtidPositionLost
 from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Ledger, RunPlan, RunRef, TableBusy
-from airflow_cdc_provider.core.planning import may_snapshot_instead, snapshots_instead, take_locks
+from airflow_cdc_provider.core.planning import fresh_snapshot_of, may_snapshot_instead, snapshots_instead, take_locks
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, read_positions
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -151,3 +152,35 @@ def test_only_incremental_plans_are_replanned_whatever_was_found():
     found = {**found_for(PLANS), "ods.new": found_for(PLANS)["ods.purged"], "ods.idle": found_for(PLANS)["ods.purged"]}
     assert sorted(snapshots_instead(RUN, PLANS, found, "snapshot", "snapshot")) == ["ods.diverged", "ods.moved",
                                                                                    "ods.purged"]
+
+
+# --- fresh_snapshot_tables ------------------------------------------------------------------------------------
+
+def test_fresh_snapshot_tables_names_the_tables_to_reload_as_the_template_renders_it():
+    tables = [table("orders"), table("customers")]
+    assert fresh_snapshot_of('["shop.orders"]', tables) == {"ods.orders"}
+    assert fresh_snapshot_of([" shop.customers", "shop.orders"], tables) == {"ods.orders", "ods.customers"}
+    for nothing in (None, "None", "", "[]", [], "null"):
+        assert fresh_snapshot_of(nothing, tables) == frozenset()
+
+
+def test_every_shard_of_a_named_table_is_reloaded():
+    shard = [CapturedTable(source="shop.orders", hive_table="ods.orders", schema_changes="strict", key=("id",),
+                           columns=(("id", "int(11)"),), shard={"server": server, "source_schema": "shop",
+                                                                "source_table": "orders"})
+             for server in ("eu", "us")]
+    assert fresh_snapshot_of(["shop.orders"], shard) == {t.ledger_id for t in shard}
+    assert len({t.ledger_id for t in shard}) == 2
+
+
+@pytest.mark.parametrize(("asked", "told"), [
+    ('["shop.nowhere", "shop.orders"]', "names shop.nowhere, which this run does not capture; its tables are "
+                                        "shop.customers, shop.orders. Nothing was changed."),
+    ('"shop.orders"', 'must list tables as schema.table, like ["shop.orders"], got \'"shop.orders"\''),
+    ('{"shop.orders": true}', "must list tables as schema.table"),
+    ("[1]", "must list tables as schema.table"),
+])
+def test_a_fresh_snapshot_asked_for_a_table_the_run_does_not_capture_is_refused(asked, told):
+    with pytest.raises(ConfigError) as err:
+        fresh_snapshot_of(asked, [table("orders"), table("customers")])
+    assert told in str(err.value)
