@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from tests.conftest import SAMPLE_SCHEMA, conn_env

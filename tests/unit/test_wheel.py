@@ -9,9 +9,6 @@ from __future__ import annotations
 import ast
 import configparser
 import hashlib
-import shutil
-import subprocess
-import sys
 import zipfile
 from pathlib import Path, PurePosixPath
 
@@ -20,32 +17,19 @@ import pytest
 from airflow_cdc_provider import __version__
 from airflow_cdc_provider.get_provider_info import get_provider_info
 from airflow_cdc_provider.spark import MERGE_JOB, VERIFY_JOB
+from tests.packaging import build_wheel
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "airflow_cdc_provider"
 # The development helpers' own package (throwaway MariaDB, metastore, Spark cluster, S3, the Hive reader).
 HELPERS = ROOT / "testing" / "airflow_cdc_testing"
 DIST_INFO = f"airflow_cdc_provider-{__version__}.dist-info"
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv*", ".demo", "build", "dist", "*.egg-info", "__pycache__",
-                                     ".pytest_cache", "metastore_db", "spark-warehouse", "derby.log")
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
     """Every file of the wheel, by its path inside it."""
-    tmp = tmp_path_factory.mktemp("wheel")
-    source = tmp / "source"
-    shutil.copytree(ROOT, source, ignore=NOT_SOURCES)
-    built = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
-         "--disable-pip-version-check", "--quiet", "--wheel-dir", str(tmp / "out"), str(source)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert built.returncode == 0, (
-        "Building the wheel failed (it needs setuptools>=70.1 in this environment: `make venv` installs it with "
-        f"the test extra):\n{built.stdout[-3000:]}\n{built.stderr[-3000:]}")
-    (path,) = (tmp / "out").glob("*.whl")
-    assert path.name == f"airflow_cdc_provider-{__version__}-py3-none-any.whl"
+    path = build_wheel(tmp_path_factory.mktemp("wheel"))
     with zipfile.ZipFile(path) as archive:
         return {name: archive.read(name) for name in archive.namelist() if not name.endswith("/")}
 
