@@ -20,8 +20,9 @@ UV_INSTALL = uv pip install --quiet --compile-bytecode
 # The project's own modules too (editable installs are left as source); again before each suite: only what changed.
 COMPILE_SOURCES = -m compileall -q -j 0 airflow_cdc_provider testing tests dags bench scripts
 
-$(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt scripts/ensure-build-deps.sh
+$(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt scripts/ensure-build-deps.sh scripts/ensure-java.sh
 	scripts/ensure-build-deps.sh
+	scripts/ensure-java.sh
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)
 	$(BIN)/$(UV_INSTALL) --python $(BIN)/python -c constraints.txt -e '.[test]' -e ./testing
@@ -53,8 +54,9 @@ test: venv mariadb check
 # of the example DAG (check → snapshot → merge → commit).
 LOWEST ?= .venv-lowest
 
-$(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.txt scripts/ensure-build-deps.sh
+$(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.txt scripts/ensure-build-deps.sh scripts/ensure-java.sh
 	scripts/ensure-build-deps.sh
+	scripts/ensure-java.sh
 	test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/pip install --quiet --disable-pip-version-check $(UV)
 	$(LOWEST)/bin/$(UV_INSTALL) --python $(LOWEST)/bin/python -c constraints-lowest.txt -e '.[test]' \
