@@ -32,9 +32,9 @@ def _pinned(package: str) -> str:
     return line
 
 
-def _run(command: list[str], env: dict[str, str], timeout: float = 900) -> str:
+def _run(command: list[str], env: dict[str, str], cwd: Path, timeout: float = 900) -> str:
     # In a folder of its own, not the checkout's: that would be imported instead of the installed package.
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=env["CDC_CWD"])
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=cwd)
     output = done.stdout + done.stderr
     assert done.returncode == 0, f"{' '.join(command)} failed:\n{output[-8000:]}"
     return output
@@ -44,18 +44,19 @@ def test_the_quickstart_dag_from_the_wheel_copies_the_tables(start_server, make_
     # A fresh environment with a plain Airflow in it, then the provider's wheel with the `mysql` extra, each with
     # the repository's constraints (uv: pip's resolver, from the cache `make` filled).
     venv = tmp_path / "venv"
-    (tmp_path / "cwd").mkdir()
-    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], {**os.environ, "CDC_CWD": str(tmp_path / "cwd")})
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    _run([sys.executable, "-m", "venv", "--without-pip", str(venv)], dict(os.environ), cwd)
     python = venv / "bin" / "python"
     uv = [str(Path(sys.executable).with_name("uv")), "pip", "install", "--quiet", "--python", str(python),
           "-c", str(CONSTRAINTS)]
     clean = {k: v for k, v in os.environ.items()
-             if not k.startswith(("AIRFLOW", "PYTHON", "VIRTUAL_ENV", "CDC_"))} | {"CDC_CWD": str(tmp_path / "cwd")}
-    _run([*uv, _pinned("apache-airflow")], clean)
+             if not k.startswith(("AIRFLOW", "PYTHON", "VIRTUAL_ENV", "CDC_"))}
+    _run([*uv, _pinned("apache-airflow")], clean, cwd)
     wheel = build_wheel(tmp_path / "wheel")
-    _run([*uv, f"airflow-cdc-provider[mysql] @ {wheel.as_uri()}"], clean)
+    _run([*uv, f"airflow-cdc-provider[mysql] @ {wheel.as_uri()}"], clean, cwd)
     installed = _run([str(python), "-c", "import airflow_cdc_provider, airflow; "
-                      "print(airflow_cdc_provider.__file__, airflow.__version__)"], clean)
+                      "print(airflow_cdc_provider.__file__, airflow.__version__)"], clean, cwd)
     assert installed.startswith(str(venv)), "the provider comes from the wheel, not the checkout"
     assert installed.split()[-1] == _pinned("apache-airflow").split("==")[1]
 
@@ -78,9 +79,9 @@ def test_the_quickstart_dag_from_the_wheel_copies_the_tables(start_server, make_
            conn_env(config["source"]["mysql_conn_id"]): os.environ[conn_env(capture)],
            conn_env(config["spark"]["conn_id"]): json.dumps({"conn_type": "spark", "host": "local[1]"}),
            "JDK_JAVA_OPTIONS": os.environ.get("JDK_JAVA_OPTIONS", "")}
-    preflight = _run([str(python), "-m", "airflow_cdc_provider.preflight", str(dags / "cdc.yaml")], env)
+    preflight = _run([str(python), "-m", "airflow_cdc_provider.preflight", str(dags / "cdc.yaml")], env, cwd)
     assert preflight.rstrip().endswith("Ready for the first load."), preflight
-    _run([str(venv / "bin" / "airflow"), "db", "migrate"], env)
+    _run([str(venv / "bin" / "airflow"), "db", "migrate"], env, cwd)
 
     hook = MySqlSourceHook(capture)
     headers = {source: hook.raw_header(TableName.parse(source)) for source in TABLES}
@@ -92,7 +93,7 @@ def test_the_quickstart_dag_from_the_wheel_copies_the_tables(start_server, make_
             assert hive_rows(rows, headers[source].key) == plain(source_rows(server, headers[source])), source
             assert re.search(rf"/v0*{run}$", location), (hive_table, location)
 
-    first = _run([str(python), str(dags / "mysql_to_hive.py")], env)
+    first = _run([str(python), str(dags / "mysql_to_hive.py")], env, cwd)
     for source, hive_table in TABLES.items():
         assert f"Plan for {source} → {hive_table}: snapshot" in first, first[-5000:]
     hive_equals_source(1)
@@ -100,7 +101,7 @@ def test_the_quickstart_dag_from_the_wheel_copies_the_tables(start_server, make_
                    "UPDATE shop.customers SET city = 'Manchester' WHERE id = 2",
                    "DELETE FROM shop.orders WHERE order_no = 1002",
                    "UPDATE shop.orders SET line_no = 3 WHERE order_no = 1001 AND line_no = 2")
-    second = _run([str(python), str(dags / "mysql_to_hive.py")], env)
+    second = _run([str(python), str(dags / "mysql_to_hive.py")], env, cwd)
     for source, hive_table in TABLES.items():
         assert f"Plan for {source} → {hive_table}: incremental" in second, second[-5000:]
     hive_equals_source(2)
