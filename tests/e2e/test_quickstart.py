@@ -1,7 +1,7 @@
 """docs/quickstart.md as a user follows it: the provider's wheel installed with its constraints into a fresh
 environment beside a plain Airflow, the pre-flight, then the docs' own DAG file (not a copy) run with
-``python mysql_to_hive.py`` (its ``dag.test()``) against a throwaway server: an initial load, then a run from the
-binlog after changes. Hive equals the source after each."""
+``python mysql_to_hive.py`` (its ``dag.test()``) against a throwaway server: the initial load, after which Hive
+equals the source. (The runs from the binlog that follow are the example DAG's tests': the same factory.)"""
 
 from __future__ import annotations
 
@@ -86,24 +86,14 @@ def test_the_quickstart_dag_from_the_wheel_copies_the_tables(start_server, make_
     hook = MySqlSourceHook(capture)
     headers = {source: hook.raw_header(TableName.parse(source)) for source in TABLES}
 
-    def hive_equals_source(run: int) -> None:
-        read = read_hive_tables(str(tmp_path / "warehouse"), None, list(TABLES.values()))
-        for source, hive_table in TABLES.items():
-            rows, location = read[hive_table]
-            assert hive_rows(rows, headers[source].key) == plain(source_rows(server, headers[source])), source
-            assert re.search(rf"/v0*{run}$", location), (hive_table, location)
-
     first = _run([str(python), str(dags / "mysql_to_hive.py")], env, cwd)
     for source, hive_table in TABLES.items():
         assert f"Plan for {source} → {hive_table}: snapshot" in first, first[-5000:]
-    hive_equals_source(1)
-    server.execute("INSERT INTO shop.orders (order_no, line_no, customer_id, amount, note) VALUES (1005, 1, 2, 3.50, 'new')",
-                   "UPDATE shop.customers SET city = 'Manchester' WHERE id = 2",
-                   "DELETE FROM shop.orders WHERE order_no = 1002",
-                   "UPDATE shop.orders SET line_no = 3 WHERE order_no = 1001 AND line_no = 2")
-    second = _run([str(python), str(dags / "mysql_to_hive.py")], env, cwd)
+    # Each table, read back through the metastore: the source's rows, in the table's first version.
+    read = read_hive_tables(str(tmp_path / "warehouse"), None, list(TABLES.values()))
     for source, hive_table in TABLES.items():
-        assert f"Plan for {source} → {hive_table}: incremental" in second, second[-5000:]
-    hive_equals_source(2)
+        rows, location = read[hive_table]
+        assert hive_rows(rows, headers[source].key) == plain(source_rows(server, headers[source])), source
+        assert re.search(r"/v0*1$", location), (hive_table, location)
     password = json.loads(os.environ[conn_env(capture)])["password"]
-    assert not any(password in output for output in (preflight, first, second))
+    assert not any(password in output for output in (preflight, first))
