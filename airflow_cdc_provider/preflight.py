@@ -142,7 +142,7 @@ def _work_dir(config: CdcConfig, report: Report) -> None:
             report.add("ok", "work directory", f"{location} can be reached")
         return
     path = Path(local_path(location))
-    existing = next(p for p in (path, *path.parents) if p.exists())
+    existing = _nearest_existing(path)
     if existing == path:
         found = os.stat(path)
         problem = access_problem(str(path), found.st_mode, found.st_uid, os.geteuid())
@@ -222,7 +222,7 @@ def _hive(config: CdcConfig, report: Report) -> None:
         _reachable(report, "hive", uri, 9083, "the Hive metastore")
         return
     warehouse = Path(config.hive.warehouse_dir)
-    existing = next(p for p in (warehouse, *warehouse.parents) if p.exists())
+    existing = _nearest_existing(warehouse)
     if not os.access(existing, os.W_OK | os.X_OK):
         report.add("problem", "hive", f"The warehouse {warehouse} (with the embedded metastore in it) cannot be "
                    f"written by this user ({existing} is not writable). Give the tasks' user a directory it owns, "
@@ -230,6 +230,11 @@ def _hive(config: CdcConfig, report: Report) -> None:
     else:
         report.add("ok", "hive", f"an embedded metastore in {warehouse} (one merge at a time: a metastore service "
                    "lets several run together)")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path``, or its nearest parent that exists: where a directory the tasks make would be made."""
+    return next(p for p in (path, *path.parents) if p.exists())
 
 
 def _reachable(report: Report, area: str, uri: str, default_port: int, what: str) -> None:

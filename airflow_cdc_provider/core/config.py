@@ -13,6 +13,7 @@ read, each into its section (``LEGACY_KEYS``).
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import string
 import typing
@@ -41,6 +42,17 @@ from airflow_cdc_provider.core.workdir import StorageError, check_work_dir, loca
 
 class ConfigError(CdcError, ValueError):
     pass
+
+
+def rendered_param(value: Any) -> Any:
+    """A trigger parameter as a template renders it into a task (``| tojson``): its JSON text parsed, None for
+    nothing given; a value already parsed, or text that is no JSON, as it is (the caller refuses a wrong form)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value) if value.strip() not in ("", "None") else None
+    except ValueError:
+        return value
 
 
 class _Invalid(ValueError):

@@ -7,11 +7,10 @@ hold whatever store and server the run has.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from airflow_cdc_provider.core.config import ConfigError
+from airflow_cdc_provider.core.config import ConfigError, rendered_param
 from airflow_cdc_provider.core.contract import CapturedTable
 from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT, RunPlan, RunRef, TableBusy
 from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind
@@ -29,12 +28,7 @@ def fresh_snapshot_of(asked: object, tables: Sequence[CapturedTable]) -> frozens
     A name that is not one of this run's tables is refused, before any lock is taken: a reload asked for a table
     the run does not capture would otherwise be dropped without a word.
     """
-    given = asked
-    if isinstance(given, str):
-        try:
-            given = json.loads(given) if given.strip() not in ("", "None") else None
-        except ValueError:
-            pass  # refused below, as any other form
+    given = rendered_param(asked)
     if not given:
         return frozenset()
     if not isinstance(given, list) or not all(isinstance(name, str) for name in given):

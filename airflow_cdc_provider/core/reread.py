@@ -5,12 +5,11 @@ condition of those rows; and what comes of it once the range is read (the bucket
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterable, Sequence
 
 from airflow_cdc_provider.core.checksum import source_key_text
 from airflow_cdc_provider.core.condition import Clause, SqlValue, literal_percent, parse_condition, to_sql
-from airflow_cdc_provider.core.config import ConfigError
+from airflow_cdc_provider.core.config import ConfigError, rendered_param
 from airflow_cdc_provider.core.contract import CapturedTable, Reread, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT
@@ -32,12 +31,7 @@ def reread_conditions(asked: object, tables: Sequence[CapturedTable], allowed: b
     word), and unless each condition is a plain condition on its table's columns (``core.condition``). The caller
     checks this before any lock is taken, so that a bad parameter changes nothing.
     """
-    given = asked
-    if isinstance(given, str):
-        try:
-            given = json.loads(given) if given.strip() not in ("", "None") else None
-        except ValueError:
-            pass  # refused below, as any other form
+    given = rendered_param(asked)
     if not given:
         return {}
     if not allowed:
