@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import datetime as dt
 import random
+import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import pymysql
+from pymysqlreplication.constants.BINLOG import PARTIAL_UPDATE_ROWS_EVENT
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
 from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
@@ -28,6 +30,7 @@ from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mys
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, Partitioning, metastore_value
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
+from airflow_cdc_provider.core.row_images import BinlogColumn, RowImageDecoder, UndecodableValue, plan_decoder
 from airflow_cdc_provider.core.schema import (
     Fill,
     SchemaChange,
@@ -128,7 +131,11 @@ class _TableSink:
         self._attributes: list[dict[str, Any]] | None = None
         self.texts: list[tuple[int, str, str, Callable[[bytes], str]]] = []  # index, name, charset, its decoder
         self.members: dict[int, tuple[str, ...]] = {}  # ENUM and SET members the reader cannot read, by index
+        self.binaries: list[int] = []  # the binary strings' indexes
         self.charsets_now: Callable[[str], dict[str, str]] | None = None  # the columns' character sets now
+        # The row images of the columns followed, decoded from the event's bytes (``core.row_images``); None
+        # where a column's type is not planned there: the reader decodes them.
+        self.decoder: RowImageDecoder | None = None
         self._charsets_now: dict[str, str] | None = None
         self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
         self.policy = "strict"
@@ -205,6 +212,7 @@ class _TableSink:
                 "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
         known = {name: ctype for name, ctype in (*self.now.columns, *self.header.columns)}
         self._plan_texts(columns, known, where)
+        self.decoder = self._plan_decoder(columns)
         self._set_members(columns)  # before the columns' types are read: they hold the members
         layout = []
         for column in columns:
@@ -227,12 +235,14 @@ class _TableSink:
         whatever their character set. So every text column is read as bytes and decoded here, by
         ``core.charsets``, as the server converts it; members outside UTF-8 come from the column's definition.
         """
-        self.texts, self.members = [], {}
+        self.texts, self.members, self.binaries = [], {}, []
         for i, column in enumerate(columns):
             if (code := column.type) not in _TEXT_TYPES:
                 continue
             charset = text_charset(column) or self._charset_now(column.name, where)
             if charset == "binary":
+                if code in TEXT_CODES:
+                    self.binaries.append(i)
                 continue
             if not known_charset(charset):
                 raise UnreadableText(
@@ -242,6 +252,19 @@ class _TableSink:
                 self.texts.append((i, column.name, charset, text_decoder(charset)))
             elif charset not in _MEMBERS_AS_UTF8:
                 self.members[i] = self._members(column, charset, known.get(column.name), where)
+
+    def _plan_decoder(self, columns: list[Any]) -> RowImageDecoder | None:
+        """The decoder of these columns' images: text in the character sets ``_plan_texts`` chose, every other
+        string as its bytes (a binary string's, the one kind of string column not in ``texts``)."""
+        if self.sets or self.members:
+            return None
+        charsets = {i: charset for i, _, charset, _ in self.texts}
+        return plan_decoder([
+            BinlogColumn(type=c.type, unsigned=bool(getattr(c, "unsigned", False)),
+                         max_length=getattr(c, "max_length", 0) or 0, length_size=getattr(c, "length_size", 0) or 0,
+                         precision=getattr(c, "precision", 0) or 0, decimals=getattr(c, "decimals", 0) or 0,
+                         fsp=getattr(c, "fsp", 0) or 0, charset=charsets.get(i, "binary"))
+            for i, c in enumerate(columns)])
 
     def _charset_now(self, column: str, where: str) -> str:
         """The column's character set now, for a collation the binlog reader does not know."""
@@ -313,46 +336,69 @@ class _TableSink:
                 try:
                     row[i] = decode(value.encode(_AS_BYTES))
                 except UndecodableText as exc:
-                    raise UnreadableText(
-                        f"The column {name} of {self.header.table} holds a value that is not {charset} text, the "
-                        f"column's character set, in the row event at {where}: {exc}. The server stored bytes "
-                        f"that are no {charset} characters (written over a binary connection, or converted with "
-                        "a lax sql_mode); its own SELECT shows them as '?'. Nothing of this table was written; the "
-                        f"other tables go on. Correct the value at the source (or make {name} VARBINARY or BLOB if "
-                        "it holds bytes, not text), then trigger a run with fresh_snapshot=true: the binlog still "
-                        "holds this change, and a run from the table's watermark would meet it again.") from None
+                    raise self._unreadable(name, charset, where, exc) from None
+        for i in self.binaries:
+            if row[i] == "":  # the reader's empty binary string: b"".decode() of any codec name, even 'binary'
+                row[i] = b""
         if self.normalisers:
             normalise_rows([row], self.normalisers)
         return row
 
+    def _unreadable(self, name: str, charset: str, where: str, exc: UndecodableText) -> UnreadableText:
+        return UnreadableText(
+            f"The column {name} of {self.header.table} holds a value that is not {charset} text, the column's "
+            f"character set, in the row event at {where}: {exc}. The server stored bytes that are no {charset} "
+            "characters (written over a binary connection, or converted with a lax sql_mode); its own SELECT shows "
+            "them as '?'. Nothing of this table was written; the other tables go on. Correct the value at the "
+            f"source (or make {name} VARBINARY or BLOB if it holds bytes, not text), then trigger a run with "
+            "fresh_snapshot=true: the binlog still holds this change, and a run from the table's watermark would "
+            "meet it again.")
+
+    def images(self, event: Any, where: str) -> list[list[Any]]:
+        """The event's row images, normalised: an update's before and after images in turn.
+
+        Decoded from the event's bytes where the columns' decoder and the event allow (every column present, no
+        partial JSON update, rows not yet read); else by the reader, row by row."""
+        body = _rows_body(event) if self.decoder is not None else None
+        if body is None:
+            if isinstance(event, UpdateRowsEvent):
+                return [self.image(row[f"{side}_values"], row[f"{side}_none_sources"], where)
+                        for row in event.rows for side in ("before", "after")]
+            return [self.image(row["values"], row["none_sources"], where) for row in event.rows]
+        assert self.decoder is not None
+        try:
+            images = self.decoder.images(body)
+        except UndecodableValue as exc:
+            _, name, charset, _ = next(t for t in self.texts if t[0] == exc.index)
+            raise self._unreadable(name, charset, where, exc.error) from None
+        except (ValueError, IndexError, struct.error) as exc:
+            raise ExtractionError(
+                f"The row event of {self.header.table} at {where} does not fit its table map ({exc}). Run the "
+                "task again; if it fails the same way, the binlog is damaged at this point.") from None
+        if self.normalisers:
+            normalise_rows(images, self.normalisers)
+        return images
+
     def uid(self, row: list[Any]) -> str:
         return key_uid([row[i] for i in self.key_indexes])
 
-    def note_left(self, event: Any, where: str) -> None:
+    def note_left(self, update: bool, images: list[list[Any]]) -> None:
         """The partitions the rows of a row event leave: a deleted row's, the old key's of an update that changes
         the key (written as a delete), and the before image's of an update that moves the row to another
         partition. The merge rewrites only the partitions a run touches, and only the before image tells which
-        partition a row was in. Called for a partitioned table's events only, after they are written: their
-        rows are read again, the images of updates only where the partition's column or the key changed."""
+        partition a row was in. Called for a partitioned table's events only, with their images
+        (``images``)."""
         assert self.left is not None
         assert self.bound is not None
         at, value = self.partition_at, self.bound.value
-        if isinstance(event, UpdateRowsEvent):
-            watched = self.partition_watch
-            source = watched[0]
-            for row in event.rows:
-                old, new = row["before_values"], row["after_values"]
-                if all(old[c] == new[c] for c in watched) and (
-                        row["before_none_sources"].get(source) == row["after_none_sources"].get(source)):
-                    continue  # the key and the partition's column as they were: the row stays where it was
-                before = self.image(old, row["before_none_sources"], where)
-                after = self.image(new, row["after_none_sources"], where)
+        if update:
+            for before, after in zip(images[::2], images[1::2]):
                 partition = value(before[at])
                 if partition != value(after[at]) or self.uid(before) != self.uid(after):
                     self.left.add(metastore_value(partition))
-        elif isinstance(event, DeleteRowsEvent):
-            for row in event.rows:
-                self.left.add(metastore_value(value(self.image(row["values"], row["none_sources"], where)[at])))
+        else:
+            for image in images:
+                self.left.add(metastore_value(value(image[at])))
 
     def finish(self) -> None:
         """A DDL after the last row event changed the table too: the definition now is its result."""
@@ -644,14 +690,14 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
     where = f"binlog file {at[0]}, end position {at[1]}"
     sink.follow(event.columns, where)
     sink.ddl_since_rows = False
-    write = sink.writer.write
+    images = sink.images(event, where)
+    write, uid = sink.writer.write, sink.uid
     seq, pos = at
-    if isinstance(event, UpdateRowsEvent):
+    update = isinstance(event, UpdateRowsEvent)
+    if update:
         before_images = sink.before_images
-        for n, row in enumerate(event.rows):
-            before = sink.image(row["before_values"], row["before_none_sources"], where)
-            after = sink.image(row["after_values"], row["after_none_sources"], where)
-            old_uid, new_uid = sink.uid(before), sink.uid(after)
+        for n, (before, after) in enumerate(zip(images[::2], images[1::2])):
+            old_uid, new_uid = uid(before), uid(after)
             if old_uid != new_uid:  # the key changed: the old key is gone
                 write("D", old_uid, (seq, pos, n), before)
             elif before_images:
@@ -659,8 +705,23 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
             write("U", new_uid, (seq, pos, n), after)
     else:
         op = "I" if isinstance(event, WriteRowsEvent) else "D"
-        for n, row in enumerate(event.rows):
-            image = sink.image(row["values"], row["none_sources"], where)
-            write(op, sink.uid(image), (seq, pos, n), image)
+        for n, image in enumerate(images):
+            write(op, uid(image), (seq, pos, n), image)
     if sink.left is not None:  # a partitioned table: the one test per event a table not partitioned pays
-        sink.note_left(event, where)
+        sink.note_left(update, images)
+
+
+def _rows_body(event: Any) -> bytes | None:
+    """The bytes of a rows event's row images, read from its packet, when they can be decoded without the reader:
+    every column present in each image, the table map's columns all there, and no partial JSON update. None
+    otherwise, and once the reader has read the rows (they are then its)."""
+    columns = len(event.columns)
+    if (not event.complete or event.event_type == PARTIAL_UPDATE_ROWS_EVENT or event.number_of_columns != columns
+            or getattr(event, "_RowsEvent__rows", None) is not None):
+        return None
+    full = (1 << columns) - 1
+    for bitmap in (event.columns_present_bitmap, getattr(event, "columns_present_bitmap2", None)):
+        if bitmap is not None and int.from_bytes(bitmap, "little") & full != full:
+            return None
+    packet = event.packet
+    return bytes(packet.read(event.event_size - packet.read_bytes))
