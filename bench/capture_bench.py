@@ -3,9 +3,11 @@
     .venv/bin/python bench/capture_bench.py [rows]
 
 Extraction: rows/s of `extract` (decode, normalise, write raw files) against a bare python-mysql-replication
-loop that only decodes the same binlog range; on a narrow (5-column) and a 30-column table. Target >= 0.8x.
+loop that only decodes the same binlog range; on a narrow (5-column) and a 30-column table. Target >= 1.0x in one
+process (the extraction decodes the common column types itself: ``core.row_images``).
 Snapshot: rows/s of `snapshot` (keyset chunks to Parquet) against a bare streaming-cursor read
-(SSCursor, fetchmany(10000)) of the same table. Target >= 0.7x.
+(SSCursor, fetchmany(10000)) of the same table. Target >= 1.2x with parallel readers (not built yet: one reader
+now).
 """
 
 from __future__ import annotations
@@ -96,7 +98,7 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
     ours_rows = sum(result.counts[str(table)].values())
     assert ours_rows == bare_rows == rows, (ours_rows, bare_rows, rows)
     print(f"extract {name:6s} {rows:>9,} rows: bare decode {rows / bare_s:>9,.0f} rows/s, "
-          f"extract {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 0.8x)")
+          f"extract {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 1.0x)")
 
 
 def bench_snapshot(server, source, work, rows):
@@ -117,7 +119,7 @@ def bench_snapshot(server, source, work, rows):
     ours_s = time.perf_counter() - t0
     assert result.rows == n == rows
     print(f"snapshot narrow {rows:>9,} rows: bare SSCursor {rows / bare_s:>9,.0f} rows/s, "
-          f"snapshot {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 0.7x)")
+          f"snapshot {rows / ours_s:>9,.0f} rows/s, ratio {bare_s / ours_s:.2f}x (target >= 1.2x)")
 
 
 def main() -> None:

@@ -100,6 +100,16 @@ class RowImageDecoder:
     def images(self, body: bytes) -> list[list[Any]]:
         """Every row image of ``body`` (the event's bytes after its column bitmaps), in order: an update's are
         its before and after images in turn. Raises UndecodableValue for text not in its character set."""
+        try:
+            images, pos = self._images(body)
+        except (struct.error, IndexError) as exc:
+            raise ValueError(f"the row images run past the end of the event ({exc}): the table map does not fit"
+                             ) from None
+        if pos != len(body):
+            raise ValueError(f"the row images end at byte {pos} of {len(body)}: the table map does not fit")
+        return images
+
+    def _images(self, body: bytes) -> tuple[list[list[Any]], int]:
         readers, null_bytes, from_bytes = self.readers, self.null_bytes, int.from_bytes
         end, pos = len(body), 0
         images = []
@@ -121,9 +131,7 @@ class RowImageDecoder:
                         append(value)
                     nulls >>= 1
             images.append(row)
-        if pos != end:
-            raise ValueError(f"the row images end at byte {pos} of a body of {end}: the table map does not fit")
-        return images
+        return images, pos
 
 
 def _reader(index: int, column: BinlogColumn) -> Reader | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime as dt
 import random
-import struct
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -371,7 +370,7 @@ class _TableSink:
         except UndecodableValue as exc:
             _, name, charset, _ = next(t for t in self.texts if t[0] == exc.index)
             raise self._unreadable(name, charset, where, exc.error) from None
-        except (ValueError, IndexError, struct.error) as exc:
+        except ValueError as exc:
             raise ExtractionError(
                 f"The row event of {self.header.table} at {where} does not fit its table map ({exc}). Run the "
                 "task again; if it fails the same way, the binlog is damaged at this point.") from None
