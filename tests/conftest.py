@@ -62,9 +62,11 @@ _LONGEST_FIRST = ["test_scheduler", "test_source", "test_faults", "test_pipeline
                   "test_shards", "test_diff_mode", "test_schema_evolution", "test_cluster", "test_time_zones", "test_example_dag"]
 _STAGE_BY_DIRECTORY = {"e2e": 0, "integration": 1}
 # Modules whose tests share something costly to start (a module-scoped server or Spark environment, the session's
-# Spark cluster and metastore service): their tests stay on one worker, which starts it once.
+# Spark cluster and metastore service): their tests stay on one worker, which starts it once. The scheduler's tests
+# too, for another reason: they spend minutes waiting for the timetable's next minute, and one after the other on
+# one worker they leave the other worker's tests, which keep the cores busy, the time they do not use.
 _ONE_WORKER = {"test_cluster", "test_binlog_columns", "test_merge_spark35", "test_source_hook",
-               "test_source_tls_and_limits"}
+               "test_source_tls_and_limits", "test_scheduler"}
 
 
 def _expected_length_rank(item: pytest.Item) -> tuple[int, int]:

@@ -95,6 +95,11 @@ FAST_SETTINGS: dict[str, str] = {
 }
 
 
+# How often a wait for a run or a backfill looks again. Each look is a request the api-server answers on the same
+# two cores as the runs it waits for; a run lasts tens of seconds, so a second later costs nothing.
+_POLL = 1.0
+
+
 class DeploymentError(RuntimeError):
     """The deployment did not start, or did not reach the state a test waited for."""
 
@@ -356,7 +361,7 @@ class AirflowApi:
                     f"Run {dag_id}/{run_id} is {run['state']}, not in {states}, after {timeout} s. "
                     f"Tasks: {tasks or '(none)'}"
                 )
-            time.sleep(0.5)
+            time.sleep(_POLL)
 
     def clear_run(self, dag_id: str, run_id: str, only_failed: bool = False) -> dict[str, Any]:
         """Clear a run so that it runs again, as the UI's "Clear" does; return the run (then queued).
@@ -394,7 +399,7 @@ class AirflowApi:
                 raise self._timeout_error(
                     f"{', '.join(pending)} of {dag_id} not done after {timeout} s. Runs: {states or '(none)'}"
                 )
-            time.sleep(0.5)
+            time.sleep(_POLL)
 
     # Task instances
 
