@@ -93,6 +93,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "code (make test-lowest)")
 
 
+# First among the plugins' hooks: pytest-xdist's own (on each worker) reads the xdist_group marks added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     if config.getoption("airflow_facing"):
         texts: dict[Path, bool] = {}
@@ -112,7 +114,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(_MARK_BY_DIRECTORY[parts[0]])
         if item.path.stem in _ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+            _join_group(item, item.path.stem)
     items.sort(key=_expected_length_rank)  # stable: a module's tests keep their order
+
+
+def _join_group(item: pytest.Item, group: str) -> None:
+    """Give the item's node id the ``@group`` suffix by which pytest-xdist's loadgroup keeps a group on one worker.
+
+    pytest-xdist 3.8 appends it to ``item._nodeid``, which pytest 9.2 no longer reads: its node ids are ``NodeId``
+    values in ``item._id``, and the groups would be silently ignored. Where ``_id`` is not there (an older pytest),
+    xdist's own suffix works and nothing is done here."""
+    node_id = getattr(item, "_id", None)
+    if node_id is None or "@" in item.nodeid:
+        return
+    from _pytest.nodeid import NodeId
+
+    item._id = NodeId.parse(f"{item.nodeid}@{group}")
 
 
 def conn_env(conn_id: str) -> str:
