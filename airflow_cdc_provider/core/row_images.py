@@ -21,7 +21,7 @@ import datetime as dt
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from airflow_cdc_provider.core.binlog_columns import (
@@ -247,12 +247,49 @@ def _time2(fraction: tuple[int, Fraction | None]) -> Reader:
 
 def _decimal(precision: int, scale: int) -> Reader:
     """MySQL's binary DECIMAL: groups of nine digits in four big-endian bytes, the leftover digits of each side
-    in fewer, the sign in the first bit, a negative number with every bit inverted."""
+    in fewer, the sign in the first bit, a negative number with every bit inverted.
+
+    Read as one integer, its parts taken off by shifts and the coefficient made of them; a value the reader
+    would spell otherwise (a part out of its range, a negative zero) is read as the reader reads it."""
     integral = precision - scale
     whole_int, left_int = divmod(integral, 9)
     whole_frac, left_frac = divmod(scale, 9)
     left_int_bytes, left_frac_bytes = _DECIMAL_LEFTOVER_BYTES[left_int], _DECIMAL_LEFTOVER_BYTES[left_frac]
     size = left_int_bytes + 4 * (whole_int + whole_frac) + left_frac_bytes
+    as_text = _decimal_as_text(left_int_bytes, whole_int, whole_frac, left_frac_bytes, left_frac, size)
+    sign_bit, every_bit = 1 << (8 * size - 1), (1 << (8 * size)) - 1
+    # The parts from the most significant: (bits, its digits' base), the leftover integral digits first.
+    parts = [*([(8 * left_int_bytes, 10 ** left_int)] if left_int_bytes else []),
+             *[(32, 10 ** 9)] * (whole_int + whole_frac),
+             *([(8 * left_frac_bytes, 10 ** left_frac)] if left_frac_bytes else [])]
+    shifts = [(sum(bits for bits, _ in parts[n + 1:]), (1 << bits) - 1, base) for n, (bits, base) in enumerate(parts)]
+    exponent = -scale
+
+    def read(data: bytes, pos: int) -> tuple[Decimal, int]:
+        packed = int.from_bytes(data[pos:pos + size], "big")
+        negative = not packed & sign_bit
+        packed ^= (sign_bit ^ every_bit) if negative else sign_bit
+        coefficient = 0
+        for shift, mask, base in shifts:
+            part = packed >> shift & mask
+            if part >= base:
+                return as_text(data, pos)
+            coefficient = coefficient * base + part
+        if negative:
+            if not coefficient:
+                return as_text(data, pos)
+            coefficient = -coefficient
+        return Decimal(coefficient).scaleb(exponent, _EXACT), pos + size
+    return read
+
+
+# Wide enough for any DECIMAL (65 digits): scaleb is then exact.
+_EXACT = Context(prec=100)
+
+
+def _decimal_as_text(left_int_bytes: int, whole_int: int, whole_frac: int, left_frac_bytes: int, left_frac: int,
+                     size: int) -> Reader:
+    """The reader's own reading: each part read as a signed number, spelt out, and the text made a Decimal."""
     unpack_group = _INT32_BE.unpack_from
 
     def read(data: bytes, pos: int) -> tuple[Decimal, int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import random
 import struct
 from decimal import Decimal
 
@@ -74,3 +75,40 @@ def test_types_left_to_the_reader_and_bytes_that_do_not_fit():
     assert decoder is not None
     with pytest.raises(ValueError, match="does not fit"):
         decoder.images(b"\x00\x01\x00\x00\x00\x00\x07")
+
+
+def _binary_decimal(precision: int, scale: int, negative: bool, parts: list[int]) -> bytes:
+    """MySQL's binary DECIMAL of ``parts`` (the leftover integral digits, the groups of nine, the leftover fraction
+    digits, each present only where the precision and scale have it)."""
+    whole_int, left_int = divmod(precision - scale, 9)
+    whole_frac, left_frac = divmod(scale, 9)
+    leftover = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+    sizes = [*([leftover[left_int]] if left_int else []), *[4] * (whole_int + whole_frac),
+             *([leftover[left_frac]] if left_frac else [])]
+    packed = int.from_bytes(b"".join(v.to_bytes(n, "big") for v, n in zip(parts, sizes, strict=True)), "big")
+    size = sum(sizes)
+    packed ^= 1 << (8 * size - 1)  # the sign bit: set for a positive number
+    if negative:
+        packed ^= (1 << (8 * size)) - 1  # a negative one has every bit inverted
+    return packed.to_bytes(size, "big")
+
+
+def test_every_decimal_layout_reads_as_the_readers_text_would():
+    # The decoder reads a decimal as one integer; the reader spells it out as text. Both, for every precision
+    # and scale, at the edges of each part and at random, positive and negative: the same Decimal, digit for digit.
+    rng = random.Random(7)
+    for precision in range(1, 66):
+        for scale in range(min(precision, 30) + 1):
+            whole_int, left_int = divmod(precision - scale, 9)
+            whole_frac, left_frac = divmod(scale, 9)
+            bases = [*([10 ** left_int] if left_int else []), *[10 ** 9] * (whole_int + whole_frac),
+                     *([10 ** left_frac] if left_frac else [])]
+            column = [BinlogColumn(NEWDECIMAL, precision=precision, decimals=scale)]
+            for _ in range(4):
+                parts = [rng.choice([0, 1, base - 1, rng.randrange(base)]) for base in bases]
+                negative = rng.random() < 0.5
+                (value,), = _decode(column, b"\x00" + _binary_decimal(precision, scale, negative, parts))
+                digits = "".join(f"{p:0{len(str(b - 1))}d}" for p, b in zip(parts, bases, strict=True))
+                text = digits[:precision - scale] + "." + digits[precision - scale:]
+                expected = Decimal(("-" if negative else "") + text)
+                assert value == expected and value.as_tuple() == expected.as_tuple(), (precision, scale, parts)
