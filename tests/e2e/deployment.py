@@ -95,6 +95,8 @@ FAST_SETTINGS: dict[str, str] = {
 }
 
 
+# Tries of a request that reads, or sets a DAG's pause, when the api-server's SQLite was locked too long.
+_TRIES = 4
 # How often a wait for a run or a backfill looks again. Each look is a request the api-server answers on the same
 # two cores as the runs it waits for; a run lasts tens of seconds, so a second later costs nothing.
 _POLL = 1.0
@@ -249,11 +251,18 @@ class AirflowApi:
         """A request to ``/api/v2`` + ``path``, authenticated; raises on any status but 2xx."""
         if self._token is None:
             self._token = self.token()
-        for attempt in range(2):
-            headers = {"Authorization": f"Bearer {self._token}", **kwargs.pop("headers", {})}
+        extra_headers, renewed = kwargs.pop("headers", {}), False
+        for attempt in range(_TRIES):
+            headers = {"Authorization": f"Bearer {self._token}", **extra_headers}
             response = self._http.request(method, f"/api/v2{path}", headers=headers, **kwargs)
-            if response.status_code == 401 and attempt == 0:
-                self._token = self.token()  # expired (a day by default): a new one, once
+            if response.status_code == 401 and not renewed:
+                self._token, renewed = self.token(), True  # expired (a day by default): a new one, once
+                continue
+            if (response.status_code == 500 and method in ("GET", "PATCH") and "Database error" in response.text
+                    and attempt < _TRIES - 1):
+                # SQLite was locked past its busy timeout by the scheduler and the tasks' writes (the machine's
+                # two cores loaded): the request changed nothing, and the same request again is the same.
+                time.sleep(1)
                 continue
             break
         self._raise_for_status(response)
