@@ -186,8 +186,6 @@ class _TableSink:
                 "table was written; the Hive table is as it was. Make `partition_by:` fit the table's columns if "
                 "need be, then trigger a run with fresh_snapshot=true.") from None
         self.partition_at = self.names.index(self.bound.source_column)
-        # An update whose raw values of these columns are equal before and after leaves no partition.
-        self.partition_watch = (self.bound.source_column, *(k for k in header.key if k in self.names))
 
     def follow(self, columns: list[Any], where: str) -> None:
         """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
