@@ -139,7 +139,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         reads: dict[str, Any] = {"read_buffer": config.source.read_buffer_mb * 1024 * 1024}
         snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
                                          concurrency=config.source.snapshot_concurrency,
-                                         chunk_rows=config.source.snapshot_chunk_rows, **source, **work, **lease,
+                                         chunk_rows=config.source.snapshot_chunk_rows,
+                                         readers=config.source.snapshot_readers, **source, **work, **lease,
                                          **progress, **reads, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
                                              **reads, **retry)

@@ -153,6 +153,10 @@ class SourceConfig(_Section):
                                       "server connection")
     snapshot_chunk_rows: int = Field(50_000, ge=1, description="rows per keyset chunk of a snapshot: a killed "
                                      "snapshot resumes after its last finished chunk")
+    snapshot_readers: int = Field(1, ge=1, le=64, description="connections a table's snapshot reads on at once, "
+                                  "each but one in a process of its own, when its key begins with an integer "
+                                  "column and spans two chunks or more: the table is read in key ranges, each in "
+                                  "keyset chunks. Each reader holds a server connection and up to `read_buffer_mb`")
     read_buffer_mb: int = Field(64, ge=1, description="megabytes of rows a snapshot (each of its tables read at "
                                 "once) or a re-read holds before writing them; a row larger than this is held alone. "
                                 "Fewer rows are held at a time when rows are large, never more bytes")

@@ -206,7 +206,12 @@ def arrow_table(rows: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
     Raises ValueOfAnotherType, naming the column, for a value that does not fit it (bytes in a string column):
     a failure of the table's own, which a retry would repeat, not one of the task.
     """
-    columns = zip(*rows) if rows else [()] * len(schema)
+    return arrow_columns(list(zip(*rows)) if rows else [()] * len(schema), schema)
+
+
+def arrow_columns(columns: Sequence[Sequence[Any]], schema: pa.Schema) -> pa.Table:
+    """Columns of values (one per field of the schema, in its order) as an Arrow table of that schema; raises as
+    ``arrow_table`` does."""
     arrays = []
     for col, f in zip(columns, schema):
         try:

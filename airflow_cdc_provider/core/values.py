@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -101,6 +101,20 @@ def normalise_rows(rows: list[list[Any]], normalisers: list[tuple[int, Normalise
         for i, normalise in normalisers:
             if row[i] is not None:
                 row[i] = normalise(row[i])
+
+
+def normalise_columns(columns: list[Sequence[Any]], normalisers: list[tuple[int, Normaliser]]) -> None:
+    """``normalise_rows`` for columns of values (a batch read column-wise): each column with a normaliser is
+    replaced by its normalised values. A date column whose values are all dates (the common case, told by their
+    types in one pass in C) is left as it is."""
+    for i, normalise in normalisers:
+        column = columns[i]
+        if normalise is _zero_date_text and not _DATE_TEXTS & set(map(type, column)):
+            continue
+        columns[i] = [None if value is None else normalise(value) for value in column]
+
+
+_DATE_TEXTS = {str, bytes}
 
 
 # --- the rules ---------------------------------------------------------------------------------------------

@@ -99,6 +99,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
     :param concurrency: tables read at the same time.
     :param chunk_rows: rows per keyset chunk.
+    :param readers: connections each table is read on at once, in key ranges (``stages.snapshot``).
     :param read_buffer: bytes of rows each table's read holds before writing them (``core.batches``).
     :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
     :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
@@ -111,14 +112,14 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     template_fields = ("plan",)
 
     def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
-                 chunk_rows: int = 50_000, work_conn_id: str | None = None,
+                 chunk_rows: int = 50_000, readers: int = 1, work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
                  read_buffer: int = DEFAULT_READ_BUFFER, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
-        self.read_buffer = read_buffer
+        self.read_buffer, self.readers = read_buffer, readers
         self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
         self.progress_seconds = progress_seconds
 
@@ -154,7 +155,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None
                 with store.staging(target) as local, _digests_staging(store, table) as digests_dir:
                     result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
-                                      self.read_buffer, key_declared=table.table.key_declared,
+                                      self.read_buffer, key_declared=table.table.key_declared, readers=self.readers,
                                       digests=digests_dir / DIGESTS_FILE if digests_dir else None)
                 files = tuple(store.location_of(f, local, target) for f in result.files)
             except CdcError as exc:
@@ -166,6 +167,9 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                 return TableFailure(source=table.source, stage="snapshot", error="see the task log")
             self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
                           table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
+            if result.ranges:
+                self.log.info("Snapshot of %s: read in %d key ranges on %d connections at once", table.source,
+                              result.ranges, result.readers)
             return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
                               columns=header.columns, key=header.identity, end=result.watermark,
                               as_of=_taken_at(result), source_columns=header.columns,

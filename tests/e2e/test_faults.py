@@ -206,8 +206,13 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
     pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
     # orders partitioned in ranges of ten orders: each chain's new order is a new partition.
     pipeline.config["tables"][0]["partition_by"] = "truncate(order_no, 10)"
+    # Snapshots in key ranges on two connections, a row per chunk: the kill at snapshot.chunk cuts a parallel read.
+    pipeline.config["source"] = {"snapshot_readers": 2, "snapshot_chunk_rows": 1}
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
-    assert pipeline.run("2026-11-02T00:00:00+00:00")[0] == 0
+    code, output = pipeline.run("2026-11-02T00:00:00+00:00")
+    assert code == 0, output[-8000:]
+    said = f"Snapshot of {pipeline.schema}.orders: read in 3 key ranges on 2 connections at once"
+    assert said in output, output[-8000:]
     killed, level = [], None
     for chain, (conf, kills) in enumerate(KILL_CHAINS, start=1):
         pipeline.sql(*_changes(chain))
