@@ -7,6 +7,7 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``plan.locked``            the plan task, with every table's lock taken, before any plan is recorded
 ``snapshot.chunk``         the snapshot, with a chunk file half written
 ``extract.file``           the extraction, with a raw file half written
+``extract.decode``         a decoder process of the extraction, with its first batch of row events received
 ``replay.write``           the replay, with the upsert file written and the delete file not
 ``diff.compared``          a diff-mode read, with its changes found and the changed rows not read
 ``merge.driver.written``   the Spark driver, with the new version's files written and not marked complete

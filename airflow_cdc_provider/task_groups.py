@@ -143,7 +143,7 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                          readers=config.source.snapshot_readers, **source, **work, **lease,
                                          **progress, **reads, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
-                                             **reads, **retry)
+                                             **reads, **retry, decoders=config.source.binlog_decoders)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
                                    memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
         spark: dict[str, Any] = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,

@@ -157,6 +157,9 @@ class SourceConfig(_Section):
                                   "each but one in a process of its own, when its key begins with an integer "
                                   "column and spans two chunks or more: the table is read in key ranges, each in "
                                   "keyset chunks. Each reader holds a server connection and up to `read_buffer_mb`")
+    binlog_decoders: int = Field(0, ge=0, le=16, description="processes that decode the binlog pass's row events "
+                                 "beside it (the pass still reads the binlog once, on one connection, and writes the "
+                                 "same raw files); 0: the pass decodes them itself")
     read_buffer_mb: int = Field(64, ge=1, description="megabytes of rows a snapshot (each of its tables read at "
                                 "once) or a re-read holds before writing them; a row larger than this is held alone. "
                                 "Fewer rows are held at a time when rows are large, never more bytes")

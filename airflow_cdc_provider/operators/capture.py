@@ -241,6 +241,8 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         (``source: statement_timeout_seconds``).
     :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     :param read_buffer: bytes of rows a re-read holds before writing them (``core.batches``).
+    :param decoders: processes that decode the pass's row events beside it (``stages.decode_workers``); 0: the
+        task decodes them.
     """
 
     template_fields = ("plan",)
@@ -249,12 +251,12 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
                  progress_seconds: float = 10.0, read_buffer: int = DEFAULT_READ_BUFFER,
                  statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, decoders: int = 0, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
         self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
-        self.read_buffer = read_buffer
+        self.read_buffer, self.decoders = read_buffer, decoders
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -346,7 +348,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                          schema_changes={t.source: t.table.schema_changes for t in tables},
                          defaults=hook.added_column_defaults, starts=starts, charsets=hook.column_charsets,
                          partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
-                         before_images=_every_event(tables),
+                         before_images=_every_event(tables), decoders=self.decoders,
                          progress=lambda events, at: progress.update(
                              events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
         progress.finish(result.events)

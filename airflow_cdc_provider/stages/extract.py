@@ -45,6 +45,16 @@ from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.stages.decode_workers import (
+    DELETE,
+    INSERT,
+    UPDATE,
+    Answer,
+    DecodePlan,
+    DecodeWorkers,
+    Item,
+    records_of,
+)
 from airflow_cdc_provider.stages.raw_files import MAX_RAW_BYTES, RawFileWriter
 from airflow_cdc_provider.storage import room_for
 
@@ -135,6 +145,11 @@ class _TableSink:
         # The row images of the columns followed, decoded from the event's bytes (``core.row_images``); None
         # where a column's type is not planned there: the reader decodes them.
         self.decoder: RowImageDecoder | None = None
+        self.binlog_columns: tuple[BinlogColumn, ...] = ()  # the decoder's columns
+        # Called before the columns followed change (``follow``): what decoder processes still hold of this
+        # table is written first (``stages.decode_workers``), so that the change lands after it.
+        self.settle: Callable[[], None] = lambda: None
+        self._decode_plan: tuple[Any, ...] = ()
         self._charsets_now: dict[str, str] | None = None
         self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
         self.policy = "strict"
@@ -201,6 +216,7 @@ class _TableSink:
             self._columns = columns
             self._read_as_bytes(columns)
             return
+        self.settle()
         self._columns, self._attributes = columns, attributes
         names = tuple(c.name for c in columns)
         if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
@@ -256,12 +272,22 @@ class _TableSink:
         if self.sets or self.members:
             return None
         charsets = {i: charset for i, _, charset, _ in self.texts}
-        return plan_decoder([
+        self.binlog_columns = tuple(
             BinlogColumn(type=c.type, unsigned=bool(getattr(c, "unsigned", False)),
                          max_length=getattr(c, "max_length", 0) or 0, length_size=getattr(c, "length_size", 0) or 0,
                          precision=getattr(c, "precision", 0) or 0, decimals=getattr(c, "decimals", 0) or 0,
                          fsp=getattr(c, "fsp", 0) or 0, charset=charsets.get(i, "binary"))
-            for i, c in enumerate(columns)])
+            for i, c in enumerate(columns))
+        return plan_decoder(list(self.binlog_columns))
+
+    def decode_plan(self) -> DecodePlan:
+        """What a decoder process needs for this table's events now (``stages.decode_workers``)."""
+        if not self._decode_plan or self._decode_plan[0] is not self.decoder or self._decode_plan[1] is not self.header:
+            self._decode_plan = (self.decoder, self.header, DecodePlan(
+                self.binlog_columns, tuple(ctype for _, ctype in self.header.columns), tuple(self.key_indexes),
+                self.before_images))
+        plan: DecodePlan = self._decode_plan[2]
+        return plan
 
     def _charset_now(self, column: str, where: str) -> str:
         """The column's character set now, for a collation the binlog reader does not know."""
@@ -341,7 +367,7 @@ class _TableSink:
             normalise_rows([row], self.normalisers)
         return row
 
-    def _unreadable(self, name: str, charset: str, where: str, exc: UndecodableText) -> UnreadableText:
+    def _unreadable(self, name: str, charset: str, where: str, exc: object) -> UnreadableText:
         return UnreadableText(
             f"The column {name} of {self.header.table} holds a value that is not {charset} text, the column's "
             f"character set, in the row event at {where}: {exc}. The server stored bytes that are no {charset} "
@@ -366,15 +392,22 @@ class _TableSink:
         try:
             images = self.decoder.images(body)
         except UndecodableValue as exc:
-            _, name, charset, _ = next(t for t in self.texts if t[0] == exc.index)
-            raise self._unreadable(name, charset, where, exc.error) from None
+            raise self.undecodable(exc.index, exc.error, where) from None
         except ValueError as exc:
-            raise ExtractionError(
-                f"The row event of {self.header.table} at {where} does not fit its table map ({exc}). Run the "
-                "task again; if it fails the same way, the binlog is damaged at this point.") from None
+            raise self.misfit(exc, where) from None
         if self.normalisers:
             normalise_rows(images, self.normalisers)
         return images
+
+    def undecodable(self, index: int, error: object, where: str) -> UnreadableText:
+        """A text value of column ``index`` that is not text in its character set (``error`` says why)."""
+        _, name, charset, _ = next(t for t in self.texts if t[0] == index)
+        return self._unreadable(name, charset, where, error)
+
+    def misfit(self, error: object, where: str) -> ExtractionError:
+        return ExtractionError(
+            f"The row event of {self.header.table} at {where} does not fit its table map ({error}). Run the "
+            "task again; if it fails the same way, the binlog is damaged at this point.")
 
     def uid(self, row: list[Any]) -> str:
         return key_uid([row[i] for i in self.key_indexes])
@@ -443,6 +476,7 @@ def extract(
     charsets: Callable[[str], dict[str, str]] | None = None,
     partitionings: Mapping[str, Partitioning] | None = None,
     before_images: Collection[str] = (),
+    decoders: int = 0,
 ) -> ExtractResult:
     """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
 
@@ -479,6 +513,9 @@ def extract(
     as a ``B`` record (its before image) before its ``U``; ``result.counts`` counts updates as ``U`` alone.
 
     ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
+
+    ``decoders``: processes that decode the row events beside the pass (``stages.decode_workers``); the raw files
+    are the same bytes with any number of them. 0: the pass decodes alone.
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
@@ -503,7 +540,7 @@ def extract(
         try:
             if start.coordinate < high.coordinate:
                 result.events, end = _read(source, sinks, start, high, replica_server_id, stop_before,
-                                           progress or (lambda events, at: None))
+                                           progress or (lambda events, at: None), decoders)
                 if end is not None:
                     result.end = Watermark(file=end[0], position=end[1], server_id=high.server_id,
                                            server_uuid=high.server_uuid)
@@ -542,8 +579,50 @@ PROGRESS_EVENTS = 2000  # binlog events between two calls of the progress callba
 def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark,
           server_id: int | None,
           stop_before: dt.datetime | None,
-          progress: Callable[[int, tuple[int, int]], None]) -> tuple[int, tuple[str, int] | None]:
-    """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range."""
+          progress: Callable[[int, tuple[int, int]], None],
+          decoders: int = 0) -> tuple[int, tuple[str, int] | None]:
+    """Returns the number of row events written, and the end (file, position) when ``stop_before`` cut the range.
+    ``decoders``: decoder processes beside the pass (``stages.decode_workers``); 0, the pass decodes alone."""
+    if not decoders:
+        return _pass(source, sinks, start, high, server_id, stop_before, progress, None, {})
+    numbered = list(sinks.values())
+    # Events read after one that failed their table, before its answer came: the pass alone would have
+    # skipped them, and not counted them.
+    skipped = 0
+
+    def write(items: Sequence[Item], answers: Sequence[Answer]) -> None:
+        nonlocal skipped
+        for (number, _, _, _, seq, pos), answer in zip(items, answers):
+            sink = numbered[number]
+            if sink.failed is not None:
+                skipped += 1
+                continue
+            if answer[0] == "lines":
+                write_line = sink.writer.write_line
+                for op, line in answer[1]:
+                    write_line(op, line)
+                continue
+            where = f"binlog file {seq}, end position {pos}"
+            sink.fail(sink.undecodable(answer[1], answer[2], where) if answer[0] == "undecodable"
+                      else sink.misfit(answer[1], where))
+
+    workers = DecodeWorkers(decoders, write)
+    for sink in numbered:
+        sink.settle = workers.drain
+    failed = True
+    try:
+        events, end = _pass(source, sinks, start, high, server_id, stop_before, progress, workers,
+                            {id(sink): n for n, sink in enumerate(numbered)})
+        workers.drain()
+        failed = False
+        return events - skipped, end
+    finally:
+        workers.close(failed)
+
+
+def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark,
+          server_id: int | None, stop_before: dt.datetime | None, progress: Callable[[int, tuple[int, int]], None],
+          workers: DecodeWorkers | None, numbers: dict[int, int]) -> tuple[int, tuple[str, int] | None]:
     # A replica id of its own: the server drops an older dump connection with the same id.
     server_id = server_id or random.randint(1 << 20, (1 << 32) - 1)
     stream = source.binlog_stream(
@@ -591,13 +670,15 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             between_transactions = isinstance(event, XidEvent) or (
                 isinstance(event, QueryEvent) and _query_text(event) not in ("BEGIN", "XA START"))
             if isinstance(event, QueryEvent) and between_transactions:
+                if workers is not None:  # a table the statement replaces fails after what it had
+                    workers.drain()
                 _note_ddl(ddl_targets_of, event, at)
             last = _advance(last, at)
             if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
                 sink = sinks.get((event.schema, event.table))
                 if sink is not None and sink.failed is None and at > sink.start_at:
                     try:
-                        _write_rows(sink, event, at)
+                        _write_rows(sink, event, at, workers, numbers.get(id(sink), 0))
                     except CdcError as exc:
                         sink.fail(exc)
                     events += 1
@@ -683,29 +764,26 @@ def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:
     return at
 
 
-def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int]) -> None:
+def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: DecodeWorkers | None,
+                number: int) -> None:
+    """A row event's records into its table's raw files; with ``workers``, decoded by a decoder process where
+    it can be (``stages.decode_workers``), the table's number ``number`` there."""
     where = f"binlog file {at[0]}, end position {at[1]}"
     sink.follow(event.columns, where)
     sink.ddl_since_rows = False
+    kind = UPDATE if isinstance(event, UpdateRowsEvent) else INSERT if isinstance(event, WriteRowsEvent) else DELETE
+    if workers is not None:
+        if sink.left is None and sink.decoder is not None and (body := _rows_body(event)) is not None:
+            workers.add(number, workers.plan(sink.decode_plan()), kind, body, *at)
+            return
+        if number in workers.pending_sinks:  # decoded here: after what the decoders still hold of the table
+            workers.drain()
     images = sink.images(event, where)
-    write, uid = sink.writer.write, sink.uid
-    seq, pos = at
-    update = isinstance(event, UpdateRowsEvent)
-    if update:
-        before_images = sink.before_images
-        for n, (before, after) in enumerate(zip(images[::2], images[1::2])):
-            old_uid, new_uid = uid(before), uid(after)
-            if old_uid != new_uid:  # the key changed: the old key is gone
-                write("D", old_uid, (seq, pos, n), before)
-            elif before_images:
-                write("B", old_uid, (seq, pos, n), before)
-            write("U", new_uid, (seq, pos, n), after)
-    else:
-        op = "I" if isinstance(event, WriteRowsEvent) else "D"
-        for n, image in enumerate(images):
-            write(op, uid(image), (seq, pos, n), image)
+    write = sink.writer.write
+    for op, uid, coordinate, values in records_of(kind, images, sink.key_indexes, sink.before_images, *at):
+        write(op, uid, coordinate, values)
     if sink.left is not None:  # a partitioned table: the one test per event a table not partitioned pays
-        sink.note_left(update, images)
+        sink.note_left(kind == UPDATE, images)
 
 
 def _rows_body(event: Any) -> bytes | None:

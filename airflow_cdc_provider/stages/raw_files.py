@@ -50,10 +50,14 @@ class RawFileWriter:
         self._open()
 
     def write(self, op: str, uid: str, coordinate: tuple[int, int, int], values: Sequence[Any]) -> None:
+        self.write_line(op, format_record(op, uid, coordinate, values))
+
+    def write_line(self, op: str, line: str) -> None:
+        """A record already formatted (``core.records.format_record``), by a decoder process."""
         if self._written >= self.max_bytes:
             self._seal()
             self._open()
-        self._written += self._file.write(format_record(op, uid, coordinate, values))
+        self._written += self._file.write(line)
         self.counts[op] += 1
 
     def close(self) -> list[str]:

@@ -1,5 +1,6 @@
 """The extraction's own decoder of row images (``core.row_images``) against the binlog reader's, on a real server:
-the raw files of one range, extracted with the decoder and with the reader alone, are the same bytes, for every
+the raw files of one range, extracted with the decoder (in the pass, and in decoder processes beside it) and with
+the reader alone, are the same bytes, for every
 value of the all-types fixture (inserted, updated to, deleted), the conformance table, and edge values of each
 type the decoder plans."""
 
@@ -111,13 +112,16 @@ def test_decoded_images_are_the_readers(mariadb, hook, tmp_path, monkeypatch):
 
     monkeypatch.setattr(extraction, "plan_decoder", noting)
     decoded = extraction.extract(hook, headers, start, high, tmp_path / "decoded").check()
+    beside = extraction.extract(hook, headers, start, high, tmp_path / "beside", decoders=2).check()
     monkeypatch.setattr(extraction, "plan_decoder", lambda columns: None)
     read = extraction.extract(hook, headers, start, high, tmp_path / "read").check()
 
     # The decoder took the tables of planned types; the reader the others (ENUM, SET, JSON, BIT, geometry).
-    assert sum(d is not None for d in planned_decoders) == 2, planned_decoders
+    # (in each of the two passes with the decoder).
+    assert sum(d is not None for d in planned_decoders) == 2 * 2, planned_decoders
     assert decoded.counts == read.counts and decoded.counts[str(planned)] == {"I": 10, "U": 5, "D": 3}
     for table in map(str, tables):
         assert len(decoded.files[table]) == len(read.files[table]) >= 1
-        for ours, theirs in zip(decoded.files[table], read.files[table]):
+        for ours, theirs, processes in zip(decoded.files[table], read.files[table], beside.files[table]):
             assert filecmp.cmp(ours, theirs, shallow=False), f"{table}: {ours} differs from {theirs}"
+            assert filecmp.cmp(ours, processes, shallow=False), f"{table}: decoded in processes, {processes} differs"
