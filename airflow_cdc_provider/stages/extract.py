@@ -164,8 +164,10 @@ class _TableSink:
             self.fail(exc)
 
     def fail(self, error: CdcError) -> None:
-        """Leave this table out of the range: its raw files go, the other tables go on."""
-        self.failed = error
+        """Leave this table out of the range: its raw files go, the other tables go on. The first error is the
+        table's."""
+        if self.failed is None:
+            self.failed = error
         self.writer.abort()
 
     def _use(self, header: RawHeader, where: str = _RANGE_START) -> None:
@@ -217,6 +219,8 @@ class _TableSink:
             self._read_as_bytes(columns)
             return
         self.settle()
+        if self.failed is not None:  # by an event the decoder processes held
+            return
         self._columns, self._attributes = columns, attributes
         names = tuple(c.name for c in columns)
         if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
@@ -678,10 +682,11 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
                 sink = sinks.get((event.schema, event.table))
                 if sink is not None and sink.failed is None and at > sink.start_at:
                     try:
-                        _write_rows(sink, event, at, workers, numbers.get(id(sink), 0))
+                        written = _write_rows(sink, event, at, workers, numbers.get(id(sink), 0))
                     except CdcError as exc:
                         sink.fail(exc)
-                    events += 1
+                        written = True
+                    events += written
                     failpoint("extract.file")
             if last == high_at:
                 return events, None
@@ -765,25 +770,31 @@ def _advance(last: tuple[int, int], at: tuple[int, int]) -> tuple[int, int]:
 
 
 def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: DecodeWorkers | None,
-                number: int) -> None:
+                number: int) -> bool:
     """A row event's records into its table's raw files; with ``workers``, decoded by a decoder process where
-    it can be (``stages.decode_workers``), the table's number ``number`` there."""
+    it can be (``stages.decode_workers``), the table's number ``number`` there. False: the table turned out to
+    have failed at an event before, which the decoder processes held (the event is not the table's then)."""
     where = f"binlog file {at[0]}, end position {at[1]}"
     sink.follow(event.columns, where)
+    if sink.failed is not None:
+        return False
     sink.ddl_since_rows = False
     kind = UPDATE if isinstance(event, UpdateRowsEvent) else INSERT if isinstance(event, WriteRowsEvent) else DELETE
     if workers is not None:
         if sink.left is None and sink.decoder is not None and (body := _rows_body(event)) is not None:
             workers.add(number, workers.plan(sink.decode_plan()), kind, body, *at)
-            return
+            return True
         if number in workers.pending_sinks:  # decoded here: after what the decoders still hold of the table
             workers.drain()
+            if sink.failed is not None:
+                return False
     images = sink.images(event, where)
     write = sink.writer.write
     for op, uid, coordinate, values in records_of(kind, images, sink.key_indexes, sink.before_images, *at):
         write(op, uid, coordinate, values)
     if sink.left is not None:  # a partitioned table: the one test per event a table not partitioned pays
         sink.note_left(kind == UPDATE, images)
+    return True
 
 
 def _rows_body(event: Any) -> bytes | None:
