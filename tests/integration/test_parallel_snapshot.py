@@ -47,7 +47,10 @@ def lines(mariadb):
 def _children(pid: int) -> set[int]:
     found = set()
     for task in Path(f"/proc/{pid}/task").iterdir():
-        found |= {int(c) for c in (task / "children").read_text().split()}
+        try:
+            found |= {int(c) for c in (task / "children").read_text().split()}
+        except FileNotFoundError:  # a thread that ended meanwhile
+            continue
     return found
 
 
