@@ -81,6 +81,13 @@ class WorkDirFull(OSError):
     """The work directory's filesystem has no room left; nothing was committed."""
 
 
+def mysql_error_said(exc: BaseException, replica_server_id: int | None = None) -> str:
+    """A MySQL client error met mid-read, as messages give it: ``(MySQL error <code>: <reason>): <hint>``."""
+    code = exc.args[0] if exc.args else None
+    reason = exc.args[1] if len(exc.args) > 1 else exc
+    return f"(MySQL error {code}: {reason}): {mysql_error_hint(code, replica_server_id)}"
+
+
 def mysql_error_hint(code: int | None, replica_server_id: int | None = None) -> str:
     """What a MySQL client error met mid-read means for the user."""
     if code == 4052:

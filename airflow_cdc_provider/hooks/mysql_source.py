@@ -623,11 +623,7 @@ class MySqlSourceHook(BaseHook):
 
     def integer_key_bounds(self, header: RawHeader) -> tuple[int, int] | None:
         """MIN and MAX of a one-column integer key (two index lookups), or None for another key or no rows."""
-        if len(header.key) != 1 or kind_of(dict(header.columns)[header.key[0]]) != "int":
-            return None
-        key = quote_identifier(header.key[0])
-        ((low, high),) = self._query(f"SELECT MIN({key}), MAX({key}) FROM {TableName.parse(header.table).quoted}")
-        return (int(low), int(high)) if low is not None else None
+        return self.first_key_bounds(header) if len(header.key) == 1 else None
 
 
 def _one(cursor: Any) -> tuple[Any, ...]:

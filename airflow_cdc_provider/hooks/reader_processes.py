@@ -17,10 +17,8 @@ threads (the snapshot's, Airflow's), and a fork copies whatever lock one of them
 
 from __future__ import annotations
 
-import ctypes
 import importlib
 import os
-import signal
 import subprocess
 import sys
 import traceback
@@ -29,9 +27,9 @@ from typing import IO
 
 from airflow_cdc_provider.core import errors
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.helper_processes import die_with_parent, end, how_it_ended
 from airflow_cdc_provider.hooks.source_link import SourceLink, SourceLogin, StreamingReads
 
-PR_SET_PDEATHSIG = 1
 _WORKERS = "airflow_cdc_provider."  # the work a reader may be told to do: the provider's own functions
 
 # A reader's work: an order's text in, the answer's text out, on the reader's connection.
@@ -99,10 +97,9 @@ class ReaderProcess:
         raise RuntimeError(f"The reader process of {self.what} failed: {reply.message}")
 
     def _died(self) -> ReaderDied:
-        code = self._process.wait()
-        how = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
-        return ReaderDied(f"The reader process of {self.what} {how} before it answered (its output is in the task's "
-                          "log). What it had read and reported is kept; the task's retry reads the rest.")
+        return ReaderDied(f"The reader process of {self.what} {how_it_ended(self._process)} before it answered "
+                          "(its output is in the task's log). What it had read and reported is kept; the task's "
+                          "retry reads the rest.")
 
     def close(self) -> None:
         """End the reader: its stdin closes, and it exits; killed if it has not after a few seconds."""
@@ -110,20 +107,8 @@ class ReaderProcess:
             self._orders.close()
         except BrokenPipeError:
             pass
-        try:
-            self._process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self._process.kill()
-            self._process.wait()
+        end(self._process)
         self._answers.close()
-
-
-def _die_with_parent(parent: int) -> None:
-    """Have the kernel kill this process when the task's process dies; exit now if it is dead already."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def _work(name: str) -> Work:
@@ -137,7 +122,7 @@ def _work(name: str) -> Work:
 def main(answers_fd: int) -> None:
     answers = os.fdopen(answers_fd, "w")
     start = ReaderStart.model_validate_json(sys.stdin.readline())
-    _die_with_parent(start.parent)
+    die_with_parent(start.parent)
     work = _work(start.work)
 
     def answer(reply: ReaderAnswer) -> None:

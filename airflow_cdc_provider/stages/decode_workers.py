@@ -19,10 +19,8 @@ decoded by the pass itself, once what is pending for its table is written.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import queue
-import signal
 import subprocess
 import sys
 import threading
@@ -36,6 +34,7 @@ from airflow_cdc_provider.core.records import format_record, key_uid
 from airflow_cdc_provider.core.row_images import BinlogColumn, RowImageDecoder, UndecodableValue, plan_decoder
 from airflow_cdc_provider.core.values import Normaliser, binlog_normaliser, normalise_rows
 from airflow_cdc_provider.failpoints import failpoint
+from airflow_cdc_provider.helper_processes import die_with_parent, end, how_it_ended
 
 IN_FLIGHT = 2  # batches pending per decoder
 BATCH_BYTES = 1 << 20  # event bytes per batch, about
@@ -128,23 +127,15 @@ class _Decoder:
             self.answers.put(None)
 
     def died(self) -> RuntimeError:
-        code = self.process.wait()
-        how = f"was killed by signal {-code}" if code < 0 else f"ended with exit code {code}"
-        return RuntimeError(f"A decoder process of the binlog pass {how} (its output is in the task's log). Nothing "
-                            "of this range was handed on; the task's retry reads it again.")
+        return RuntimeError(f"A decoder process of the binlog pass {how_it_ended(self.process)} (its output is in "
+                            "the task's log). Nothing of this range was handed on; the task's retry reads it again.")
 
     def close(self, kill: bool) -> None:
         try:
             self.orders.close()
         except OSError:
             pass
-        if kill:
-            self.process.kill()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        end(self.process, kill)
         self.taker.join(timeout=10)
         self.answers_pipe.close()
 
@@ -157,7 +148,8 @@ class DecodeWorkers:
         self.write = write
         self.decoders = [_Decoder(n) for n in range(processes)]
         self.turn = 0
-        self.plans: dict[DecodePlan, int] = {}
+        self.plans: dict[DecodePlan, int] = {}  # each plan's number: its index in ``numbered``
+        self.numbered: list[DecodePlan] = []
         self.batch: list[Item] = []
         self.batch_bytes = 0
         self.sent: deque[tuple[_Decoder, list[Item]]] = deque()
@@ -166,7 +158,8 @@ class DecodeWorkers:
     def plan(self, plan: DecodePlan) -> int:
         number = self.plans.get(plan)
         if number is None:
-            number = self.plans[plan] = len(self.plans)
+            number = self.plans[plan] = len(self.numbered)
+            self.numbered.append(plan)
         return number
 
     def add(self, sink: int, plan: int, kind: str, body: bytes, seq: int, pos: int) -> None:
@@ -183,8 +176,7 @@ class DecodeWorkers:
         self.turn = (self.turn + 1) % len(self.decoders)
         while sum(1 for d, _ in self.sent if d is decoder) >= IN_FLIGHT:
             self._write_oldest()
-        by_number = {number: plan for plan, number in self.plans.items()}
-        new = {n: by_number[n] for n in {item[1] for item in self.batch} - decoder.plans}
+        new = {n: self.numbered[n] for n in {item[1] for item in self.batch} - decoder.plans}
         try:
             decoder.orders.send((new, self.batch))
         except OSError:
@@ -212,15 +204,8 @@ class DecodeWorkers:
             decoder.close(kill=failed)
 
 
-def _die_with_parent(parent: int) -> None:
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    if os.getppid() != parent:
-        os._exit(1)
-
-
 def main(orders_fd: int, answers_fd: int, parent: int) -> None:
-    _die_with_parent(parent)
+    die_with_parent(parent)
     orders, answers = Connection(orders_fd, writable=False), Connection(answers_fd, readable=False)
     planned: dict[int, _Planned] = {}
     while True:

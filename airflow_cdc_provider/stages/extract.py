@@ -25,7 +25,7 @@ from airflow_cdc_provider.core.binlog_columns import ENUM, SET, TEXT_CODES, colu
 from airflow_cdc_provider.core.charsets import UTF8_NAMES, UndecodableText, ascii_compatible, text_decoder
 from airflow_cdc_provider.core.charsets import known as known_charset
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
-from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_hint
+from airflow_cdc_provider.core.errors import CdcError, SourceConnectionLost, mysql_error_said
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, Partitioning, metastore_value
 from airflow_cdc_provider.core.records import RawHeader, decode_values, encode_values, key_uid
@@ -709,11 +709,10 @@ def _events(stream: Any, address: tuple[str, int], server_id: int, where: Callab
     try:
         yield from stream
     except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
         raise SourceConnectionLost(
-            f"The binlog connection to {address[0]}:{address[1]} failed after {where()} (MySQL error "
-            f"{code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code, server_id)}. Nothing of "
-            "this range was handed on; the task's retry reads it again.") from None
+            f"The binlog connection to {address[0]}:{address[1]} failed after {where()} "
+            f"{mysql_error_said(exc, server_id)}. Nothing of this range was handed on; the task's retry reads it "
+            "again.") from None
 
 
 _Named = dict[tuple[str, str], list[tuple[tuple[str, str], _TableSink]]]

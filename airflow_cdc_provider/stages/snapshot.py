@@ -39,7 +39,7 @@ import pymysql
 
 from airflow_cdc_provider.core import diff
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
-from airflow_cdc_provider.core.errors import DuplicateKey, SourceConnectionLost, mysql_error_hint
+from airflow_cdc_provider.core.errors import DuplicateKey, SourceConnectionLost, mysql_error_said
 from airflow_cdc_provider.core.flavor import ServerFlavor
 from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.key_ranges import KeyRange, RangeProgress, ranges_left, split_key_space
@@ -235,11 +235,10 @@ def _snapshot(source: Source, header: RawHeader, out: Path, chunk_rows: int, pro
                 rows, chunk_last = _read_chunk(reads, header, schema, chunk_rows, last_key, path, size, read_buffer,
                                                extra)
             except pymysql.err.OperationalError as exc:
-                code = exc.args[0] if exc.args else None
                 raise SourceConnectionLost(
                     f"The connection to the source failed while the snapshot of {header.table} read chunk {chunk} "
-                    f"(MySQL error {code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code)}. "
-                    f"The {chunk - 1} chunks read before are kept; the task's retry goes on after them.") from None
+                    f"{mysql_error_said(exc)}. The {chunk - 1} chunks read before are kept; the task's retry goes on "
+                    "after them.") from None
             if chunk_last is not None:
                 last_key = chunk_last
             done = rows < chunk_rows or header.whole_row
@@ -286,11 +285,9 @@ def read_range_chunk(reads: Any, order_text: str) -> str:
         rows, last = _read_chunk(reads, header, file_schema(header), order.chunk_rows, last_key, path,
                                  RowSize.of(header.columns), order.read_buffer, within=order.range)
     except pymysql.err.OperationalError as exc:
-        code = exc.args[0] if exc.args else None
         raise SourceConnectionLost(
-            f"The connection to the source failed while the snapshot of {header.table} read {path.name} (MySQL "
-            f"error {code}: {exc.args[1] if len(exc.args) > 1 else exc}): {mysql_error_hint(code)}. The chunks read "
-            "before are kept; the task's retry goes on after them.") from None
+            f"The connection to the source failed while the snapshot of {header.table} read {path.name} "
+            f"{mysql_error_said(exc)}. The chunks read before are kept; the task's retry goes on after them.") from None
     return ChunkRead(rows=rows, last_key=[encode_value(v) for v in last] if last is not None else None
                      ).model_dump_json()
 
