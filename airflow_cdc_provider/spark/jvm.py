@@ -14,7 +14,8 @@ installation it was written for, not only its path: the spark-submit and java it
 time and size, which an upgrade or a new environment at the same path changes, and the directories the environment
 adds to the class path (``SPARK_CONF_DIR`` and the like: measured, a test's jobs started with another conf directory
 ran cold, 25 s of CPU more for an end-to-end test). The archives of the installation before are removed once the
-new one is written (each is some 200 MB).
+new one is written (each is some 200 MB). So are the archives no job has mapped for ``UNUSED_DAYS``: those of a
+Spark installation removed, or of a checkout deleted (a job marks its archive's time when it maps it).
 
 One job writes the archive; the jobs that start while it does run without one. Writing it costs a job about four
 times the CPU of a job that maps it (measured on a fresh machine: 50 s against 10 s for a small merge), and the
@@ -33,6 +34,7 @@ import uuid
 from pathlib import Path
 
 WRITER_STALE_SECONDS = 900
+UNUSED_DAYS = 7
 # The environment variables whose directories spark-class adds to the driver's class path (Spark's launcher).
 CLASS_PATH_VARIABLES = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
 
@@ -58,6 +60,25 @@ def _stamp(path: str) -> str:
     except OSError:
         return ""
     return f"{found.st_mtime_ns}:{found.st_size}"
+
+
+def _mark_used(archive: Path) -> None:
+    """The archive's time set to now: an archive in use is never taken for an abandoned one."""
+    try:
+        os.utime(archive)
+    except OSError:
+        pass  # another user's cache, read-only: the archive is still mapped
+
+
+def _remove_unused(directory: Path) -> None:
+    """The archives no job has mapped for ``UNUSED_DAYS``: nothing else would ever remove them."""
+    unused_since = time.time() - UNUSED_DAYS * 86400
+    for archive in directory.glob("spark-driver-*.jsa"):
+        try:
+            if archive.stat().st_mtime < unused_since:
+                archive.unlink()
+        except OSError:
+            pass  # removed by another job this moment
 
 
 class ClassArchive:
@@ -86,6 +107,7 @@ class ClassArchive:
     def java_options(self) -> list[str]:
         options = ["-XX:+IgnoreUnrecognizedVMOptions"]
         if self.path.exists():
+            _mark_used(self.path)
             return [*options, f"-XX:SharedArchiveFile={self.path}"]
         self.directory.mkdir(parents=True, exist_ok=True)
         if not self._take_mark():
@@ -130,6 +152,7 @@ class ClassArchive:
             for stale in [*self.directory.glob(f"{self._prefix}*.jsa"), self.directory / f"{self._prefix[:-1]}.jsa"]:
                 if not stale.name.startswith(self._installation):
                     stale.unlink(missing_ok=True)
+            _remove_unused(self.directory)
         self._release()
 
     def job_failed(self) -> None:

@@ -3,7 +3,7 @@
 import os
 import time
 
-from airflow_cdc_provider.spark.jvm import WRITER_STALE_SECONDS, ClassArchive, batch_gc_options
+from airflow_cdc_provider.spark.jvm import UNUSED_DAYS, WRITER_STALE_SECONDS, ClassArchive, batch_gc_options
 
 
 def test_first_job_writes_the_archive_beside_and_later_jobs_map_it(tmp_path):
@@ -107,3 +107,19 @@ def _written_by_new(archive: ClassArchive) -> None:
     writing = archive.java_options()[1].removeprefix("-XX:ArchiveClassesAtExit=")
     open(writing, "wb").write(b"archive")
     archive.job_done()
+
+
+def test_archives_no_job_mapped_for_a_week_are_removed_when_an_archive_is_written(tmp_path):
+    # An installation removed, or a checkout deleted, leaves its 200 MB archive behind: nothing else would remove it.
+    cache = tmp_path / "cache"
+    in_use = ClassArchive(str(tmp_path / "a" / "spark-submit"), directory=cache)
+    _written(in_use)
+    gone = ClassArchive(str(tmp_path / "b" / "spark-submit"), directory=cache)
+    _written(gone)
+    long_ago = time.time() - UNUSED_DAYS * 86400 - 60
+    for archive in (in_use.path, gone.path):
+        os.utime(archive, (long_ago, long_ago))
+    assert ClassArchive(str(tmp_path / "a" / "spark-submit"), directory=cache).java_options()[1].startswith(
+        "-XX:SharedArchiveFile=")  # mapped today: marked as used
+    _written(ClassArchive(str(tmp_path / "c" / "spark-submit"), directory=cache))
+    assert in_use.path.exists() and not gone.path.exists()
