@@ -17,6 +17,11 @@ venv: $(VENV)/.installed
 # two seconds of CPU per Python process (tasks, DAG parses, Spark's Python side), on a suite of many of them.
 UV := uv==0.13.9
 UV_INSTALL = uv pip install --quiet --compile-bytecode
+# PySpark ships as a source distribution only: uv builds it at each install and keeps the build, 1.4 to 1.9 GB, in its
+# cache, under a new revision each time on these machines (the suite's own installs do not reuse it). Dropped when
+# the suite is over (no install runs then), or a machine's clones and CI runs fill its disk (seen here: 56 GB of
+# them, and a suite failing for space).
+UV_FORGET_SPARK = uv cache clean --quiet pyspark pyspark-client
 # The project's own modules too (editable installs are left as source); again before each suite: only what changed.
 COMPILE_SOURCES = -m compileall -q -j 0 airflow_cdc_provider testing tests dags bench scripts
 
@@ -45,6 +50,7 @@ test: venv mariadb check
 	@$(MAKE) --no-print-directory test-lowest > $(LOWEST).log 2>&1 & lowest=$$!; \
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder; suite=$$?; \
 	wait $$lowest; low=$$?; \
+	$(BIN)/$(UV_FORGET_SPARK); \
 	echo "== the lowest supported Airflow (make test-lowest): exit $$low; its log: $(LOWEST).log"; \
 	tail -n 40 $(LOWEST).log; \
 	test $$suite -eq 0 && test $$low -eq 0

@@ -6,9 +6,11 @@ imports it.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -21,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DAGS = ROOT / "dags"
 
 _AIRFLOW_HOME = Path(tempfile.mkdtemp(prefix="cdc-airflow-home-"))
+atexit.register(shutil.rmtree, _AIRFLOW_HOME, True)
 _TEST_JVM_OPTIONS = ["-XX:TieredStopAtLevel=1", "-XX:CICompilerCount=1", "-XX:ParallelGCThreads=1",
                      "-XX:-UsePerfData"]
 os.environ.update(
@@ -85,6 +88,22 @@ def _expected_length_rank(item: pytest.Item) -> tuple[int, int]:
 _AIRFLOW_FACING = re.compile(
     r"^\s*(from|import) airflow[. ]|airflow_cdc_provider[. ](import )?(operators|task_groups|hooks|compat|"
     r"get_provider_info)", re.MULTILINE)
+
+
+# What the suite writes at its peak in the temporary directory, with room to spare: servers' data and binlogs,
+# warehouses, Spark's and the metastore's files, Airflow homes (measured: about 3 GiB over a whole run). Below
+# it, servers and JVMs fail one after another with errors that do not say why, and the run drags on for an hour.
+NEEDED_FREE_GIB = 6
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if hasattr(session.config, "workerinput"):
+        return  # a pytest-xdist worker: the controller has checked
+    free = shutil.disk_usage(tempfile.gettempdir()).free / 2**30
+    if free < NEEDED_FREE_GIB and session.config.option.markexpr in ("", None):
+        pytest.exit(f"Only {free:.1f} GiB free in {tempfile.gettempdir()}; the suite needs about {NEEDED_FREE_GIB} "
+                    "GiB there. Free some space (uv's cache: `uv cache clean pyspark`; old checkouts and their .venv) "
+                    "and run it again.", returncode=3)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
