@@ -70,17 +70,6 @@ def _mark_used(archive: Path) -> None:
         pass  # another user's cache, read-only: the archive is still mapped
 
 
-def _remove_unused(directory: Path) -> None:
-    """The archives no job has mapped for ``UNUSED_DAYS``: nothing else would ever remove them."""
-    unused_since = time.time() - UNUSED_DAYS * 86400
-    for archive in directory.glob("spark-driver-*.jsa"):
-        try:
-            if archive.stat().st_mtime < unused_since:
-                archive.unlink()
-        except OSError:
-            pass  # removed by another job this moment
-
-
 class ClassArchive:
     """The JVM options that use (or write) the archive for one spark-submit, and the step after the job."""
 
@@ -148,12 +137,21 @@ class ClassArchive:
     def job_done(self) -> None:
         if self._writing is not None and self._writing.exists():
             os.replace(self._writing, self.path)
-            # The same spark-submit installed before, and its archive under the name it had before the stamp.
-            for stale in [*self.directory.glob(f"{self._prefix}*.jsa"), self.directory / f"{self._prefix[:-1]}.jsa"]:
-                if not stale.name.startswith(self._installation):
-                    stale.unlink(missing_ok=True)
-            _remove_unused(self.directory)
+            self._remove_stale()
         self._release()
+
+    def _remove_stale(self) -> None:
+        """The archives of the same spark-submit installed before (under the name they had before the stamp too),
+        which the JVM would ignore, and those no job has mapped for ``UNUSED_DAYS``, which nothing else removes."""
+        unused_since = time.time() - UNUSED_DAYS * 86400
+        for archive in self.directory.glob("spark-driver-*.jsa"):
+            replaced = (archive.name.startswith(self._prefix) or archive.name == f"{self._prefix[:-1]}.jsa") and \
+                not archive.name.startswith(self._installation)
+            try:
+                if replaced or archive.stat().st_mtime < unused_since:
+                    archive.unlink()
+            except OSError:
+                pass  # removed by another job this moment
 
     def job_failed(self) -> None:
         if self._writing is not None:
