@@ -6,6 +6,8 @@ Extraction: rows/s of `extract` (decode, normalise, write raw files) against a b
 loop that only decodes the same binlog range; on a narrow (5-column) and a 30-column table. Target >= 1.0x in one
 process (the extraction decodes the common column types itself: ``core.row_images``), >= 1.6x with two decoder
 processes beside the pass (``stages.decode_workers``).
+Compressed binlog: the same extraction of the same changes written with MariaDB's ``log_bin_compress=ON``,
+against the uncompressed one, in one process and with two decoders. Target <= 1.2x the time.
 Snapshot: rows/s of `snapshot` (keyset chunks to Parquet) against a bare streaming-cursor read
 (SSCursor, fetchmany(10000)) of the same table; with one reader, and in key ranges on two and three connections
 (`readers`, ``core.key_ranges``). Target >= 1.2x with parallel readers.
@@ -105,6 +107,35 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
               f"(target >= {target})")
 
 
+def bench_compressed(server, source, work, rows):
+    """The same inserts, updates and deletes twice, the second time compressed: extraction time against time."""
+    ranges = {}
+    for compressed in (False, True):
+        table = TableName("bench", f"packed{int(compressed)}")
+        server.execute(f"CREATE TABLE {table.quoted} ({NARROW})",
+                       f"SET GLOBAL log_bin_compress = {'ON' if compressed else 'OFF'}")
+        start = source.current_watermark()
+        server.execute(f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM bench.seq_1_to_{rows}",
+                       f"UPDATE {table.quoted} SET amount = amount + 1 WHERE id % 3 = 0",
+                       f"DELETE FROM {table.quoted} WHERE id % 7 = 0")
+        ranges[compressed] = (table, start, source.current_watermark())
+    server.execute("SET GLOBAL log_bin_compress = OFF")
+    for decoders in (0, 2):
+        times = {}
+        for compressed, (table, start, high) in ranges.items():
+            best = float("inf")
+            for _ in range(3):
+                t0 = time.perf_counter()
+                result = extract(source.hook, [header_of(server, table)], start, high,
+                                 work / f"raw-packed{int(compressed)}-{decoders}-{_}", decoders=decoders)
+                best = min(best, time.perf_counter() - t0)
+            times[compressed] = best
+            counts = result.counts[str(table)]
+        print(f"extract compressed narrow, {decoders} decoder processes: {sum(counts.values()):,} records, "
+              f"uncompressed {times[False]:.2f} s, compressed {times[True]:.2f} s, ratio "
+              f"{times[True] / times[False]:.2f}x (target <= 1.2x)")
+
+
 def bench_snapshot(server, source, work, rows):
     table = TableName("bench", "snap")
     server.execute(f"CREATE TABLE {table.quoted} ({NARROW})",
@@ -138,6 +169,7 @@ def main() -> None:
         source = Source(server, login)
         bench_extract(server, source, work, "narrow", NARROW, NARROW_FILL, rows)
         bench_extract(server, source, work, "wide30", WIDE, WIDE_FILL, rows // 4)
+        bench_compressed(server, source, work, rows)
         bench_snapshot(server, source, work, rows * 5)
 
 

@@ -569,6 +569,13 @@ def _alter(toks: list[_Tok], i: int, ignore: bool, found: _Gathered) -> Statemen
     return found.statement(kind)
 
 
+def _cascades(spec: list[_Tok]) -> bool:
+    """Whether a foreign key's definition has ON DELETE or ON UPDATE CASCADE, SET NULL or SET DEFAULT."""
+    return any(_is(spec, i, "ON") and i + 1 < len(spec) and spec[i + 1].up in ("DELETE", "UPDATE")
+               and any(_is(spec, i + 2, *action) for action in (("CASCADE",), ("SET", "NULL"), ("SET", "DEFAULT")))
+               for i in range(len(spec)))
+
+
 def _spec(spec: list[_Tok], ignore: bool, target: _Found, found: _Gathered) -> str | None:
     """Notes what one ALTER TABLE specification does; "rename" when it renames the table."""
     head, second = spec[0].up, spec[1].up if len(spec) > 1 else ""
@@ -587,9 +594,20 @@ def _spec(spec: list[_Tok], ignore: bool, target: _Found, found: _Gathered) -> s
         if not found.note(parts, changes, f"`{text}` moves its rows into a partition of another table"):
             target.note(Effect.UNKNOWN, f"`{text}`: the table moved is not read")
     elif head == "CONVERT" and second == "TO":
-        target.note(changes, f"`{text}` converts every text value to the new character set")
+        charset = next((t.text.lower() for n, t in enumerate(spec) if n > 0 and spec[n - 1].up in ("SET", "CHARSET")
+                        and t.up != "="), None)
+        if charset is not None and charset != "default" and holds_every_character(charset, None):
+            target.note(keeps, f"`{text}` converts text into a character set that holds every character: the "
+                               "values' text is kept")
+        else:
+            target.note(changes, f"`{text}` converts every text value to the new character set")
     elif _is(spec, 0, "ADD", "SYSTEM", "VERSIONING") or _is(spec, 0, "ADD", "PERIOD"):
         target.note(Effect.UNKNOWN, f"`{text}` is not understood")
+    elif head == "ADD" and second in _CONSTRAINTS and _cascades(spec):
+        # From now on the server changes this table's rows itself when the parent's change, without row events
+        # (the check refuses such a child from its next run on; ``core.foreign_keys``).
+        target.note(changes, f"`{text}` makes the server change its rows without row events when the parent's "
+                             "change (a foreign key with a cascading action)")
     elif head == "ADD" and second in _CONSTRAINTS:
         target.note(keeps, f"`{text}`: rows keep their values")
     elif head == "ADD":
@@ -902,6 +920,23 @@ def _canonical(text: str) -> str | None:
         return None
 
 
+# Character sets that hold every character of any other: a conversion into them keeps each value's text.
+_UNIVERSAL = frozenset({"utf8mb4", "utf16", "utf16le", "utf32"})
+# Those that hold the Basic Multilingual Plane, and the sets with a character beyond it (the others fit in it).
+_BMP = frozenset({"ucs2", "utf8mb3", "utf8"})
+_BEYOND_BMP = _UNIVERSAL | {"gb18030"}
+
+
+def holds_every_character(charset: str, old_charset: str | None) -> bool:
+    """Whether converting text from ``old_charset`` (None: not known) into ``charset`` keeps every value's text."""
+    new, old = charset.lower(), (old_charset or "").lower()
+    if old == "binary":  # bytes read as text: not a conversion of text
+        return False
+    if new in _UNIVERSAL:
+        return True
+    return new in _BMP and bool(old) and old not in _BEYOND_BMP
+
+
 def _same_charset(a: str | None, b: str | None) -> bool:
     def canonical(name: str) -> str:
         return "utf8mb3" if name == "utf8" else name
@@ -928,11 +963,15 @@ def retyping_keeps_values(old_type: str, new: ColumnDefinition, old_not_null: bo
         return False, "makes it AUTO_INCREMENT: its NULL and 0 values are numbered"
     if new.not_null and old_not_null is not True:
         return False, "makes it NOT NULL while it may hold NULL, which the server replaces"
-    if into is None or old is None or into.base in _TEXT_FAMILIES:
+    # An ENUM or SET holds a member's number; its members' text is the definition's own, in any character set.
+    members = into is not None and old is not None and into.base in ("enum", "set") and old.base == into.base
+    if (into is None or old is None or into.base in _TEXT_FAMILIES) and not members:
         charset = new.charset or table_charset
-        if new.charset is not None and old_charset is None:
+        if charset is not None and holds_every_character(charset, old_charset):
+            pass  # the server converts the text, and Hive holds text: the values are the same
+        elif new.charset is not None and old_charset is None:
             return False, f"sets CHARACTER SET {new.charset} while the column's character set before is not known"
-        if not _same_charset(old_charset, charset):
+        elif not _same_charset(old_charset, charset):
             return False, f"changes its character set from {old_charset} to {charset}: values are converted"
     if not same and (old is None or into is None or not _widens(old, into)):
         return False, f"does not hold every value `{old_type}` holds (a narrower type, another sign or another kind)"

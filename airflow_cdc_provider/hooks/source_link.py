@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl
+from collections import deque
 from collections.abc import Callable, Iterator
 from functools import cached_property
 from typing import Any
@@ -17,8 +18,10 @@ from typing import Any
 import pymysql
 import pymysql.cursors
 from pydantic import SecretStr, SerializationInfo, field_serializer
-from pymysql.constants import CLIENT
+from pymysql.constants import CLIENT, COMMAND
+from pymysql.protocol import MysqlPacket
 
+from airflow_cdc_provider.core.binlog_events import COMPRESSED, FORMAT_DESCRIPTION, HEADER, StreamFormat, uncompressed
 from airflow_cdc_provider.core.errors import AccessDenied, SourceTimedOut, StatementTimedOut, TlsNotPossible
 from airflow_cdc_provider.core.flavor import STATEMENT_TIMEOUT_ERRORS
 from airflow_cdc_provider.core.model import Model
@@ -186,6 +189,8 @@ class _SourceConnection(pymysql.connections.Connection):
 
     def __init__(self, *, tls_required: bool = False, **settings: Any) -> None:
         self._tls_required = tls_required
+        self._stream: StreamFormat | None = None  # set when the connection asks for a binlog dump
+        self._unpacked: deque[bytes] = deque()  # plain events of a compressed one not yet read
         super().__init__(**settings)
 
     def _request_authentication(self) -> None:
@@ -207,6 +212,34 @@ class _SourceConnection(pymysql.connections.Connection):
     @property
     def _tls_used(self) -> bool:
         return bool(getattr(self, "ssl", False))
+
+    # --- a binlog dump: compressed events handed on as the plain events they hold ---------------------------
+
+    def _write_bytes(self, data: bytes) -> None:
+        # The binlog reader sends its dump request as bytes of its own (a 4-byte header, then the command).
+        if len(data) > 4 and data[4] in (COMMAND.COM_BINLOG_DUMP, COMMAND.COM_BINLOG_DUMP_GTID):
+            self._stream, self._unpacked = StreamFormat(), deque()
+        super()._write_bytes(data)  # type: ignore[misc]
+
+    def _read_packet(self, packet_type: type[MysqlPacket] = MysqlPacket) -> MysqlPacket:
+        """The next packet; on a binlog dump, a compressed event's plain events, one per read, in its place
+        (``core.binlog_events.uncompressed``: what the server would have sent uncompressed)."""
+        if self._unpacked:
+            return packet_type(self._unpacked.popleft(), self.encoding)
+        packet: MysqlPacket = super()._read_packet(packet_type)  # type: ignore[no-untyped-call]
+        stream = self._stream
+        if stream is None:
+            return packet
+        data: bytes = packet.get_all_data()  # type: ignore[no-untyped-call]
+        if len(data) <= HEADER or data[0] != 0:  # an event is an OK byte then its header
+            return packet
+        code = data[5]
+        if code == FORMAT_DESCRIPTION:
+            stream.learn(data[1:])
+        elif code in COMPRESSED:
+            self._unpacked.extend(b"\0" + event for event in uncompressed(data[1:], stream))
+            return self._read_packet(packet_type)  # (a payload may hold no event)
+        return packet
 
 
 def _ssl_context(tls: SourceTls, conn_id: str) -> ssl.SSLContext:

@@ -18,10 +18,11 @@ from typing import Any, Protocol
 import pymysql
 from pymysqlreplication.constants.BINLOG import PARTIAL_UPDATE_ROWS_EVENT
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
-from pymysqlreplication.event import GtidEvent, MariadbGtidEvent, QueryEvent, RotateEvent, XidEvent
-from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
+from pymysqlreplication.event import XidEvent
+from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_columns import ENUM, SET, TEXT_CODES, column_type_of, text_charset
+from airflow_cdc_provider.core.binlog_events import IN_PAYLOAD, EventType, Kind, event_type
 from airflow_cdc_provider.core.charsets import UTF8_NAMES, UndecodableText, ascii_compatible, text_decoder
 from airflow_cdc_provider.core.charsets import known as known_charset
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
@@ -36,10 +37,17 @@ from airflow_cdc_provider.core.schema import (
     UnknownDefault,
     added_columns,
     check_changes,
-    ddl_targets,
     landing,
     logged_as,
-    renames_in,
+)
+from airflow_cdc_provider.core.statements import (
+    ROLLBACK,
+    ROLLBACK_TO,
+    Effect,
+    TableEffect,
+    classify,
+    may_name,
+    retyping_keeps_values,
 )
 from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.values import binlog_normaliser, normalise_rows
@@ -68,7 +76,20 @@ class MissingRowMetadata(CdcError):
 
 
 class TableReplaced(CdcError):
-    """The table was truncated, dropped, renamed or created again in the range: row events cannot follow that."""
+    """A statement changed the table's rows without row events in the range (truncated, dropped, renamed, created
+    again, a partition dropped…): row events cannot follow that."""
+
+
+class StatementNotUnderstood(CdcError):
+    """A statement the capture does not understand may name the table."""
+
+
+class EventNotUnderstood(CdcError):
+    """An event the capture cannot follow is in the range."""
+
+
+class RowsUndone(CdcError):
+    """Row events of the table may not have happened: their transaction was rolled back or only prepared."""
 
 
 class UnreadableText(CdcError):
@@ -135,12 +156,14 @@ class _TableSink:
         self.changes: list[SchemaChange] = []
         self.last_ddl: str | None = None  # the last ALTER TABLE of this table, with its position
         self.renames: list[tuple[str, str]] = []  # columns the ALTERs since the last change renamed
+        self.ddl_dropped: set[str] = set()  # columns the ALTERs of the range dropped, lower-cased
         self.ddl_since_rows = False
         self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
         self._attributes: list[dict[str, Any]] | None = None
         self.texts: list[tuple[int, str, str, Callable[[bytes], str]]] = []  # index, name, charset, its decoder
         self.members: dict[int, tuple[str, ...]] = {}  # ENUM and SET members the reader cannot read, by index
         self.binaries: list[int] = []  # the binary strings' indexes
+        self.column_charsets: dict[str, str] = {}  # each string column's character set, by lower-cased name
         self.charsets_now: Callable[[str], dict[str, str]] | None = None  # the columns' character sets now
         # The row images of the columns followed, decoded from the event's bytes (``core.row_images``); None
         # where a column's type is not planned there: the reader decodes them.
@@ -252,11 +275,12 @@ class _TableSink:
         whatever their character set. So every text column is read as bytes and decoded here, by
         ``core.charsets``, as the server converts it; members outside UTF-8 come from the column's definition.
         """
-        self.texts, self.members, self.binaries = [], {}, []
+        self.texts, self.members, self.binaries, self.column_charsets = [], {}, [], {}
         for i, column in enumerate(columns):
             if (code := column.type) not in _TEXT_TYPES:
                 continue
             charset = text_charset(column) or self._charset_now(column.name, where)
+            self.column_charsets[column.name.lower()] = charset
             if charset == "binary":
                 if code in TEXT_CODES:
                     self.binaries.append(i)
@@ -350,6 +374,27 @@ class _TableSink:
         self.renames = []
         self.writer.switch(header)
         self._use(header, where)
+
+    def charsets_of_columns(self) -> dict[str, str]:
+        """The character set of each string column of the columns followed (lower-cased names): known once a row
+        event of the range was read."""
+        return self.column_charsets
+
+    def readd(self, name: str, where: str) -> None:
+        """A column dropped and added again by the ALTERs of the range (in one statement or several) is a new column,
+        whatever its name: the rows it did not touch got the new column's value. Recorded as two changes, the drop
+        then the add, where the DDL is (row events may show neither: none came between, or the types land the same),
+        so that the table's policy decides, and the add gets its fill like any added column."""
+        columns = self.header.columns
+        at = next((i for i, (column, _) in enumerate(columns) if column.lower() == name.lower()), None)
+        if at is None:
+            return  # not a column here: the row events show the add
+        defined = {column.lower(): ctype for column, ctype in self.now.columns}
+        ctype = defined.get(name.lower(), columns[at][1])
+        without = columns[:at] + columns[at + 1:]
+        self._change(RawHeader(self.header.table, without, self.header.key), where)
+        # At the end, where ADD COLUMN puts a column (a FIRST or AFTER shows in the row events as an order).
+        self._change(RawHeader(self.header.table, (*without, (columns[at][0], ctype)), self.header.key), where)
 
     def image(self, values: dict[str, Any], none_sources: dict[str, str], where: str) -> list[Any]:
         if self.sets and none_sources:
@@ -459,8 +504,8 @@ class BinlogSource(Protocol):
     @property
     def address(self) -> tuple[str, int]: ...
 
-    def binlog_stream(self, start: Watermark, server_id: int, only_events: Sequence[type],
-                      only_schemas: Collection[str], only_tables: Collection[str]) -> Any: ...
+    def binlog_stream(self, start: Watermark, server_id: int, only_schemas: Collection[str],
+                      only_tables: Collection[str]) -> Any: ...
 
 
 def extract(
@@ -627,23 +672,26 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
 def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start: Watermark, high: Watermark,
           server_id: int | None, stop_before: dt.datetime | None, progress: Callable[[int, tuple[int, int]], None],
           workers: DecodeWorkers | None, numbers: dict[int, int]) -> tuple[int, tuple[str, int] | None]:
+    """Every event of the range, each decided by its kind (``core.binlog_events``): row events written, statements
+    classified, transaction bounds followed, events that hold no change passed over, and one not understood
+    stopping every table it may touch."""
     # A replica id of its own: the server drops an older dump connection with the same id.
     server_id = server_id or random.randint(1 << 20, (1 << 32) - 1)
     stream = source.binlog_stream(
         start, server_id,
-        only_events=[WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent, RotateEvent, XidEvent, QueryEvent,
-                     *((GtidEvent, MariadbGtidEvent) if stop_before else ())],
-        # Sets: the reader tests each event's names against them (only_tables matches a name in any schema, so
-        # the sinks' own (schema, table) look-up below decides).
+        # Sets: the reader tests each table map and row event's names against them (only_tables matches a name in
+        # any schema, so the sinks' own (schema, table) look-up below decides). The row events it leaves out are
+        # of tables not captured: a range starts at a transaction boundary, so every row event's table map is
+        # seen first, and one the names left out leaves out its row events.
         only_schemas=frozenset(schema for schema, _ in sinks),
         only_tables=frozenset(table for _, table in sinks),
     )
-    ddl_targets_of = _by_lowered_name(sinks)
+    statements = _Statements(sinks)
     high_at = high.coordinate
     seq = split_binlog_file(start.file)[1]
     last = start.coordinate
     cut = stop_before.timestamp() if stop_before is not None else None
-    between_transactions = True
+    transaction = _Transaction()
     events = seen = 0
     try:
         for event in _events(stream, source.address, server_id,
@@ -652,8 +700,10 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             seen += 1
             if seen % PROGRESS_EVENTS == 0:
                 progress(events, last)
-            end_pos = event.packet.log_pos
-            if isinstance(event, RotateEvent):
+            packet = event.packet
+            kind = event_type(packet.event_type, packet.flags).kind
+            end_pos = packet.log_pos
+            if kind is Kind.ROTATE:
                 if end_pos:  # a real rotate ends the current file; the first one sent is artificial (0)
                     last = _advance(last, (seq, end_pos))
                 next_seq = split_binlog_file(event.next_binlog)[1]
@@ -668,19 +718,22 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             at = (seq, end_pos)
             if at > high_at:
                 return events, None  # the first event of a transaction after the high watermark: not ours
-            if cut is not None and between_transactions and event.timestamp >= cut:
+            if kind is Kind.IRRELEVANT:
+                # Outside transactions or beside them (a checkpoint, a format description, a heartbeat): not a
+                # place a range ends, as the reader's position past them tells at the end of the log.
+                continue
+            if cut is not None and not transaction.open and event.timestamp >= cut:
                 # The first event of a transaction that began at or after stop_before: the range ends before it.
                 return events, (_file_name(start.file, last[0]), last[1])
-            between_transactions = isinstance(event, XidEvent) or (
-                isinstance(event, QueryEvent) and _query_text(event) not in ("BEGIN", "XA START"))
-            if isinstance(event, QueryEvent) and between_transactions:
-                if workers is not None:  # a table the statement replaces fails after what it had
-                    workers.drain()
-                _note_ddl(ddl_targets_of, event, at)
-            last = _advance(last, at)
-            if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
+            in_payload = bool(packet.flags & IN_PAYLOAD)
+            if not (in_payload and at == last):  # the events of one payload all end where it ends
+                last = _advance(last, at)
+            where = f"binlog file {at[0]}, end position {at[1]}"
+            if kind is Kind.ROWS:
+                transaction.open = True
                 sink = sinks.get((event.schema, event.table))
                 if sink is not None and sink.failed is None and at > sink.start_at:
+                    transaction.touched.add(id(sink))
                     try:
                         written = _write_rows(sink, event, at, workers, numbers.get(id(sink), 0))
                     except CdcError as exc:
@@ -688,10 +741,32 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
                         written = True
                     events += written
                     failpoint("extract.file")
-            if last == high_at:
+            elif kind is Kind.STATEMENT:
+                query = _query_of(event)
+                if query is None:  # an event of the reader's class for it that carries no text
+                    statements.not_understood(event_type(packet.event_type), where, at)
+                else:
+                    statement = transaction.statement(query)
+                    if statement != _Transaction.BOUND:
+                        if workers is not None:  # a table the statement stops fails after what it had
+                            workers.drain()
+                        statements.decide(query, _schema_of(event), at, where, transaction,
+                                          _strict(getattr(event, "sql_mode", None)))
+            elif kind is Kind.BOUNDARY:
+                transaction.boundary(isinstance(event, XidEvent) or packet.event_type == _XID)
+            elif kind is Kind.TRANSACTION_UNDONE:
+                if workers is not None:
+                    workers.drain()
+                statements.undone(event_type(packet.event_type), where, at, transaction)
+                transaction.close()
+            elif kind is Kind.NOT_UNDERSTOOD:
+                if workers is not None:
+                    workers.drain()
+                statements.not_understood(event_type(packet.event_type, packet.flags), where, at)
+            if last == high_at and not (in_payload and transaction.open):
                 return events, None
-        # The server said end of log. Events the reader filters out (checkpoints, other tables) are not
-        # yielded but still move its position: where it stopped tells whether the high watermark was passed.
+        # The server said end of log. Events the reader filters out (other tables' row events) are not yielded
+        # but still move its position: where it stopped tells whether the high watermark was passed.
         reached = (split_binlog_file(stream.log_file)[1], stream.log_pos or 0)
     finally:
         stream.close()
@@ -701,6 +776,45 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
         f"The binlog ended at {stream.log_file}:{stream.log_pos}, before the high watermark {high}. The server "
         "may have been restarted or its binlog reset; run the task again."
     )
+
+
+_XID = 16
+
+
+class _Transaction:
+    """Where the pass is between transactions, and the captured tables whose row events the open one holds (a
+    ROLLBACK or XA PREPARE may undo them)."""
+
+    BOUND = "bound"
+
+    def __init__(self) -> None:
+        self.open = False
+        self.began = False  # a BEGIN (or XA START) opened it: its statements do not end it
+        self.touched: set[int] = set()
+
+    def boundary(self, ends: bool) -> None:
+        if ends:
+            self.close()
+        else:  # a GTID: a transaction starts, with BEGIN or as one statement
+            self.open, self.began, self.touched = True, False, set()
+
+    def close(self) -> None:
+        self.open = self.began = False
+
+    def statement(self, query: str) -> str:
+        """Follow the transaction through a statement; BOUND for BEGIN and COMMIT, which need no more."""
+        head = query.lstrip()[:12].upper()
+        if head == "BEGIN" or head.startswith("XA START"):
+            if not self.began:
+                self.touched = set()
+            self.open = self.began = True
+            return self.BOUND
+        if head == "COMMIT":
+            self.close()
+            return self.BOUND
+        if not self.began:  # a statement of its own (DDL): it is its transaction
+            self.open = False
+        return ""
 
 
 def _events(stream: Any, address: tuple[str, int], server_id: int, where: Callable[[], str]) -> Any:
@@ -719,7 +833,7 @@ _Named = dict[tuple[str, str], list[tuple[tuple[str, str], _TableSink]]]
 
 
 def _by_lowered_name(sinks: dict[tuple[str, str], _TableSink]) -> _Named:
-    """The sinks by lower-cased (schema, table), as ``ddl_targets`` names tables: a DDL statement finds the tables
+    """The sinks by lower-cased (schema, table), as ``core.statements`` names tables: a statement finds the tables
     it names in one look-up each, however many tables the pass captures."""
     index: _Named = {}
     for (schema, table), sink in sinks.items():
@@ -727,30 +841,126 @@ def _by_lowered_name(sinks: dict[tuple[str, str], _TableSink]) -> _Named:
     return index
 
 
-def _note_ddl(sinks: _Named, event: QueryEvent, at: tuple[int, int]) -> None:
-    """Remember an ALTER TABLE of a captured table; stop at a statement that replaces its rows wholesale."""
-    query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
-    default_schema = event.schema.decode() if isinstance(event.schema, bytes) else (event.schema or "")
-    kind, tables = ddl_targets(query, default_schema)
-    if kind is None:
+class _Statements:
+    """What statements and events the pass cannot follow do to the captured tables: each statement classified
+    (``core.statements``) by what it does to the rows of each table it names."""
+
+    def __init__(self, sinks: dict[tuple[str, str], _TableSink]) -> None:
+        self.sinks = sinks
+        self.named = _by_lowered_name(sinks)
+
+    def _live(self, at: tuple[int, int]) -> list[tuple[tuple[str, str], _TableSink]]:
+        return [(name, sink) for name, sink in self.sinks.items() if sink.failed is None and at > sink.start_at]
+
+    def decide(self, query: str, default_schema: str, at: tuple[int, int], where: str,
+               transaction: _Transaction, strict: bool = False) -> None:
+        """``strict``: the statement ran in a strict sql_mode (the query event's status says)."""
+        statement = classify(query, default_schema)
+        shown = f"`{' '.join(query.split())[:300]}` ({where})"
+        if statement.kind in (ROLLBACK, ROLLBACK_TO):
+            self._stop_touched(transaction, at, lambda table: RowsUndone(
+                f"The transaction that changed {table} ends with {shown}: row events before it did not happen "
+                "(a transaction that also changed a table without transactions, such as MyISAM, logs its rollback "
+                f"this way). {_STOPPED} {_FRESH}"))
+            if statement.kind == ROLLBACK:
+                transaction.close()
+            return
+        if not statement.understood:
+            for (schema, table), sink in self._live(at):
+                if may_name(query, schema, table):
+                    sink.fail(StatementNotUnderstood(
+                        f"The table {schema}.{table} may be named by {shown}, a statement the capture does not "
+                        f"understand, so it cannot tell whether its rows changed. {_STOPPED} {_FRESH}"))
+            return
+        for schema, effect, reason in statement.schemas:
+            if effect is not Effect.KEEPS_ROWS:
+                for (name, sink) in [(n, k) for n, k in self._live(at) if n[0].lower() == schema]:
+                    sink.fail(TableReplaced(_changed(name, shown, reason)))
+        for table_effect in statement.tables:
+            for name, sink in self.named.get(table_effect.table, ()):
+                if sink.failed is None and at > sink.start_at:
+                    try:
+                        _take(sink, name, table_effect, shown, strict)
+                    except CdcError as exc:  # a column the table is partitioned by, dropped
+                        sink.fail(exc)
+
+    def not_understood(self, kind: EventType, where: str, at: tuple[int, int]) -> None:
+        """An event the capture cannot follow: every captured table may have changed by it."""
+        for (schema, table), sink in self._live(at):
+            sink.fail(EventNotUnderstood(
+                f"The binlog holds an event the capture cannot follow at {where}: {kind.name} (type {kind.code}), "
+                f"{kind.why}. The table {schema}.{table} may have changed by it. {_STOPPED} {_FRESH}"))
+
+    def undone(self, kind: EventType, where: str, at: tuple[int, int], transaction: _Transaction) -> None:
+        self._stop_touched(transaction, at, lambda table: RowsUndone(
+            f"The row events of {table} at {where} belong to a transaction that ends with {kind.name}: {kind.why}, "
+            f"which the capture does not wait for. {_STOPPED} {_FRESH}"))
+
+    def _stop_touched(self, transaction: _Transaction, at: tuple[int, int], error: Callable[[str], CdcError]) -> None:
+        for (schema, table), sink in self._live(at):
+            if id(sink) in transaction.touched:
+                sink.fail(error(f"{schema}.{table}"))
+
+
+_STOPPED = "Nothing of this table was written; the Hive table is as it was; the other tables go on."
+_FRESH = "Trigger a run with fresh_snapshot=true to reload the table (docs/capture.md says what each statement does)."
+
+
+def _changed(name: tuple[str, str], shown: str, reason: str) -> str:
+    return (f"The table {name[0]}.{name[1]} was changed by {shown}: {reason}. The copy cannot follow rows changed "
+            f"without row events. {_STOPPED} {_FRESH}")
+
+
+def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: str, strict: bool) -> None:
+    """A statement's effect on one captured table: noted when it keeps the rows' values; else the table stops."""
+    if effect.effect is not Effect.KEEPS_ROWS:
+        sink.fail(TableReplaced(_changed(name, shown, effect.reason)))
         return
-    for (schema, table), sink in (named for name in tables for named in sinks.get(name, ())):
-        if sink.failed is not None or at <= sink.start_at:
-            continue
-        statement = f"`{' '.join(query.split())[:300]}` (binlog file {at[0]}, end position {at[1]})"
-        if kind == "alter":
-            sink.last_ddl, sink.ddl_since_rows = statement, True
-            sink.renames += renames_in(query)
-            continue
-        sink.fail(TableReplaced(
-            f"The table {schema}.{table} was changed by {statement}: its rows changed without row events, so the "
-            "copy cannot follow them. Nothing was written; the Hive table is as it was. Trigger a run with "
-            "fresh_snapshot=true."))
+    types = {column.lower(): ctype for column, ctype in sink.header.columns}
+    keys = {column.lower() for column in sink.header.key}
+    charsets = sink.charsets_of_columns()
+    for definition in effect.redefined:
+        renamed_from = next((a for a, b in effect.renames if b.lower() == definition.name.lower()), None)
+        was = (renamed_from or definition.name).lower()
+        old = types.get(was)
+        if old is None:
+            continue  # a column the table did not have here: its change shows in the row events' columns
+        # A key column holds no NULL; in a strict sql_mode the server refuses to make a column holding NULL
+        # NOT NULL, so a statement logged then found none.
+        keeps, why = retyping_keeps_values(old, definition, True if was in keys or strict else None,
+                                           old_charset=charsets.get(was))
+        if not keeps:
+            sink.fail(TableReplaced(_changed(name, shown, f"the column {definition.name} changed from {old} to "
+                                                          f"{definition.type}, which {why}")))
+            return
+    sink.last_ddl, sink.ddl_since_rows = shown, True
+    sink.renames += list(effect.renames)
+    readded = [*effect.readded, *(d.name for d in effect.added if d.name.lower() in sink.ddl_dropped)]
+    sink.ddl_dropped |= {column.lower() for column in effect.dropped}
+    for column in readded:
+        sink.readd(column, shown)
+        sink.ddl_dropped.discard(column.lower())
 
 
-def _query_text(event: QueryEvent) -> str:
-    query = event.query if isinstance(event.query, str) else event.query.decode("utf-8", "replace")
-    return query.strip().upper()
+# sql_mode's STRICT_TRANS_TABLES and STRICT_ALL_TABLES bits, as a query event's status carries them (the same in
+# MySQL and MariaDB).
+_STRICT_MODES = (1 << 21) | (1 << 22)
+
+
+def _strict(sql_mode: int | None) -> bool:
+    return bool(sql_mode is not None and sql_mode & _STRICT_MODES)
+
+
+def _query_of(event: Any) -> str | None:
+    query = getattr(event, "query", None)
+    if query is None:
+        return None
+    return query if isinstance(query, str) else query.decode("utf-8", "replace")
+
+
+def _schema_of(event: Any) -> str:
+    schema = getattr(event, "schema", None) or ""
+    return schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
 
 
 def _file_name(like: str, sequence: int) -> str:

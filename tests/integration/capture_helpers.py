@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -20,6 +21,19 @@ def capture_after(hook, header, start, tmp_path, name="x", positions=False):
     replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet",
                       positions=positions)
     return result, replayed
+
+
+@contextlib.contextmanager
+def compressed_binlog(server) -> Iterator[None]:
+    """The server's binlog compressed (MariaDB's log_bin_compress), every event of 10 bytes or more, within the
+    block; as it was afterwards. (A global setting: the tests that share the server run one after another.)"""
+    (before,) = server.execute("SELECT @@GLOBAL.log_bin_compress, @@GLOBAL.log_bin_compress_min_len")
+    server.execute("SET GLOBAL log_bin_compress = ON", "SET GLOBAL log_bin_compress_min_len = 10")
+    try:
+        yield
+    finally:
+        server.execute(f"SET GLOBAL log_bin_compress = {int(before[0])}",
+                       f"SET GLOBAL log_bin_compress_min_len = {int(before[1])}")
 
 
 def read_rows(files: Iterable[str]) -> list[dict]:

@@ -268,7 +268,7 @@ def test_a_column_dropped_and_added_again_is_a_new_column() -> None:
     "ALTER TABLE t ADD INDEX i (a), DROP KEY k",
     "ALTER TABLE t ADD UNIQUE KEY u (a)",
     "ALTER TABLE t ADD FULLTEXT INDEX f (a), ADD SPATIAL INDEX g (p)",
-    "ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES p (id) ON DELETE CASCADE",
+    "ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES p (id) ON DELETE RESTRICT ON UPDATE NO ACTION",
     "ALTER TABLE t DROP FOREIGN KEY fk, DROP CHECK c1, DROP CONSTRAINT c2",
     "ALTER TABLE t ADD CONSTRAINT c1 CHECK (a > 0)",
     "ALTER TABLE t DROP PRIMARY KEY, ADD PRIMARY KEY (id, b)",
@@ -286,6 +286,8 @@ def test_a_column_dropped_and_added_again_is_a_new_column() -> None:
     "ALTER TABLE t ENABLE KEYS",
     "ALTER TABLE t",
     "ALTER TABLE t ADD UNIQUE (a)",  # without IGNORE a duplicate fails the statement
+    # Into a character set that holds every character: the text of each value is kept (Hive holds text).
+    "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci",
 ])
 def test_alter_specifications_that_keep_rows(query: str) -> None:
     statement = classify(query, "db")
@@ -295,9 +297,13 @@ def test_alter_specifications_that_keep_rows(query: str) -> None:
 
 @pytest.mark.parametrize(("query", "reason"), [
     ("ALTER IGNORE TABLE t ADD UNIQUE (a)", "duplicate"),
+    # From then on the server changes the child's rows itself (the check refuses it from the next run on).
+    ("ALTER TABLE t ADD CONSTRAINT fk FOREIGN KEY (a) REFERENCES p (id) ON DELETE CASCADE", "cascading"),
+    ("ALTER TABLE t ADD FOREIGN KEY (a) REFERENCES p (id) ON UPDATE SET NULL", "cascading"),
+    ("ALTER TABLE t ADD FOREIGN KEY (a) REFERENCES p (id) ON DELETE SET DEFAULT", "cascading"),
     ("ALTER IGNORE TABLE t ADD PRIMARY KEY (a)", "duplicate"),
     ("ALTER ONLINE IGNORE TABLE t ADD CONSTRAINT u UNIQUE KEY (a)", "duplicate"),
-    ("ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4", "converts"),
+    ("ALTER TABLE t CONVERT TO CHARACTER SET ucs2", "converts"),  # a character beyond the BMP has no place
     ("ALTER TABLE t CONVERT TO CHARSET latin1 COLLATE latin1_bin", "converts"),
     ("ALTER TABLE t TRUNCATE PARTITION p0", "TRUNCATE PARTITION"),
     ("ALTER TABLE t TRUNCATE PARTITION p0, p1", "TRUNCATE PARTITION"),
@@ -577,8 +583,12 @@ def test_retyping_to_not_null() -> None:
 def test_retyping_and_character_sets() -> None:
     utf8 = column("c", "varchar(50)", charset="utf8mb4")
     assert retyping_keeps_values("varchar(10)", utf8, None, old_charset="utf8mb4")[0] is True
-    assert retyping_keeps_values("varchar(10)", utf8, None, old_charset="latin1")[0] is False
-    assert retyping_keeps_values("varchar(10)", utf8, None)[0] is False  # the old one not known
+    # Into a set that holds every character: the text is kept, whatever the set before.
+    assert retyping_keeps_values("varchar(10)", utf8, None, old_charset="latin1")[0] is True
+    assert retyping_keeps_values("varchar(10)", utf8, None)[0] is True
+    ucs2 = column("c", "varchar(50)", charset="ucs2")
+    assert retyping_keeps_values("varchar(10)", ucs2, None, old_charset="utf8mb4")[0] is False
+    assert retyping_keeps_values("varchar(10)", ucs2, None)[0] is False  # the old one not known
     plain = column("c", "varchar(50)")
     assert retyping_keeps_values("varchar(10)", plain, None, old_charset="utf8mb4", table_charset="latin1")[0] is False
     assert retyping_keeps_values("varchar(10)", plain, None, old_charset="utf8", table_charset="utf8mb3")[0] is True
@@ -600,3 +610,12 @@ def test_a_redefinition_read_from_an_alter_goes_to_retyping() -> None:
     (redefined,) = one("ALTER TABLE t MODIFY c ENUM('a','B','c')").redefined
     assert redefined.type == "enum('a','B','c')"
     assert retyping_keeps_values("enum('a','B')", redefined, None)[0] is True
+
+
+@pytest.mark.parametrize(("old", "new", "keeps"), [
+    ("latin1", "utf8mb4", True), (None, "utf8mb4", True), ("latin1", "ucs2", True), ("cp1250", "utf8mb3", True),
+    ("utf8mb4", "latin1", False), ("utf8mb4", "ucs2", False), (None, "ucs2", False), ("binary", "utf8mb4", False),
+])
+def test_a_column_converted_keeps_its_text_when_the_new_set_holds_every_character(old, new, keeps) -> None:
+    definition = classify(f"ALTER TABLE t MODIFY c VARCHAR(20) CHARACTER SET {new} NULL", "db").tables[0].redefined[0]
+    assert retyping_keeps_values("varchar(20)", definition, None, old_charset=old)[0] is keeps

@@ -1,0 +1,83 @@
+"""Statements run on the real server, one captured table each, in one binlog pass: each that changes rows without
+row events stops its table with a message naming it; each that keeps every row's values is followed, and the
+table's later row events are read. Partitioned source tables, both servers' spellings, comments, odd names."""
+
+from __future__ import annotations
+
+import os
+
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.stages.extract import extract
+
+PARTITIONED = ("(id INT NOT NULL, v VARCHAR(20) NOT NULL, n INT NULL, PRIMARY KEY (id)) PARTITION BY RANGE (id) "
+               "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), "
+               "PARTITION p2 VALUES LESS THAN MAXVALUE)")
+PLAIN = "(id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL, n INT NULL)"
+
+# table → (its definition, the statement, whether it stops the table). "{t}" is the table, "{s}" its schema.
+CASES = {
+    "trunc_part": (PARTITIONED, "ALTER TABLE {t} TRUNCATE PARTITION p0", True),
+    "drop_part": (PARTITIONED, "ALTER TABLE {t} DROP PARTITION p1", True),
+    "exch_part": (PARTITIONED, "ALTER TABLE {t} EXCHANGE PARTITION p0 WITH TABLE {s}.swap", True),
+    "conv_part": (PARTITIONED, "ALTER TABLE {t} CONVERT PARTITION p2 TO TABLE {s}.converted", True),
+    "ignore_uniq": (PARTITIONED, "ALTER IGNORE TABLE {t} ADD UNIQUE KEY (n, id)", True),
+    "to_latin1": (PARTITIONED, "ALTER TABLE {t} CONVERT TO CHARACTER SET latin1", True),
+    "narrowed": (PARTITIONED, "/* narrower */ ALTER TABLE {t} MODIFY v VARCHAR(8) NOT NULL", True),
+    "renamed_to": (PLAIN, "ALTER TABLE {t} RENAME TO {s}.renamed_away", True),
+    "swapped": (PLAIN, "RENAME TABLE {t} TO {s}.swapped_old, {s}.swapped_new TO {t}", True),
+    "commented": (PLAIN, "-- the nightly clean-up\nTRUNCATE {t}", True),
+    "replaced": (PLAIN, "CREATE OR REPLACE TABLE {t} " + PLAIN, True),
+    "statement_dml": (PLAIN, "SET STATEMENT binlog_format = 'STATEMENT' FOR DELETE FROM {t} WHERE id = 10", True),
+    "cascade_added": (PLAIN, "ALTER TABLE {t} ADD FOREIGN KEY (n) REFERENCES {s}.parent (id) ON DELETE CASCADE", True),
+    "reorg_part": (PARTITIONED, "ALTER TABLE {t} REORGANIZE PARTITION p2 INTO (PARTITION p2 VALUES LESS THAN (250), "
+                                "PARTITION p3 VALUES LESS THAN MAXVALUE)", False),
+    "coalesced": ("(id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL, n INT NULL) PARTITION BY HASH (id) "
+                  "PARTITIONS 4", "ALTER TABLE {t} COALESCE PARTITION 2", False),
+    "added_part": (PARTITIONED.replace(", PARTITION p2 VALUES LESS THAN MAXVALUE", ""),
+                   "ALTER TABLE {t} ADD PARTITION (PARTITION p2 VALUES LESS THAN (400))", False),
+    "to_utf8mb4": (PARTITIONED.replace("VARCHAR(20)", "VARCHAR(20) CHARACTER SET latin1"),
+                   "ALTER TABLE {t} CONVERT TO CHARACTER SET utf8mb4", False),
+    "widened": (PLAIN, "ALTER TABLE {t} MODIFY v VARCHAR(40) NOT NULL, ALGORITHM=COPY", False),
+    "indexed": (PLAIN, "/*!40000 ALTER TABLE {t} ADD INDEX (n) */", False),
+    "optimized": (PLAIN, "OPTIMIZE TABLE {t}", False),
+    "online_added": (PLAIN, "ALTER ONLINE TABLE {t} ADD COLUMN extra INT NULL DEFAULT 3", False),
+}
+
+
+def test_each_statement_stops_its_table_or_is_followed(mariadb, capture_conn, tmp_path):
+    schema = f"stmt_{os.urandom(3).hex()}"
+    tables = {name: TableName(schema, name) for name in CASES}
+    mariadb.execute(
+        f"CREATE DATABASE {schema}",
+        f"CREATE TABLE {schema}.swap {PLAIN}", f"INSERT INTO {schema}.swap VALUES (5, 'swapped in', 5)",
+        f"CREATE TABLE {schema}.swapped_new {PLAIN}",
+        f"CREATE TABLE {schema}.parent (id INT NOT NULL PRIMARY KEY)",
+        f"INSERT INTO {schema}.parent SELECT seq FROM {schema}.seq_0_to_20",
+        *(f"CREATE TABLE {table.quoted} {CASES[name][0]}" for name, table in tables.items()),
+        *(f"INSERT INTO {table.quoted} SELECT seq, CONCAT('v', seq), seq MOD 7 FROM {schema}.seq_10_to_390_step_10"
+          for name, table in tables.items() if name != "added_part"),
+        f"INSERT INTO {tables['added_part'].quoted} SELECT seq, 'v', 1 FROM {schema}.seq_10_to_190_step_10")
+    hook = MySqlSourceHook(capture_conn)
+    headers = [hook.raw_header(t) for t in tables.values()]
+    start = hook.current_watermark()
+    statements = []
+    for name, table in tables.items():
+        statements += [f"UPDATE {table.quoted} SET n = n + 1 WHERE id = 20",
+                       CASES[name][1].format(t=table.quoted, s=schema)]
+        if name != "renamed_to":  # (gone)
+            statements.append(f"INSERT INTO {table.quoted} (id, v, n) VALUES (155, 'after', 1)")
+    mariadb.execute(*statements)
+    high = hook.current_watermark()
+    definitions = [hook.raw_header(t) for name, t in tables.items() if name not in ("renamed_to",)]
+    result = extract(hook, headers, start, high, tmp_path / "raw", definitions=definitions,
+                     charsets=hook.column_charsets, defaults=hook.added_column_defaults)
+    stopped = {name for name, (_, _, stops) in CASES.items() if stops}
+    assert {TableName.parse(t).table for t in result.failed} == stopped, {t: str(e) for t, e in result.failed.items()}
+    for name in stopped:
+        message = str(result.failed[str(tables[name])])
+        assert str(tables[name]) in message and "fresh_snapshot=true" in message, message
+        assert "the Hive table is as it was" in message, message
+    for name in set(CASES) - stopped:
+        counts = result.counts[str(tables[name])]
+        assert (counts["U"], counts["I"]) == (1, 1), (name, counts)
