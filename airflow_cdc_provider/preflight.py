@@ -6,8 +6,9 @@
 Run it where the tasks run (a worker, or a machine with the same connections and the same user): it reads the
 connections the configuration names, as the tasks do. It checks
 
-- the source: the login, the binlog's settings, the capture user's privileges (missing, and beyond what capture
-  needs), each table's key and column types: the check task's own logic (``CaptureCheckOperator.inspect``);
+- the source: the login, the binlog's settings (its compression told), the capture user's privileges (missing,
+  and beyond what capture needs), each table's key and column types, and the foreign keys with a cascading action
+  a table read from the binlog is the child of: the check task's own logic (``CaptureCheckOperator.inspect``);
 - the work directory: who owns it and who may write it, as the tasks require (``storage``);
 - Spark: its connection, the ``spark-submit`` the merge would run, and the Java it needs (17 or later);
 - Hive: a metastore service answers at its address, or the embedded metastore's warehouse can be written.
@@ -113,6 +114,8 @@ def _source(config: CdcConfig, report: Report) -> None:
         report.add("ok", "source", "the binlog's settings and the capture user's privileges serve")
     else:
         report.add("ok", "source", "every table is read by a diff: the capture user's SELECT serves")
+    for note in found.notes:
+        report.add("ok", "source", note)
     for warning in found.warnings:
         report.add("warning", "source", warning)
     for problem in found.problems:

@@ -57,3 +57,40 @@ def settings_problems(variables: Mapping[str, object], flavor: ServerFlavor) -> 
             fix = f"SET PERSIST {variable}='{required}' (sessions opened before the change keep the old value)"
         problems.append(f"The server setting {variable} is {value!r}, but capture needs {required}: {why}. Fix: {fix}.")
     return problems
+
+
+# Binlog compression is no problem, as compressed events are decoded; what it is set to is told all the same, so that
+# a person reading the check's log or the pre-flight knows what the binlog holds. (variable, what ON does)
+_COMPRESSION = {
+    True: ("log_bin_compress", "the server compresses each binlog event of log_bin_compress_min_len bytes or more "
+                               "(zlib)"),
+    False: ("binlog_transaction_compression", "the server writes each transaction to the binlog as one compressed "
+                                              "payload event (zstd, MySQL 8.0.20+)"),
+}
+
+
+def compression_variables(flavor: ServerFlavor) -> tuple[str, ...]:
+    """The variable that compresses this server's binlog: MariaDB's log_bin_compress, MySQL's
+    binlog_transaction_compression."""
+    return (_COMPRESSION[flavor.is_mariadb][0],)
+
+
+def compression_notes(variables: Mapping[str, object], flavor: ServerFlavor) -> list[str]:
+    """What the server's binlog compression is set to and what it means for capture, one sentence a variable of
+    ``compression_variables(flavor)`` (``variables``: its global value, None when the server lacks it)."""
+    notes: list[str] = []
+    on = _COMPRESSION[flavor.is_mariadb][1]
+    for variable in compression_variables(flavor):
+        value = variables.get(variable)
+        if value is None:
+            notes.append(f"The server setting {variable} is absent (this version has none): its binlog events are not "
+                         "compressed.")
+            continue
+        text = str(value).strip().upper()
+        if {"1": "ON", "0": "OFF"}.get(text, text) == "ON":
+            notes.append(f"The server setting {variable} is ON: {on}; compressed events are decoded, so capture "
+                         "reads them as it reads the others.")
+        else:
+            notes.append(f"The server setting {variable} is {value!r}: the binlog's events are not compressed "
+                         "(were it ON, compressed events are decoded).")
+    return notes

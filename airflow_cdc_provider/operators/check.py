@@ -13,6 +13,7 @@ from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, GoneTable, SkippedTable
 from airflow_cdc_provider.core.errors import CaptureNotPossible, CdcError, NoUsableKey
+from airflow_cdc_provider.core.foreign_keys import cascade_refusals
 from airflow_cdc_provider.core.history import BadHistory, table_history
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import whole_row_table
@@ -35,8 +36,9 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
     configuration that cannot be captured fails the task with every problem found, each with its fix; a table
     a pattern matched that cannot be captured (an unsupported type, a `partition_by:`, `changelog:` or `history:`
     that does not fit its columns or a table with no key, a changelog, snapshots or history table that would be
-    another table's) is reported and left out. A table with no key is captured by a diff, its whole row its
-    identity (``core.keys``).
+    another table's, the child of a foreign key with a cascading action read from the binlog) is reported and left
+    out. A table with no key is captured by a diff, its whole row its identity (``core.keys``). The binlog's
+    compression is logged, with what it means (``core.settings.compression_notes``).
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
     Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
@@ -79,6 +81,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         found = self.inspect(hook, StoredCatalog.parse(kept).previous() if kept else {})
         for warning in found.warnings:
             self.log.warning("%s", warning)
+        for note in found.notes:
+            self.log.info("%s", note)
         if found.refused is not None:
             raise found.refused
         for left_out in found.skipped:
@@ -112,19 +116,27 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                                    {t.source: t.key for t in resolution.tables if t.key})
         # The binlog's settings and privileges count when a table is read from it (or when none is found yet and
         # the source's own way is the binlog).
-        captures = {self._capture(t, h) for t in resolution.tables if isinstance(h := headers[t.source], RawHeader)}
-        binlog = BINLOG_CAPTURE in (captures or {self.capture})
+        ways = {t.source: self._capture(t, h) for t in resolution.tables
+                if isinstance(h := headers[t.source], RawHeader)}
+        binlog = BINLOG_CAPTURE in (set(ways.values()) or {self.capture})
+        # A table read from the binlog that a cascading foreign key changes would drift: the server logs no row
+        # event for those changes (``core.foreign_keys``). One statement for all of them; none when all are diffs.
+        from_binlog = [table for table, way in ways.items() if way == BINLOG_CAPTURE]
+        cascades = cascade_refusals(hook.foreign_key_columns(from_binlog), ways) if from_binlog else {}
         warnings: list[str] = []
         refused = None
         try:
             warnings = hook.check_capture([*(t.source for t in resolution.tables), *resolution.missing], binlog)
         except CaptureNotPossible as exc:
             refused = exc
+        notes = hook.binlog_notes() if binlog else []
         captured: list[CapturedTable] = []
         skipped = [SkippedTable(source=str(name), reason=why) for name, why in resolution.unusable]
         problems = [str(hook.raw_headers([m])[m]) for m in resolution.missing]
         for table in resolution.tables:
             ready = self._captured(table, headers[table.source])
+            if isinstance(ready, CapturedTable) and table.source in cascades:
+                ready = cascades[table.source]
             if isinstance(ready, CapturedTable):
                 captured.append(ready)
             elif table.source in resolution.named:
@@ -133,7 +145,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                 skipped.append(SkippedTable(source=str(table.source), reason=str(ready)))
         gone = [GoneTable(source=str(source), hive_table=hive_table) for source, hive_table in resolution.gone]
         return Inspection(binlog=binlog, warnings=warnings, refused=refused, captured=captured, skipped=skipped,
-                          problems=problems, gone=gone)
+                          problems=problems, gone=gone, notes=notes)
 
     def _captured(self, table: TableConfig, header: RawHeader | CdcError) -> CapturedTable | CdcError:
         """The table as this run captures it, or why it cannot be: its key or types (``header``), or a
@@ -179,6 +191,7 @@ class Inspection:
     skipped: list[SkippedTable]  # matched by a pattern, but cannot be captured
     problems: list[str]  # tables named on their own that cannot be captured, each with its fix
     gone: list[GoneTable]  # captured by the last run, no longer at the source
+    notes: list[str]  # what the binlog's settings that are no problem mean for capture (its compression)
 
 
 def how_captured(table: CapturedTable) -> str:

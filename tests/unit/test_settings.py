@@ -1,5 +1,5 @@
 from airflow_cdc_provider.core.flavor import detect_flavor
-from airflow_cdc_provider.core.settings import settings_problems
+from airflow_cdc_provider.core.settings import compression_notes, compression_variables, settings_problems
 
 MARIADB = detect_flavor("10.11.6-MariaDB")
 MYSQL = detect_flavor("8.4.2")
@@ -35,3 +35,18 @@ def test_binlog_off_and_unknown_variables():
     problems = settings_problems({"log_bin": "OFF"}, MARIADB)
     assert problems[0].startswith("The server setting log_bin is 'OFF'")
     assert "binlog_row_metadata is None" in problems[-1]
+
+
+def test_binlog_compression_is_told_not_refused():
+    assert compression_variables(MARIADB) == ("log_bin_compress",)
+    assert compression_variables(MYSQL) == ("binlog_transaction_compression",)
+    (on,) = compression_notes({"log_bin_compress": "ON"}, MARIADB)
+    assert on.startswith("The server setting log_bin_compress is ON: ") and "compressed events are decoded" in on
+    (on,) = compression_notes({"binlog_transaction_compression": "ON"}, MYSQL)
+    assert "binlog_transaction_compression is ON" in on and "zstd" in on and "compressed events are decoded" in on
+    (off,) = compression_notes({"log_bin_compress": "OFF"}, MARIADB)
+    assert off.startswith("The server setting log_bin_compress is 'OFF': the binlog's events are not compressed")
+    # MySQL before 8.0.20 has no such variable: absent, and no problem.
+    (absent,) = compression_notes({"binlog_transaction_compression": None}, detect_flavor("8.0.19"))
+    assert "binlog_transaction_compression is absent" in absent
+    assert settings_problems(GOOD, MARIADB) == []
