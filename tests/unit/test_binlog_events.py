@@ -165,3 +165,53 @@ def test_mariadb_compressed_row_and_query_events_are_the_plain_ones():
     wrong[19 + 13 + 5] = 0x91  # algorithm 1
     with pytest.raises(BadCompressedEvent, match="names no algorithm"):
         uncompressed(bytes(wrong), stream)
+
+
+class _RecordedSource:
+    """The binlog pass's source over a recorded file: its events as the reader's connection hands them over, a
+    transaction payload opened into its events (``hooks.source_link``)."""
+
+    address = ("recorded", 0)
+
+    def __init__(self, name: str) -> None:
+        self.events = _events(name)
+
+    def binlog_stream(self, start, server_id, only_schemas, only_tables):
+        stream = StreamFormat()
+        table_map: dict = {}
+        parsed = []
+        for event in self.events:
+            if event[4] == 15:
+                stream.learn(event)
+            if int.from_bytes(event[13:17], "little") <= start.position:
+                continue
+            for plain in uncompressed(event, stream) if event[4] == 40 else [event]:
+                parsed.append(_parse(plain, table_map).event)
+
+        class Stream:
+            log_file, log_pos = start.file, parsed[-1].packet.log_pos
+
+            def __iter__(self):
+                return iter(parsed)
+
+            def close(self):
+                pass
+
+        return Stream()
+
+
+def test_the_pass_reads_a_payloads_events_as_one_transaction_ending_where_the_payload_ends(tmp_path):
+    from airflow_cdc_provider.core.records import RawHeader
+    from airflow_cdc_provider.core.watermark import Watermark
+    from airflow_cdc_provider.stages.extract import MissingRowMetadata, extract
+
+    # The recorded file: a format description, the GTIDs before (ending at 197), an anonymous GTID, then the one
+    # transaction as a payload (ending at 431): BEGIN, the table map of test.tb1, its row, the commit.
+    start, high = (Watermark(file="binlog.000001", position=p, server_id=1) for p in (197, 431))
+    header = RawHeader("test.tb1", (("a", "int(11)"),), ("a",))
+    result = extract(_RecordedSource("transaction_compression.000001"), [header], start, high, tmp_path)
+    # The row event inside reached its table: written with minimal row metadata, it carries no column names,
+    # which stops the table (the way the pass meets such an event in any binlog).
+    error = result.failed["test.tb1"]
+    assert isinstance(error, MissingRowMetadata) and "binlog file 1, end position 431" in str(error)
+    assert result.end == high
