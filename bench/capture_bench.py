@@ -121,16 +121,15 @@ def bench_compressed(server, source, work, rows):
         ranges[compressed] = (table, start, source.current_watermark())
     server.execute("SET GLOBAL log_bin_compress = OFF")
     for decoders in (0, 2):
-        times = {}
-        for compressed, (table, start, high) in ranges.items():
-            best = float("inf")
-            for _ in range(3):
+        # Alternated, best of five each: the machine is shared, and a pass is a few seconds.
+        times = {False: float("inf"), True: float("inf")}
+        for attempt in range(5):
+            for compressed, (table, start, high) in ranges.items():
                 t0 = time.perf_counter()
                 result = extract(source.hook, [header_of(server, table)], start, high,
-                                 work / f"raw-packed{int(compressed)}-{decoders}-{_}", decoders=decoders)
-                best = min(best, time.perf_counter() - t0)
-            times[compressed] = best
-            counts = result.counts[str(table)]
+                                 work / f"raw-packed{int(compressed)}-{decoders}-{attempt}", decoders=decoders)
+                times[compressed] = min(times[compressed], time.perf_counter() - t0)
+                counts = result.counts[str(table)]
         print(f"extract compressed narrow, {decoders} decoder processes: {sum(counts.values()):,} records, "
               f"uncompressed {times[False]:.2f} s, compressed {times[True]:.2f} s, ratio "
               f"{times[True] / times[False]:.2f}x (target <= 1.2x)")
