@@ -880,7 +880,7 @@ class _Statements:
             for name, sink in self.named.get(table_effect.table, ()):
                 if sink.failed is None and at > sink.start_at:
                     try:
-                        _take(sink, name, table_effect, shown, strict)
+                        _take(sink, name, table_effect, shown, strict, statement.kind)
                     except CdcError as exc:  # a column the table is partitioned by, dropped
                         sink.fail(exc)
 
@@ -911,7 +911,8 @@ def _changed(name: tuple[str, str], shown: str, reason: str) -> str:
             f"without row events. {_STOPPED} {_FRESH}")
 
 
-def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: str, strict: bool) -> None:
+def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: str, strict: bool,
+          kind: str) -> None:
     """A statement's effect on one captured table: noted when it keeps the rows' values; else the table stops."""
     if effect.effect is not Effect.KEEPS_ROWS:
         sink.fail(TableReplaced(_changed(name, shown, effect.reason)))
@@ -933,6 +934,8 @@ def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: s
             sink.fail(TableReplaced(_changed(name, shown, f"the column {definition.name} changed from {old} to "
                                                           f"{definition.type}, which {why}")))
             return
+    if kind not in ("alter", "multiple"):
+        return  # an index, a trigger, OPTIMIZE…: the columns stay as they are
     sink.last_ddl, sink.ddl_since_rows = shown, True
     sink.renames += list(effect.renames)
     readded = [*effect.readded, *(d.name for d in effect.added if d.name.lower() in sink.ddl_dropped)]
