@@ -46,6 +46,7 @@ from airflow_cdc_provider.core.statements import (
     Effect,
     TableEffect,
     classify,
+    holds_every_character,
     may_name,
     retyping_keeps_values,
 )
@@ -251,7 +252,9 @@ class _TableSink:
                 f"The row event of {self.header.table} at {where} carries no column names: the server wrote it with "
                 "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
         known = {name: ctype for name, ctype in (*self.now.columns, *self.header.columns)}
+        before = self.column_charsets
         self._plan_texts(columns, known, where)
+        self._check_conversions(before, columns, where)
         self.decoder = self._plan_decoder(columns)
         self._set_members(columns)  # before the columns' types are read: they hold the members
         layout = []
@@ -374,6 +377,23 @@ class _TableSink:
         self.renames = []
         self.writer.switch(header)
         self._use(header, where)
+
+    def _check_conversions(self, before: dict[str, str], columns: list[Any], where: str) -> None:
+        """A text column whose character set changed between two row events was converted by the server, every
+        row of it, without row events: followed when the new set holds every character of the old (the text is
+        the same), else the table stops. (The statement that did it is classified too; this also sees a
+        conversion the statement does not spell out, such as a MODIFY that takes the table's default.)"""
+        for column in columns:
+            name = column.name.lower() if column.name else ""
+            old, new = before.get(name), self.column_charsets.get(name)
+            if old is None or new is None or old == new or column.type in (ENUM, SET):
+                continue
+            if not holds_every_character(new, old):
+                raise TableReplaced(
+                    f"The column {column.name} of {self.header.table} is in the character set {new} from the row "
+                    f"event at {where} on, and was in {old} before: the server converted every value, some of which "
+                    f"{new} may not hold, without row events. The copy cannot follow rows changed without row "
+                    f"events. {_STOPPED} {_FRESH}")
 
     def charsets_of_columns(self) -> dict[str, str]:
         """The character set of each string column of the columns followed (lower-cased names): known once a row

@@ -42,6 +42,11 @@ CASES = {
     "indexed": (PLAIN, "/*!40000 ALTER TABLE {t} ADD INDEX (n) */", False),
     "optimized": (PLAIN, "OPTIMIZE TABLE {t}", False),
     "online_added": (PLAIN, "ALTER ONLINE TABLE {t} ADD COLUMN extra INT NULL DEFAULT 3", False),
+    # A MODIFY that names no character set takes the table's default: the row events show the conversion.
+    "to_default": (PLAIN.replace("VARCHAR(20)", "VARCHAR(20) CHARACTER SET utf8mb4") + " DEFAULT CHARSET=latin1",
+                   "ALTER TABLE {t} MODIFY v VARCHAR(30) NOT NULL", True),
+    "from_default": (PLAIN.replace("VARCHAR(20)", "VARCHAR(20) CHARACTER SET latin1") + " DEFAULT CHARSET=utf8mb4",
+                     "ALTER TABLE {t} MODIFY v VARCHAR(30) NOT NULL", False),
     "xa_two": (PLAIN, "SELECT 1", True),  # the XA transactions below
     "xa_one": (PLAIN, "SELECT 1", False),
 }
