@@ -47,6 +47,9 @@ CASES = {
                    "ALTER TABLE {t} MODIFY v VARCHAR(30) NOT NULL", True),
     "from_default": (PLAIN.replace("VARCHAR(20)", "VARCHAR(20) CHARACTER SET latin1") + " DEFAULT CHARSET=utf8mb4",
                      "ALTER TABLE {t} MODIFY v VARCHAR(30) NOT NULL", False),
+    # NOT NULL: in a strict sql_mode (the server's default, as for "widened") a NULL fails the statement; in a lax
+    # one the server writes 0 in its place.
+    "not_null_lax": (PLAIN, "SET STATEMENT sql_mode = '' FOR ALTER TABLE {t} MODIFY n INT NOT NULL", True),
     "xa_two": (PLAIN, "SELECT 1", True),  # the XA transactions below
     "xa_one": (PLAIN, "SELECT 1", False),
 }
