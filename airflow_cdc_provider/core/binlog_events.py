@@ -47,9 +47,6 @@ class EventType:
     why: str = ""  # for an irrelevant kind: why it holds no change; for one not understood: what it is
 
 
-_ROWS = "row images"
-
-
 def _types() -> dict[int, EventType]:
     listed: list[tuple[int, str, Kind] | tuple[int, str, Kind, str]] = [
         (1, "START_EVENT_V3", Kind.NOT_UNDERSTOOD, "a binlog format older than MySQL 5.0"),
@@ -70,7 +67,7 @@ def _types() -> dict[int, EventType]:
         (16, "XID_EVENT", Kind.BOUNDARY),
         (17, "BEGIN_LOAD_QUERY_EVENT", Kind.IRRELEVANT, "the first block of a LOAD DATA file; its statement is "
                                                         "classified"),
-        (18, "EXECUTE_LOAD_QUERY_EVENT", Kind.STATEMENT),
+        (18, "EXECUTE_LOAD_QUERY_EVENT", Kind.STATEMENT, "a LOAD DATA statement, whose text the reader does not give"),
         (19, "TABLE_MAP_EVENT", Kind.TABLE_MAP),
         (20, "PRE_GA_WRITE_ROWS_EVENT", Kind.NOT_UNDERSTOOD, "row events of MySQL 5.1 before its release"),
         (21, "PRE_GA_UPDATE_ROWS_EVENT", Kind.NOT_UNDERSTOOD, "row events of MySQL 5.1 before its release"),
@@ -113,6 +110,7 @@ _MARIADB_COMPRESSED = {165: "QUERY_COMPRESSED_EVENT", 166: "WRITE_ROWS_COMPRESSE
                        171: "DELETE_ROWS_COMPRESSED_EVENT"}
 _PLAIN = {165: 2, 166: 23, 167: 24, 168: 25, 169: 30, 170: 31, 171: 32}
 TRANSACTION_PAYLOAD = 40
+XID = 16
 COMPRESSED = frozenset({*_PLAIN, TRANSACTION_PAYLOAD})
 FORMAT_DESCRIPTION = 15
 TYPES = _types()

@@ -165,57 +165,6 @@ def check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[st
             raise SchemaChangeRefused(reason)
 
 
-# --- DDL statements in the binlog ---------------------------------------------------------------------
-
-_NAME = r"(?:`((?:[^`]|``)+)`|([\w$]+))"
-_QUALIFIED = re.compile(rf"{_NAME}(?:\s*\.\s*{_NAME})?")
-_STATEMENT = re.compile(
-    r"^\s*(?:/\*.*?\*/\s*)*(?:"
-    r"(?P<alter>ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE\s+(?:IF\s+EXISTS\s+)?)"
-    r"|(?P<truncate>TRUNCATE\s+(?:TABLE\s+)?)"
-    r"|(?P<drop>DROP\s+(?:TEMPORARY\s+)?TABLES?\s+(?:IF\s+EXISTS\s+)?)"
-    r"|(?P<rename>RENAME\s+TABLES?\s+)"
-    r"|(?P<create>CREATE\s+(?:OR\s+REPLACE\s+)?(?:TEMPORARY\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?))",
-    re.I | re.S)
-
-
-def ddl_targets(query: str, default_schema: str) -> tuple[str | None, set[tuple[str, str]]]:
-    """The kind of a table DDL (alter, truncate, drop, rename, create) and the tables it names, lower-cased.
-
-    ALTER, TRUNCATE and CREATE name one table, the first after the keywords; DROP and RENAME name lists (a
-    RENAME's ``TO`` is read as a name too, which only adds a table no one captures). Other statements: (None, ∅).
-    """
-    match = _STATEMENT.match(query or "")
-    if not match:
-        return None, set()
-    kind = match.lastgroup
-    rest = query[match.end():]
-    names = [_QUALIFIED.match(rest)] if kind in ("alter", "truncate", "create") else list(_QUALIFIED.finditer(rest))
-    tables = set()
-    for name in names:
-        if name is None:
-            continue
-        first, second = name[1] or name[2], name[3] or name[4]
-        schema, table = (first, second) if second else (default_schema, first)
-        tables.add((schema.replace("``", "`").lower(), table.replace("``", "`").lower()))
-    return kind, tables
-
-
-_RENAME = re.compile(
-    rf"(?:\bRENAME\s+COLUMN\s+(?:IF\s+EXISTS\s+)?{_NAME}\s+TO\s+{_NAME}"
-    rf"|\bCHANGE\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?{_NAME}\s+{_NAME})", re.I)
-
-
-def renames_in(query: str) -> list[tuple[str, str]]:
-    """The (old, new) column names an ALTER TABLE renames, by RENAME COLUMN or CHANGE, in statement order."""
-    pairs = []
-    for match in _RENAME.finditer(query or ""):
-        groups = [g for g in match.groups()]
-        names = [(a or b).replace("``", "`") for a, b in zip(groups[0::2], groups[1::2]) if a or b]
-        pairs.append((names[0], names[1]))
-    return pairs
-
-
 # --- carrying added columns into rows that predate them -------------------------------------------------
 
 

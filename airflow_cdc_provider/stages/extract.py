@@ -18,11 +18,10 @@ from typing import Any, Protocol
 import pymysql
 from pymysqlreplication.constants.BINLOG import PARTIAL_UPDATE_ROWS_EVENT
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
-from pymysqlreplication.event import XidEvent
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_columns import ENUM, SET, TEXT_CODES, column_type_of, text_charset
-from airflow_cdc_provider.core.binlog_events import IN_PAYLOAD, EventType, Kind, event_type
+from airflow_cdc_provider.core.binlog_events import IN_PAYLOAD, XID, EventType, Kind, event_type
 from airflow_cdc_provider.core.charsets import UTF8_NAMES, UndecodableText, ascii_compatible, text_decoder
 from airflow_cdc_provider.core.charsets import known as known_charset
 from airflow_cdc_provider.core.contract import AddedColumn, ColumnChange
@@ -395,11 +394,6 @@ class _TableSink:
                     f"{new} may not hold, without row events. The copy cannot follow rows changed without row "
                     f"events. {_STOPPED} {_FRESH}")
 
-    def charsets_of_columns(self) -> dict[str, str]:
-        """The character set of each string column of the columns followed (lower-cased names): known once a row
-        event of the range was read."""
-        return self.column_charsets
-
     def readd(self, name: str, where: str) -> None:
         """A column dropped and added again by the ALTERs of the range (in one statement or several) is a new column,
         whatever its name: the rows it did not touch got the new column's value. Recorded as two changes, the drop
@@ -671,7 +665,7 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
                 for op, line in answer[1]:
                     write_line(op, line)
                 continue
-            where = f"binlog file {seq}, end position {pos}"
+            where = _where((seq, pos))
             sink.fail(sink.undecodable(answer[1], answer[2], where) if answer[0] == "undecodable"
                       else sink.misfit(answer[1], where))
 
@@ -721,7 +715,8 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             if seen % PROGRESS_EVENTS == 0:
                 progress(events, last)
             packet = event.packet
-            kind = event_type(packet.event_type, packet.flags).kind
+            decided = event_type(packet.event_type, packet.flags)
+            kind = decided.kind
             end_pos = packet.log_pos
             if kind is Kind.ROTATE:
                 if end_pos:  # a real rotate ends the current file; the first one sent is artificial (0)
@@ -748,7 +743,6 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
             in_payload = bool(packet.flags & IN_PAYLOAD)
             if not (in_payload and at == last):  # the events of one payload all end where it ends
                 last = _advance(last, at)
-            where = f"binlog file {at[0]}, end position {at[1]}"
             if kind is Kind.ROWS:
                 transaction.open = True
                 sink = sinks.get((event.schema, event.table))
@@ -761,28 +755,26 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
                         written = True
                     events += written
                     failpoint("extract.file")
+            elif kind is Kind.BOUNDARY:
+                transaction.boundary(packet.event_type == XID)
             elif kind is Kind.STATEMENT:
                 query = _query_of(event)
                 if query is None:  # an event of the reader's class for it that carries no text
-                    statements.not_understood(event_type(packet.event_type), where, at)
-                else:
-                    statement = transaction.statement(query)
-                    if statement != _Transaction.BOUND:
-                        if workers is not None:  # a table the statement stops fails after what it had
-                            workers.drain()
-                        statements.decide(query, _schema_of(event), at, where, transaction,
-                                          _strict(getattr(event, "sql_mode", None)))
-            elif kind is Kind.BOUNDARY:
-                transaction.boundary(isinstance(event, XidEvent) or packet.event_type == _XID)
+                    statements.not_understood(decided, _where(at), at)
+                elif transaction.statement(query) != _Transaction.BOUND:
+                    if workers is not None:  # a table the statement stops fails after what it had
+                        workers.drain()
+                    statements.decide(query, _schema_of(event), at, _where(at), transaction,
+                                      _strict(getattr(event, "sql_mode", None)))
             elif kind is Kind.TRANSACTION_UNDONE:
                 if workers is not None:
                     workers.drain()
-                statements.undone(event_type(packet.event_type), where, at, transaction)
+                statements.undone(decided, _where(at), at, transaction)
                 transaction.close()
             elif kind is Kind.NOT_UNDERSTOOD:
                 if workers is not None:
                     workers.drain()
-                statements.not_understood(event_type(packet.event_type, packet.flags), where, at)
+                statements.not_understood(decided, _where(at), at)
             if last == high_at and not (in_payload and transaction.open):
                 return events, None
         # The server said end of log. Events the reader filters out (other tables' row events) are not yielded
@@ -796,9 +788,6 @@ def _pass(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
         f"The binlog ended at {stream.log_file}:{stream.log_pos}, before the high watermark {high}. The server "
         "may have been restarted or its binlog reset; run the task again."
     )
-
-
-_XID = 16
 
 
 class _Transaction:
@@ -939,7 +928,7 @@ def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: s
         return
     types = {column.lower(): ctype for column, ctype in sink.header.columns}
     keys = {column.lower() for column in sink.header.key}
-    charsets = sink.charsets_of_columns()
+    charsets = sink.column_charsets  # known once a row event of the range was read
     for definition in effect.redefined:
         renamed_from = next((a for a, b in effect.renames if b.lower() == definition.name.lower()), None)
         was = (renamed_from or definition.name).lower()
@@ -986,6 +975,10 @@ def _schema_of(event: Any) -> str:
     return schema.decode("utf-8", "replace") if isinstance(schema, bytes) else schema
 
 
+def _where(at: tuple[int, int]) -> str:
+    return f"binlog file {at[0]}, end position {at[1]}"
+
+
 def _file_name(like: str, sequence: int) -> str:
     """The name of binlog file number ``sequence``, spelt like ``like`` (base name, zero-padded digits)."""
     base, number = like.rsplit(".", 1)
@@ -1006,7 +999,7 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
     """A row event's records into its table's raw files; with ``workers``, decoded by a decoder process where
     it can be (``stages.decode_workers``), the table's number ``number`` there. False: the table turned out to
     have failed at an event before, which the decoder processes held (the event is not the table's then)."""
-    where = f"binlog file {at[0]}, end position {at[1]}"
+    where = _where(at)
     sink.follow(event.columns, where)
     if sink.failed is not None:
         return False

@@ -87,14 +87,11 @@ def _fake_ctl():
 def _parse(event: bytes, table_map: dict):
     """The reader's own parse of an event (as a stream gives it: an OK byte, then the event)."""
     from pymysql.protocol import MysqlPacket
-    from pymysqlreplication import event as module_event
-    from pymysqlreplication import row_event as module_rows
-    from pymysqlreplication.event import BinLogEvent
 
-    every = {c for m in (module_event, module_rows) for c in vars(m).values()
-             if isinstance(c, type) and issubclass(c, BinLogEvent)}
+    from airflow_cdc_provider.hooks.mysql_source import EVERY_EVENT
+
     wrapper = BinLogPacketWrapper(MysqlPacket(b"\0" + event, "utf8"), table_map, _fake_ctl(), (8, 0, 36), True,
-                                  every, None, None, None, None, False, False, False, False, False)
+                                  set(EVERY_EVENT), None, None, None, None, False, False, False, False, False)
     return wrapper
 
 

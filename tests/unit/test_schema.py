@@ -15,12 +15,10 @@ from airflow_cdc_provider.core.schema import (
     added_column_default,
     added_columns,
     check_changes,
-    ddl_targets,
     landing,
     layout_plans,
     logged_as,
     refusal,
-    renames_in,
 )
 
 BEFORE = (("id", "int(11)"), ("name", "varchar(10)"), ("price", "decimal(10,2)"))
@@ -86,24 +84,6 @@ def test_landing_sees_what_changes_values():
     assert landing("int(11)") == landing("mediumint(9)") and landing("enum('a')") == landing("enum('a','b')")
 
 
-@pytest.mark.parametrize(("query", "kind", "tables"), [
-    ("ALTER TABLE items ADD COLUMN note TEXT", "alter", {("shop", "items")}),
-    ("alter online ignore table `other`.`items` drop x", "alter", {("other", "items")}),
-    ("/* app */ ALTER TABLE shop . items RENAME COLUMN a TO b", "alter", {("shop", "items")}),
-    ("ALTER TABLE orders ADD COLUMN items INT", "alter", {("shop", "orders")}),
-    ("TRUNCATE items", "truncate", {("shop", "items")}),
-    ("TRUNCATE TABLE `we``ird`", "truncate", {("shop", "we`ird")}),
-    ("DROP TABLE IF EXISTS a, shop.items", "drop", {("shop", "a"), ("shop", "items")}),
-    ("RENAME TABLE items TO items_old, items_new TO items", "rename",
-     {("shop", "items"), ("shop", "to"), ("shop", "items_old"), ("shop", "items_new")}),
-    ("CREATE TABLE IF NOT EXISTS items (id INT)", "create", {("shop", "items")}),
-    ("INSERT INTO items VALUES (1)", None, set()),
-    ("BEGIN", None, set()),
-])
-def test_ddl_targets(query, kind, tables):
-    assert ddl_targets(query, "shop") == (kind, tables)
-
-
 @pytest.mark.parametrize(("column_type", "default", "nullable", "mariadb", "value"), [
     ("int(11)", None, True, True, None),
     ("int(11)", "NULL", True, True, None),
@@ -130,30 +110,6 @@ def test_mariadb_types_the_binlog_cannot_tell_are_known_by_their_definition():
     assert logged_as("inet6", "binary(16)") and logged_as("uuid", "binary(16)") and logged_as("inet4", "binary(4)")
     assert logged_as("json", "longtext") and logged_as("int(11)", "int")
     assert not logged_as("inet6", "binary(4)") and not logged_as("int(11)", "bigint")
-
-
-@pytest.mark.parametrize(("query", "pairs"), [
-    ("ALTER TABLE t RENAME COLUMN label TO title", [("label", "title")]),
-    ("alter table t change column `a``b` `c d` int not null, CHANGE x y TEXT", [("a`b", "c d"), ("x", "y")]),
-    ("ALTER TABLE t RENAME COLUMN IF EXISTS a TO b, ADD COLUMN c INT", [("a", "b")]),
-    ("ALTER TABLE t RENAME TO t2", []),
-    ("ALTER TABLE t RENAME INDEX a TO b, MODIFY c INT", []),
-])
-def test_renames_are_read_from_the_alter_statement(query, pairs):
-    assert renames_in(query) == pairs
-
-
-def test_a_rename_named_by_the_ddl_is_a_rename_that_evolve_takes_on():
-    renamed = change(BEFORE[0], ("title", "varchar(10)"), BEFORE[2], ddl="ALTER ... RENAME COLUMN name TO title")
-    renamed = SchemaChange(renamed.table, renamed.at, renamed.ddl, renamed.before, renamed.after, (("name", "title"),))
-    assert renamed.renamed == [("name", "title")] and not renamed.added and not renamed.dropped
-    assert renamed.describe() == "renamed name to title"
-    assert "takes on added columns only" in refusal(renamed, "strict", ["id"])
-    assert refusal(renamed, "evolve", ["id"]) is None
-    retyped = SchemaChange("t", "x", None, BEFORE, (BEFORE[0], ("title", "int(11)"), BEFORE[2]), (("name", "title"),))
-    assert "Hive cannot change in place" in refusal(retyped, "evolve", ["id"])
-    key = SchemaChange("t", "x", None, BEFORE, (("item", "int(11)"), *BEFORE[1:]), (("id", "item"),))
-    assert "key column(s) id" in refusal(key, "evolve", ["id"])
 
 
 def test_renames_chain_and_a_re_added_column_starts_afresh():

@@ -619,3 +619,14 @@ def test_a_redefinition_read_from_an_alter_goes_to_retyping() -> None:
 def test_a_column_converted_keeps_its_text_when_the_new_set_holds_every_character(old, new, keeps) -> None:
     definition = classify(f"ALTER TABLE t MODIFY c VARCHAR(20) CHARACTER SET {new} NULL", "db").tables[0].redefined[0]
     assert retyping_keeps_values("varchar(20)", definition, None, old_charset=old)[0] is keeps
+
+
+@pytest.mark.parametrize(("query", "pairs"), [
+    ("ALTER TABLE t RENAME COLUMN label TO title", (("label", "title"),)),
+    ("alter table t change column `a``b` `c d` int not null, CHANGE x y TEXT", (("a`b", "c d"), ("x", "y"))),
+    ("ALTER TABLE t RENAME COLUMN IF EXISTS a TO b, ADD COLUMN c INT", (("a", "b"),)),
+    ("ALTER TABLE t RENAME TO t2", ()),
+    ("ALTER TABLE t RENAME INDEX a TO b, MODIFY c INT", ()),
+])
+def test_the_columns_an_alter_renames(query: str, pairs: tuple[tuple[str, str], ...]) -> None:
+    assert classify(query, "db").effect_on("db", "t").renames == pairs
