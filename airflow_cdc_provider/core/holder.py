@@ -6,8 +6,11 @@ that checks" means more than the host name: process ids are counted per kernel b
 containers may share a name, a rebooted host counts again from 1), so both are recorded and compared; and the
 id may have been given to a new process since, so the process's start time is recorded and compared too. A
 killed process may leave processes it started running (a spark-submit still merging), so the holder counts as
-gone only once its process group holds none of them either. Whatever cannot be known for sure leaves the
-lease rule in force: a live holder's lock is never taken over.
+gone only once its process group holds none of them either. A group's id is a process id too, and is handed out
+again once the group has ended (ids wrap within minutes on a busy host: 32,768 by default): so the group's
+leader is recorded with its start, and a group whose id now belongs to a later process is known to be another
+group, holding nothing of the holder's (the kernel never hands out an id still in use as a group's). Whatever
+cannot be known for sure leaves the lease rule in force: a live holder's lock is never taken over.
 
 This module decides; ``airflow_cdc_provider.hooks.processes`` reads /proc.
 """
@@ -25,8 +28,9 @@ class Owner(Model):
     On its own host, whether it still runs can be known at once (``core.holder``): for that the lock records the
     kernel's boot id and the pid namespace its ``pid`` is counted in, its start (clock ticks after boot) and its
     process group. ``started`` is None once its task has ended (``finished``): the run goes on in its next task,
-    so the end of this process says nothing of the run. Each is None where it could not be read, or in a lock
-    written before they were recorded: the lease alone decides then.
+    so the end of this process says nothing of the run. ``group_started`` is the start of the group's leader
+    (the process whose id is the group's) when it was recorded, None when it had ended already. Each is None
+    where it could not be read, or in a lock written before they were recorded: the lease alone decides then.
     """
 
     host: str
@@ -36,6 +40,7 @@ class Owner(Model):
     pid_ns: str | None = None
     started: int | None = None
     group: int | None = None
+    group_started: int | None = None
 
     def finished(self) -> Owner:
         return self.model_copy(update={"started": None})
@@ -56,12 +61,14 @@ class HolderSeen:
 
     ``process`` is the live process that has the holder's id now, None when none has (an exited process that
     is not yet reaped, a zombie, counts as gone); ``group`` is every live process of the holder's process
-    group; ``checker`` is the id of the process that checks (it and what it started may share the group).
+    group; ``checker`` is the id of the process that checks (it and what it started may share the group);
+    ``leader`` is the live process whose id is the holder's group id, None when none has.
     """
 
     checker: int
     process: Proc | None
     group: tuple[Proc, ...] = ()
+    leader: Proc | None = None
 
 
 def same_pid_space(holder: Owner | None, here: Owner | None) -> bool:
@@ -85,7 +92,7 @@ def holder_gone(holder: Owner | None, here: Owner | None, seen: HolderSeen | Non
     now = seen.process
     if now is not None and now.started == holder.started:
         return None  # it runs
-    left = _started_by_holder(holder, seen)
+    left = [] if group_reissued(holder, seen) else _started_by_holder(holder, seen)
     if left:
         return None  # a child it started still works (its lease or its run's end decides)
     where = (f"its process {holder.pid} on {holder.host} (task {holder.task}) is gone: "
@@ -95,6 +102,16 @@ def holder_gone(holder: Owner | None, here: Owner | None, seen: HolderSeen | Non
                         "none it started is left")
     return where + (f"that id now belongs to another process, which started at tick {now.started} after boot, "
                     f"not {holder.started}; none it started is left")
+
+
+def group_reissued(holder: Owner, seen: HolderSeen) -> bool:
+    """Whether the holder's process group id now belongs to a process that is not the group's recorded leader:
+    the holder's group has ended then (an id in use as a group's is never handed out), and the processes of
+    the group seen now are another group's."""
+    recorded = holder.group_started
+    if recorded is None and holder.pid == holder.group:
+        recorded = holder.started  # the holder led its group
+    return seen.leader is not None and recorded is not None and seen.leader.started != recorded
 
 
 def _started_by_holder(holder: Owner, seen: HolderSeen) -> list[Proc]:

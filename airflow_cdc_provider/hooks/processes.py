@@ -23,23 +23,27 @@ class Identity(TypedDict):
     pid_ns: str | None
     started: int | None
     group: int | None
+    group_started: int | None
 
 
 def identity() -> Identity:
-    """This process's ``Owner`` fields beyond host, pid and task: boot id, pid namespace, start, group (each
-    None when it cannot be known)."""
-    none: Identity = {"boot_id": None, "pid_ns": None, "started": None, "group": None}
+    """This process's ``Owner`` fields beyond host, pid and task: boot id, pid namespace, start, group and its
+    leader's start (each None when it cannot be known)."""
+    none: Identity = {"boot_id": None, "pid_ns": None, "started": None, "group": None, "group_started": None}
     if not _trustworthy():
         return none
     try:
         boot_id = (PROC / "sys/kernel/random/boot_id").read_text().strip()
         pid_ns = os.readlink(PROC / "self/ns/pid")
         me = _stat(os.getpid())
+        group = os.getpgrp()
+        leader = _stat(group)
     except (OSError, ValueError, IndexError):
         return none
     if me is None:
         return none
-    return {"boot_id": boot_id or None, "pid_ns": pid_ns or None, "started": me[1].started, "group": os.getpgrp()}
+    return {"boot_id": boot_id or None, "pid_ns": pid_ns or None, "started": me[1].started, "group": group,
+            "group_started": leader[1].started if leader is not None and leader[0] == group else None}
 
 
 def look(holder: Owner) -> HolderSeen | None:
@@ -49,6 +53,7 @@ def look(holder: Owner) -> HolderSeen | None:
         return None
     try:
         found = _stat(holder.pid)
+        leader = _stat(holder.group)
         group = []
         for entry in os.scandir(PROC):
             if not entry.name.isdigit():
@@ -61,14 +66,15 @@ def look(holder: Owner) -> HolderSeen | None:
                 group.append(seen[1])
     except (OSError, ValueError, IndexError):  # a process not readable (or not understood) may be the holder's
         return None
-    return HolderSeen(checker=os.getpid(), process=found[1] if found else None, group=tuple(group))
+    return HolderSeen(checker=os.getpid(), process=found[1] if found else None, group=tuple(group),
+                      leader=leader[1] if leader else None)
 
 
 def _stat(pid: int) -> tuple[int, Proc] | None:
     """The process group and ``Proc`` of the live process ``pid``, or None when there is none (or a zombie)."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # none, or it ended while this read
         return None
     # pid (comm) state ppid pgrp ... starttime: comm may hold spaces and parentheses, so split after its last ")".
     fields = text[text.rindex(")") + 2:].split()

@@ -116,6 +116,53 @@ def test_a_killed_holder_whose_child_still_runs_is_refused_until_the_child_ends(
     assert ledger.holder() == NEXT and "is gone: no process has that id" in messages[0]
 
 
+def test_a_killed_holder_whose_group_id_went_to_a_new_process_is_taken_over_at_once(tmp_path):
+    """Process ids wrap (32,768 by default), and a group's id is handed out again once the group has ended: a
+    new session leader with the dead holder's group id is not a process the holder started."""
+    messages = []
+    ledger = _ledger(tmp_path, log=messages.append)
+    holder, _ = hold(tmp_path)  # in a session of its own: its group's id is its own
+    group = ledger.lock().owner.group
+    assert group == holder.pid and ledger.lock().owner.group_started == ledger.lock().owner.started
+    os.killpg(group, signal.SIGKILL)  # the whole group, as a user kills a run's process group
+    holder.wait()
+    squatter = with_pid(group)
+    try:
+        assert os.getpgid(squatter) == group  # a live process in a group with the holder's group id
+        take(ledger)
+    finally:
+        kill(squatter)
+    assert ledger.holder() == NEXT and "is gone: no process has that id" not in messages[0]
+    assert "that id now belongs to another process" in messages[0], messages
+
+
+# Starts ``sleep`` in a session of its own with the process id it is given, which must be free (the kernel's next
+# id is set just below it, as root, and the start tried again when another process took it first), and exits:
+# the sleep is left to this host's reaper, as a process of another program would be.
+WITH_PID = textwrap.dedent("""
+    import os, subprocess, sys
+    pid, last = int(sys.argv[1]), "/proc/sys/kernel/ns_last_pid"
+    for _ in range(200):
+        with open(last, "w") as f:
+            f.write(str(pid - 1))
+        process = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        if process.pid == pid:
+            sys.exit(0)
+        process.kill()
+        process.wait()
+    sys.exit(f"could not start a process with id {pid}: other processes kept taking it")
+""")
+
+
+def with_pid(pid: int) -> int:
+    """A process of another program, not started by this one, with the process id ``pid``, leading a group."""
+    if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
+        pytest.fail("/proc/sys/kernel/ns_last_pid is not writable: this test hands out a chosen process id, "
+                    "which needs root")
+    subprocess.run([sys.executable, "-c", WITH_PID, str(pid)], check=True)
+    return pid
+
+
 def test_a_task_that_ended_hands_its_lock_over_to_the_lease(tmp_path):
     """Between two tasks of a run no process works on its tables: the end of the last one says nothing."""
     from airflow_cdc_provider.operators.lease import leased

@@ -304,16 +304,18 @@ def test_a_lock_without_a_lease_counts_as_alive_while_its_run_runs(tmp_path):
 BOOT, NS = "e727a271-310e-44af-bc53-3fffe32b3b70", "pid:[4026531836]"
 
 
-def holder_owner(pid=20438, started=5000, host="vm", boot=BOOT, ns=NS, group=20438, task="source.merge try 1"):
+def holder_owner(pid=20438, started=5000, host="vm", boot=BOOT, ns=NS, group=20438, task="source.merge try 1",
+                 group_started=None):
     from airflow_cdc_provider.core.holder import Owner
 
-    return Owner(host, pid, task, boot, ns, started, group)
+    return Owner(host, pid, task, boot, ns, started, group, group_started)
 
 
-def seen(process=None, *group, checker=30000):
+def seen(process=None, *group, checker=30000, leader=None):
     from airflow_cdc_provider.core.holder import HolderSeen, Proc
 
-    return HolderSeen(checker, Proc(*process) if process else None, tuple(Proc(*p) for p in group))
+    return HolderSeen(checker, Proc(*process) if process else None, tuple(Proc(*p) for p in group),
+                      Proc(*leader) if leader else None)
 
 
 HERE = holder_owner(pid=30000, started=9000, group=29990, task="source.plan try 1")
@@ -351,6 +353,24 @@ def test_a_holder_is_not_dead_while_a_process_it_started_runs():
     shared = holder_owner(group=29990)
     assert holder_gone(shared, HERE, seen(None, (29990, 1, 4000), (30000, 29990, 9000), (30010, 30000, 9100)))
     assert holder_gone(shared, HERE, seen(None, (29990, 1, 4000), (30020, 1, 9200))) is None
+
+
+def test_a_group_whose_id_went_to_a_later_process_holds_nothing_of_the_holders():
+    from airflow_cdc_provider.core.holder import holder_gone
+
+    # The holder led its group; a session leader started since has its id (ids wrap), and a child of that one.
+    squatter, its_child = (20438, 1, 7000), (20440, 20438, 7001)
+    assert holder_gone(holder_owner(), HERE, seen(squatter, squatter, its_child, leader=squatter))
+    # The holder was not its group's leader: the recorded leader's start tells the group apart.
+    member = holder_owner(group=20400, group_started=4900)
+    later = (20400, 1, 7000)
+    assert holder_gone(member, HERE, seen(None, later, leader=later))
+    # The group's leader still runs, or has ended (the group may live on without it): what it holds counts.
+    assert holder_gone(member, HERE, seen(None, (20400, 1, 4900), (20501, 1, 5100), leader=(20400, 1, 4900))) is None
+    assert holder_gone(member, HERE, seen(None, (20501, 1, 5100))) is None
+    # Without the leader's start recorded (its leader had ended, or an older lock), a later process with the
+    # group's id cannot be told from the group's own.
+    assert holder_gone(holder_owner(group=20400), HERE, seen(None, later, leader=later)) is None
 
 
 @pytest.mark.parametrize("holder, here", [
