@@ -18,6 +18,7 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
                            one call that switches every changed partition
 ``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger
 ``verify.driver``          the Spark half of verify, before it sums anything
+``heal.digests``           the Spark driver of a heal's digests job, before it writes any
 ``table.finish``           the table task, before it releases the lock
 """
 

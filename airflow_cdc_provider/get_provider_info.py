@@ -36,6 +36,7 @@ def get_provider_info() -> dict[str, Any]:
                 "integration-name": "MySQL binlog CDC",
                 "python-modules": [
                     "airflow_cdc_provider.operators.check",
+                    "airflow_cdc_provider.operators.heal",
                     "airflow_cdc_provider.operators.plan",
                     "airflow_cdc_provider.operators.capture",
                     "airflow_cdc_provider.operators.merge",

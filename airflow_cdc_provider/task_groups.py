@@ -1,13 +1,15 @@
 """The task group factories: a whole source (every table of one server, by name or pattern), or one table.
 
     check → plan ─┬─ snapshot ─────────────┬─ merge ─┬─ table (one mapped task per table written or failed) ─┬─ summary
-                  └─ extract → replay ─────┘         └─ verify ──────────────────────────────────────────────┘
+                  └─ extract ─┬─ replay ───┤         └─ verify ──────────────────────────────────────────────┘
+                              └─ heal ─────┘
 
 ``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
 decides what the run does to it: a snapshot (first run, fresh snapshot), the binlog from its committed
 watermark, or nothing. ``snapshot`` loads the new tables, a few at a time. ``extract`` reads the binlog once
 for every incremental table, over one replication connection; ``replay`` turns each changed table's raw
-files into upserts and deletes. ``merge`` runs one Spark application for every table with changes (none when
+files into upserts and deletes; ``heal`` brings each table whose binlog chain broke in the range level by a diff
+(``docs/runs.md``). ``merge`` runs one Spark application for every table with changes (none when
 none has), commits each table on its own, and records each commit in its ledger; an idle table's watermark
 advances without Spark, and it gets no task of its own. ``table`` shows the outcome of each table the run
 wrote (or failed), releases its lock, and fails for a table that failed, after the others have committed.
@@ -31,6 +33,7 @@ from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePatter
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
+from airflow_cdc_provider.operators.heal import CdcHealOperator
 from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
 from airflow_cdc_provider.operators.summary import CdcRunSummaryOperator
@@ -143,15 +146,22 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
                                          readers=config.source.snapshot_readers, **source, **work, **lease,
                                          **progress, **reads, **retry)
         extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
-                                             **reads, **retry, decoders=config.source.binlog_decoders)
+                                             **reads, **retry, decoders=config.source.binlog_decoders,
+                                             on_broken_chain=config.run.on_broken_chain,
+                                             on_purged_binlog=config.run.on_purged_binlog)
         replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
                                    memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
         spark: dict[str, Any] = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,
                  "warehouse_dir": hive.warehouse_dir, "metastore_uri": hive.metastore_uri, "time_zone": hive.time_zone}
+        # The tables whose chain broke in the range, brought level by a diff (no Spark, when none broke).
+        heal = CdcHealOperator(task_id="heal", plan=plan.output, extraction=extract.output,
+                               conf=config.spark.verify_settings(), **spark, **source, **work, **lease, **reads,
+                               **retry)
         # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
             task_id="merge", plan=plan.output, snapshot=snapshot.output, extraction=extract.output,
-            replay=replay.output, keep_versions=hive.keep_versions, applications=config.spark.merge_applications,
+            replay=replay.output, heal=heal.output, keep_versions=hive.keep_versions,
+            applications=config.spark.merge_applications,
             conf=config.spark.merge_settings(), trigger_rule="all_done", **spark, **work, **lease, **conn, **retry,
         )
         # The merge's outcomes, pushed under their own key (one per table, which the table tasks map over).

@@ -3,6 +3,7 @@ tables the server has now. Pure: the caller lists the server's tables and keeps 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -63,6 +64,11 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     unusable = []
     for name in sorted(present - set(chosen)):
         pattern = next((p for p in patterns if p.matches(name)), None)
+        tool = online_schema_change_table(name, present) if pattern is not None else None
+        if tool is not None:
+            unusable.append((name, f"{name} is {tool}: a pattern leaves it out (its rows are the table's, and it goes "
+                                   "when the tool is done). Name it in an entry of its own to capture it."))
+            continue
         if pattern is not None:
             try:
                 chosen[name] = (pattern.table_config(name), pattern)
@@ -74,6 +80,32 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
     gone = tuple(sorted((source, hive_table) for source, hive_table in previous.items() if source not in present))
     return Resolution(tables=tuple(chosen[name][0] for name in sorted(chosen)), missing=tuple(missing),
                       named=named, gone=gone, database=database, unusable=tuple(sorted(unusable)))
+
+
+# The working tables of online schema change tools, beside the table they change (its name in the group ``base``):
+# pt-online-schema-change's _t_new and _t_old, gh-ost's _t_gho, _t_ghc and _t_del (_t_<time>_del with
+# --timestamp-old-table), Spirit's _t_new, _t_old and _t_chkpnt, Facebook's OSC's __osc_new_t, __osc_old_t and
+# __osc_chg_t, LHM's lhmn_t and lhma_<time>_t. pt-osc adds underscores in front while the name is taken.
+_TOOL_TABLES = (
+    (re.compile(r"_+(?P<base>.+)_(?:new|old)"), "a working table of pt-online-schema-change or Spirit"),
+    (re.compile(r"_(?P<base>.+)_(?:gho|ghc|del)"), "a working table of gh-ost"),
+    (re.compile(r"_(?P<base>.+)_\d{14}_del"), "a working table of gh-ost"),
+    (re.compile(r"_(?P<base>.+)_chkpnt"), "a working table of Spirit"),
+    (re.compile(r"__osc_(?:new|old|chg)_(?P<base>.+)"), "a working table of Facebook's OnlineSchemaChange"),
+    (re.compile(r"lhm[na]_(?:\d+_)?(?P<base>.+)"), "a working table of LHM"),
+)
+
+
+def online_schema_change_table(name: TableName, present: Iterable[TableName]) -> str | None:
+    """What ``name`` is when it is the working table (shadow, old or changelog table) of an online schema change
+    tool beside the table it changes, which ``present`` holds; None otherwise. A pattern that matched it would
+    capture a copy of that table's rows that lives only while the tool runs."""
+    here = {t.table.lower() for t in present if t.schema == name.schema}
+    for pattern, tool in _TOOL_TABLES:
+        found = pattern.fullmatch(name.table)
+        if found is not None and found.group("base").lower() in here:
+            return f"{tool} on {name.schema}.{found.group('base')}"
+    return None
 
 
 def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePattern]],

@@ -85,10 +85,9 @@ def source_text(name: str, column_type: str, mariadb: bool, every_json: bool = F
         return f"CAST({col} + 0 AS CHAR)"  # + 0: ZEROFILL pads only what is displayed
     if kind == "year":
         return f"CAST(NULLIF({col} + 0, 0) AS CHAR)"  # the zero year is NULL in the copy
-    if kind == "float":
+    if kind in ("float", "double"):
+        # Through a DOUBLE expression: a column's ZEROFILL pads what CAST prints (the copy holds the number).
         return f"CAST(CAST({col} AS DOUBLE) AS CHAR)"
-    if kind == "double":
-        return f"CAST({col} AS CHAR)"
     if kind == "bit1":
         return f"CAST({col} + 0 AS CHAR)"
     if kind == "bits":

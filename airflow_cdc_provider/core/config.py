@@ -66,6 +66,8 @@ POLICY_CHOICES: dict[str, JsonValue] = {
     "strict": "take on added columns only; a dropped or renamed column fails the table",
     "evolve": "keep dropped and renamed columns in Hive too (docs/types.md)"}
 FailOrSnapshot = Literal["fail", "snapshot"]
+FailSnapshotOrHeal = Literal["fail", "snapshot", "heal"]
+HealOrStop = Literal["heal", "stop"]
 Capture = Literal["binlog", "diff"]
 CAPTURES = ("binlog", "diff")
 CAPTURE_CHOICES: dict[str, JsonValue] = {
@@ -397,9 +399,18 @@ class RunConfig(_Section):
                                     "a run on the same host, docs/runs.md); at least 120 with retries")
     schema_changes: Policy = Field("strict", description="what a run does with a schema change in its range",
                                    json_schema_extra={"choices": POLICY_CHOICES, "per_table": "schema_changes"})
-    on_purged_binlog: FailOrSnapshot = Field(
-        "fail", description="a table whose binlog from its watermark was purged",
-        json_schema_extra={"choices": {"fail": "the table fails, naming the missing file; nothing changes",
+    on_broken_chain: HealOrStop = Field(
+        "heal", description="a table whose rows changed in the run's range in a way its row events do not say (a "
+        "TRUNCATE, a table dropped and created again, an online schema change's RENAME swap, a statement or event "
+        "the capture does not understand: docs/capture.md)",
+        json_schema_extra={"choices": {"heal": "the same run brings it level by a diff against its version, then "
+                                               "goes on from the binlog (docs/runs.md)",
+                                       "stop": "the table fails, naming the statement or event; nothing changes"}})
+    on_purged_binlog: FailSnapshotOrHeal = Field(
+        "heal", description="a table whose binlog from its watermark was purged",
+        json_schema_extra={"choices": {"heal": "the same run brings it level by a diff against its version, then "
+                                               "goes on from the binlog (docs/runs.md)",
+                                       "fail": "the table fails, naming the missing file; nothing changes",
                                        "snapshot": "a fresh snapshot in the same run, with a warning"}})
     on_server_change: FailOrSnapshot = Field(
         "fail", description="a table whose watermark was taken on another server that cannot be followed on "

@@ -2,7 +2,7 @@
 
     check ── CheckResult ──► plan ── SourcePlan ──► snapshot ── Captured ──────────────┐
                                               └──► extract ── Extraction ──► replay ── Captured ──► merge
-                                                                                                    │
+                                                                        └──► heal ── Captured ───────┘
                                                                    list[TableOutcome] ──► one task per table
 
 A value stands for "none" by ``None`` or an empty tuple, never by an empty string or mapping.
@@ -16,7 +16,16 @@ from typing import Literal
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
 from airflow_cdc_provider.core.history import HistoryCommit, HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import DIFF, INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import (
+    DIFF,
+    HEAL,
+    INCREMENTAL,
+    NOTHING,
+    SNAPSHOT,
+    Committed,
+    RunPlan,
+    RunRef,
+)
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.shards import Shard
@@ -151,6 +160,26 @@ class TableFailure(Model):
     error: str
 
 
+class BrokenChain(Model):
+    """A table whose binlog chain broke in the run's range (``stages.extract.ChainBroken``, or a purged binlog):
+    the binlog cannot bring it level from its watermark, and the heal task brings it level by a diff."""
+
+    source: str
+    why: str  # what happened and where, as the pass or the resume found it
+
+
+class Healed(Model):
+    """Why a table was healed and what the heal's diff did (``stages.heal``), as the outcome, the run summary, the
+    asset event and the metrics report it."""
+
+    why: str
+    upserts: int = 0  # rows the diff found changed or new, read in full
+    deletes: int = 0  # rows the copy had and the source has no longer
+    compared_rows: int = 0  # rows whose hash and digest the server sent, in the buckets whose sums differed
+    bytes_sent: int = 0  # what the server sent for the diff, by its own counter
+    rows: int = 0  # the table's rows, by the copy's version
+
+
 class ColumnChange(Model):
     """A change of a table's columns met in the range (``core.schema.SchemaChange``), as the run reports it."""
 
@@ -206,6 +235,7 @@ class Extraction(Model):
     events: int = 0
     tables: tuple[TableExtraction, ...] = ()
     failed: tuple[TableFailure, ...] = ()
+    broken: tuple[BrokenChain, ...] = ()  # tables left out of the range, to be healed (``run: on_broken_chain``)
 
     @property
     def changed(self) -> list[TableExtraction]:
@@ -220,7 +250,7 @@ class MergeInput(Model):
     """What the merge takes for one table, made by the snapshot or by the replay."""
 
     source: str
-    mode: Literal["snapshot", "incremental", "diff"]
+    mode: Literal["snapshot", "incremental", "diff", "heal"]
     upsert_files: tuple[str, ...]
     delete_file: str | None = None  # None for a snapshot
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows
@@ -241,6 +271,7 @@ class MergeInput(Model):
     # Every row event of the range (``stages.events``), for a table whose changelog has ``mode: all``; else None.
     events_file: str | None = None
     digests_file: str | None = None  # the row digests of the version it makes (diff mode, ``stages.diff``)
+    healed: Healed | None = None  # a heal's (mode ``heal``): why, and what its diff did
 
 
 class Captured(Model):
@@ -275,6 +306,7 @@ class TableOutcome(Model):
     watermark: Watermark | None = None
     added_columns: tuple[str, ...] = ()  # columns the Hive table gained in this run
     error: str | None = None
+    healed: Healed | None = None  # the table's chain broke in the range and a diff brought it level
     warnings: tuple[str, ...] = ()  # what the run did that a reader should know (e.g. DATETIMEs in a DST gap)
     seconds: dict[str, float] = {}  # per stage: snapshot, or extract, replay; merge
     changes: dict[str, int] = {}  # row changes read per operation: I, U, D (a snapshot's rows count as I)
@@ -341,7 +373,8 @@ class Verification(Model):
 
 
 __all__ = [
-    "AddedColumn", "ColumnChange", "KEYS_LISTED", "KeyDifference", "Reread", "TableVerification", "Verification",
+    "AddedColumn", "BrokenChain", "ColumnChange", "HEAL", "Healed", "KEYS_LISTED", "KeyDifference", "Reread",
+    "TableVerification", "Verification",
     "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
     "TablePlan",

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from airflow_cdc_provider.core.checksum import source_key_text, source_row_text
-from airflow_cdc_provider.core.identifiers import formatted
+from airflow_cdc_provider.core.identifiers import formatted, quote_identifier
 
 HASH_BITS = 64
 MODULUS = 1 << HASH_BITS
@@ -82,6 +82,20 @@ def row_digest(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
     JSON value on MySQL counts by its text (the server's own canonical print), not by its NULL flag alone: both
     sides of a diff are the server's."""
     return _first_64_bits(source_row_text(columns, mariadb, every_json=True))
+
+
+def heal_digest(columns: Sequence[tuple[str, str]], added: Sequence[str], mariadb: bool) -> str:
+    """The SQL expression of a row's digest as a heal compares it with a Hive version's (``stages.heal``): that of
+    ``columns`` (the version's columns still at the source, with their types now) as verify writes a row's text,
+    a JSON value on MySQL by its NULL flag (Spark cannot print it as MySQL does). A row where a column ``added``
+    since the version holds a value gets a mark: its digest then differs from any the version has, since the
+    version's rows hold NULL there, and the row is read in full; rows that hold NULL in every added column (those
+    an online schema change copied over, when the column has no default) are compared by their other columns."""
+    text = source_row_text(columns, mariadb, every_json=False)
+    if added:
+        nulls = " AND ".join(f"{quote_identifier(name)} IS NULL" for name in added)
+        text = f"CONCAT({text}, IF({nulls}, '', '#added'))"
+    return _first_64_bits(text)
 
 
 def bucket(hash_sql: str, bits: int) -> str:

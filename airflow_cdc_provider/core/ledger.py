@@ -36,6 +36,9 @@ from airflow_cdc_provider.core.workdir import TableDir
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
 SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
 DIFF = "diff"  # a run that finds the table's changes without the binlog (``capture: diff``, ``core.diff``)
+# A binlog table whose chain broke in the run's range, brought level by a diff against its committed version; the
+# binlog goes on from the diff's moment (``stages.heal``). Planned as INCREMENTAL: the pass finds the break.
+HEAL = "heal"
 BINLOG_CAPTURE, DIFF_CAPTURE = "binlog", "diff"  # how a table's changes are found (``capture:``)
 
 
@@ -273,7 +276,7 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark | N
             f"The ledger says version {plan.input_version} is committed, but the Hive table does not exist: it was "
             "dropped outside this pipeline. Trigger a run with fresh_snapshot=true to load it again."
         )
-    if plan.mode == DIFF:
+    if plan.mode in (DIFF, HEAL):
         return Origin("merge", plan.input_version, f"onto version {plan.input_version}, which the diff compared the "
                       "source with")
     if current.version == plan.input_version:

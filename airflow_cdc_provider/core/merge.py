@@ -19,7 +19,16 @@ from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import HISTORY_PARTITION, HistoryCommit, HistorySpec, history_columns
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
-from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
+from airflow_cdc_provider.core.ledger import (
+    DIFF,
+    HEAL,
+    INCREMENTAL,
+    VERSION_FILE,
+    Committed,
+    LedgerConflict,
+    RunPlan,
+    VersionInfo,
+)
 from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.partitioning import Partitioning
@@ -366,7 +375,15 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
     reads a capture file by (``WorkStore.uri``)."""
     if merge_input.source != table.source:
         raise ValueError(f"The merge input of {merge_input.source} was given for {table.source}.")
-    if merge_input.mode != table.mode:
+    plan = table.plan
+    if merge_input.mode == HEAL:
+        # Planned as the binlog's; its chain broke in the range, and the heal's diff brought it level: merged onto
+        # the version the diff compared the source with, and recorded as healed.
+        if table.mode != INCREMENTAL or merge_input.healed is None or merge_input.end is None:
+            raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a heal without "
+                             "its binlog moment or its reason, or of a table not read from the binlog.")
+        plan = plan.model_copy(update={"mode": HEAL, "reason": f"healed by a diff: {merge_input.healed.why}"})
+    elif merge_input.mode != table.mode:
         raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
     database, name = table.table.hive_table.split(".", 1)
     run_dir = table.run_dir.root
@@ -376,7 +393,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                              f"directory {run_dir}: a merge reads only the files its own run wrote there.")
     return MergeSpec(
         database=database, table=name, source=table.source, warehouse_dir=warehouse_dir,
-        metastore_uri=metastore_uri, plan=table.plan, end=merge_input.end,
+        metastore_uri=metastore_uri, plan=plan, end=merge_input.end,
         # A re-run keeps the moment its first commit reflected; the range is the same.
         as_of=table.plan.as_of or merge_input.as_of,
         columns=tuple((name, hive_type(ctype)) for name, ctype in merge_input.columns), key=merge_input.key,
@@ -390,7 +407,8 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         replaced=merge_input.reread.which if merge_input.reread else (),
         spark_conf=table.table.spark_conf, partitioning=table.table.partitioning,
         left_partitions=merge_input.left_partitions if table.table.partitioning else (),
-        reread_rows=merge_input.reread is not None,
+        # A diff's rows come with no before image: where a partitioned table held them is looked up.
+        reread_rows=merge_input.reread is not None or merge_input.mode in (DIFF, HEAL),
         changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
                    if table.table.changelog is not None else None),
         history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,

@@ -37,6 +37,13 @@ def table_metrics(outcome: TableOutcome, now: dt.datetime) -> list[Metric]:
                     for op in OPERATIONS]
         metrics += [Metric("timing", f"cdc.duration.{stage}.{table}", seconds, {**tags, "stage": stage})
                     for stage, seconds in outcome.seconds.items()]
+    if outcome.healed is not None and outcome.status == "committed":
+        # A heal: the table's chain broke, and a diff brought it level; what the diff found and shipped.
+        healed = outcome.healed
+        metrics += [Metric("incr", f"cdc.heal.tables.{table}", 1, tags),
+                    Metric("incr", f"cdc.heal.upserts.{table}", healed.upserts, tags),
+                    Metric("incr", f"cdc.heal.deletes.{table}", healed.deletes, tags),
+                    Metric("incr", f"cdc.heal.bytes_sent.{table}", healed.bytes_sent, tags)]
     if outcome.as_of is not None:
         metrics.append(Metric("gauge", f"cdc.lag_seconds.{table}", round((now - outcome.as_of).total_seconds(), 3),
                               tags))

@@ -28,7 +28,7 @@ from airflow_cdc_provider.core.verify import Replaced
 
 IDLE: Final = "idle"
 EARLIER_ATTEMPT = "committed by an earlier attempt of this task"
-NO_CAPTURE = "its capture did not finish: see the snapshot, extract or replay task's log"
+NO_CAPTURE = "its capture did not finish: see the snapshot, extract, replay or heal task's log"
 T = TypeVar("T")
 
 
@@ -55,7 +55,8 @@ def table_task_batches(written: list[T], max_map_length: int) -> list[list[T]]:
 
 def outcome(table: TablePlan, status: Status, **fields: Any) -> TableOutcome:
     """The table's outcome with ``status``: the table's names and mode come from its plan."""
-    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=table.mode, status=status,
+    fields.setdefault("mode", table.mode)
+    return TableOutcome(source=table.source, hive_table=table.table.hive_table, status=status,
                         shard=table.table.shard, **fields)
 
 
@@ -75,10 +76,11 @@ class Sorted:
 
 def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extraction | None, replay: Captured | None,
                 recorded: Callable[[TablePlan], RunPlan | None], holder: Callable[[TablePlan], RunRef | None],
-                spec: Callable[[TablePlan, MergeInput], MergeSpec]) -> Sorted:
+                spec: Callable[[TablePlan, MergeInput], MergeSpec], heal: Captured | None = None) -> Sorted:
     """Sort the run's tables into decided outcomes, idle tables to advance, and inputs to merge.
 
-    A capture value is None when its task failed as a whole: its tables end up failed, the others go on.
+    A capture value is None when its task failed as a whole: its tables end up failed, the others go on. ``heal``
+    is the heal task's: the tables whose chain broke in the range, brought level by a diff.
     ``recorded`` gives the run's plan as the table's ledger holds it (an earlier attempt of the task may have
     committed it), ``holder`` the run holding the table's lock, ``spec`` the merge spec of an input (raising
     ``CdcError`` or ``ValueError`` when the input cannot be merged). Each is asked only of a table that gets so far.
@@ -87,7 +89,7 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
     decided = found.decided
     for table in plan.of_mode(NOTHING):
         decided[table.source] = outcome(table, "nothing", reason=table.plan.reason)
-    for failure in (f for part in (snapshot, extraction, replay) if part is not None for f in part.failed):
+    for failure in (f for part in (snapshot, extraction, replay, heal) if part is not None for f in part.failed):
         decided[failure.source] = outcome(plan.table(failure.source), "failed",
                                           error=f"{failure.stage}: {failure.error}")
     if extraction is not None:
@@ -97,7 +99,8 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
             decided[table.source] = advanced.outcome
             if advanced.committed is not None:
                 found.advances.append((table, advanced.committed))
-    inputs = [i for part in (snapshot, replay) if part is not None for i in part.inputs if i.source not in decided]
+    inputs = [i for part in (snapshot, replay, heal) if part is not None for i in part.inputs
+              if i.source not in decided]
     for merge_input in inputs:
         table = plan.table(merge_input.source)
         if merge_input.mode == DIFF and not (merge_input.upserts or merge_input.deletes):
@@ -192,7 +195,8 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
         warnings.append(gap)
     committed = result.status == "committed"
     return outcome(
-        table, result.status, reason=result.reason, version=result.version, location=result.location,
+        table, result.status, mode=merge_input.mode, healed=merge_input.healed, reason=result.reason,
+        version=result.version, location=result.location,
         rows=result.rows, upserts=merge_input.upserts, deletes=merge_input.deletes,
         watermark=spec.end if committed else None, added_columns=result.added_columns, error=result.error,
         warnings=tuple(warnings), seconds={**merge_input.seconds, "merge": result.seconds},

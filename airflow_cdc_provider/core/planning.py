@@ -19,6 +19,9 @@ from airflow_cdc_provider.core.watermark import Watermark
 L = TypeVar("L")
 
 FAIL, SNAPSHOT_INSTEAD = "fail", "snapshot"  # the values of on_purged_binlog and on_server_change
+# ``on_broken_chain`` (and ``on_purged_binlog``'s third value): the table is brought level by a diff in the same run
+# (``stages.heal``), or it stops, named, and waits for a person.
+HEALS, STOPS = "heal", "stop"
 
 
 def fresh_snapshot_of(asked: object, tables: Sequence[CapturedTable]) -> frozenset[str]:

@@ -45,8 +45,9 @@ class UnreadableKind(enum.StrEnum):
     PAST_END = "past_end"  # past the end of its file here: it does not belong to this server's binlog
 
 
-_PURGED_WAY_ON = ("Trigger a run with the parameter fresh_snapshot=true (or set `on_purged_binlog: snapshot` to take "
-                  "one in such a run), and keep binlogs longer than the time between two runs.")
+_PURGED_WAY_ON = ("Set `on_purged_binlog: heal` to have such a run bring the table level by a diff, or trigger a run "
+                  "with the parameter fresh_snapshot=true (or set `on_purged_binlog: snapshot` to take one in such a "
+                  "run); and keep binlogs longer than the time between two runs.")
 _SERVER_WAY_ON = ("Trigger a run with fresh_snapshot=true, or set `on_server_change: snapshot` to take one in such a "
                   "run.")
 _DIVERGED_WAY_ON = ("Trigger a run with fresh_snapshot=true (or set `on_server_change: snapshot` to take one in such "

@@ -6,7 +6,7 @@ import datetime as dt
 
 from airflow_cdc_provider.core.contract import TableOutcome
 
-_STAGES = ("snapshot", "diff", "extract", "replay", "merge")
+_STAGES = ("snapshot", "diff", "extract", "replay", "heal", "merge")
 
 
 def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
@@ -41,6 +41,10 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     stages = [f"{stage} {outcome.seconds[stage]:.1f} s" for stage in _STAGES if stage in outcome.seconds]
     if stages:
         line += "; " + ", ".join(stages)
+    if outcome.healed is not None and outcome.status == "committed":
+        healed = outcome.healed
+        line += (f"; healed by a diff ({healed.upserts:,} rows read, {healed.deletes:,} gone, {healed.bytes_sent:,} "
+                 f"bytes from the server): {healed.why}")
     if outcome.status == "failed":
         line += f"; {outcome.error}"
     elif outcome.reason and outcome.status in ("nothing", "unchanged"):

@@ -14,6 +14,9 @@
             upsert.parquet, delete.parquet, fills.parquet   the replay's output
             merge-job-<n>.json, merge-result-<n>.json       a merge application's job and result
             verify-jobs.json, verify-result.json, verify-source-sums.json   verify's Spark half
+            heal/                                  a heal (``stages.heal``): its diff's upserts and deletes
+            heal/version-digests/                  the Spark job's digests of the version the heal compares with
+            heal-digests-jobs.json                 that job's jobs, one per table healed in the run
     <work_dir>/_catalog/<dag_id>.<group>.json      SourceDir: the tables a source's last run captured
 
 Pure string joins, no I/O: the Spark jobs use it too. ``work_dir`` is a path or a URI; every location here is
@@ -244,6 +247,22 @@ class RunDir(Model):
 
     def merge_result(self, number: int) -> str:
         return join(self.root, f"merge-result-{number}.json")
+
+    @property
+    def heal(self) -> str:
+        return join(self.root, "heal")
+
+    @property
+    def heal_version_digests(self) -> str:
+        return join(self.heal, "version-digests")
+
+    def heal_version_digests_part(self, name: str) -> str:
+        """A file the digests job wrote into ``heal_version_digests``."""
+        return join(self.heal_version_digests, name)
+
+    @property
+    def heal_digests_jobs(self) -> str:
+        return join(self.root, "heal-digests-jobs.json")
 
     @property
     def verify_jobs(self) -> str:

@@ -92,6 +92,16 @@ class ConsistentReads:
             ((now,),) = cursor.fetchall()
         self.as_of: dt.datetime = now.replace(tzinfo=dt.UTC)
 
+    def binlog_position(self) -> tuple[str, int] | None:
+        """The binlog file and position the snapshot reflects exactly: every transaction before it is seen, none
+        after. MariaDB tells it (``binlog_snapshot_file`` and ``_position``, for this session's consistent
+        snapshot); MySQL does not: None."""
+        if not self.mariadb:
+            return None
+        found = dict(self.query("SHOW SESSION STATUS LIKE %s", ("binlog_snapshot_%",)))
+        file, position = found.get("Binlog_snapshot_file"), found.get("Binlog_snapshot_position")
+        return (str(file), int(position)) if file and position is not None else None
+
     def bytes_sent(self) -> int:
         """What the server has sent on this connection so far (its session's ``Bytes_sent``)."""
         ((_, sent),) = self.query("SHOW SESSION STATUS LIKE 'Bytes_sent'", ())

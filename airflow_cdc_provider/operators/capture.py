@@ -23,6 +23,7 @@ from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import (
+    BrokenChain,
     Captured,
     Extraction,
     MergeInput,
@@ -35,6 +36,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import DIFF, DIFF_CAPTURE
 from airflow_cdc_provider.core.merge import layout_problem
 from airflow_cdc_provider.core.metrics import binlog_metrics
+from airflow_cdc_provider.core.planning import HEALS
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import (
@@ -45,7 +47,7 @@ from airflow_cdc_provider.core.reread import (
     reread_waits,
     second_pass_needed,
 )
-from airflow_cdc_provider.core.resume import Unreadable, read_positions
+from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_positions
 from airflow_cdc_provider.core.schema import SchemaChange, check_changes
 from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, DIGESTS_FILE, EVENTS_FILE, UPSERT_FILE
@@ -57,7 +59,14 @@ from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.stages.diff import diff_table
 from airflow_cdc_provider.stages.events import write_events
-from airflow_cdc_provider.stages.extract import ExtractResult, added_columns_of, extract, fills_of, reported
+from airflow_cdc_provider.stages.extract import (
+    ChainBroken,
+    ExtractResult,
+    added_columns_of,
+    extract,
+    fills_of,
+    reported,
+)
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.reread import (
     RereadResult,
@@ -243,6 +252,10 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     :param read_buffer: bytes of rows a re-read holds before writing them (``core.batches``).
     :param decoders: processes that decode the pass's row events beside it (``stages.decode_workers``); 0: the
         task decodes them.
+    :param on_broken_chain: ``heal`` (a table whose chain broke in the range goes to the heal task, which brings it
+        level by a diff) or ``stop`` (it fails, naming the break; ``run: on_broken_chain``).
+    :param on_purged_binlog: ``heal`` sends a table whose binlog from its watermark was purged to the heal task
+        too; any other value fails it here (``snapshot`` was decided by the plan).
     """
 
     template_fields = ("plan",)
@@ -251,8 +264,10 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                  work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
                  progress_seconds: float = 10.0, read_buffer: int = DEFAULT_READ_BUFFER,
                  statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, decoders: int = 0, **kwargs: Any) -> None:
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, decoders: int = 0, on_broken_chain: str = HEALS,
+                 on_purged_binlog: str = HEALS, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.on_broken_chain, self.on_purged_binlog = on_broken_chain, on_purged_binlog
         self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
         self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
         self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
@@ -270,10 +285,11 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
             return Extraction().to_xcom()
         hook = self._source_hook()
         failed: list[TableFailure] = []
-        starts = self._starts(hook, tables, failed)
+        broken: list[BrokenChain] = []
+        starts = self._starts(hook, tables, failed, broken)
         readable = [t for t in tables if t.source in starts]
         if not readable:
-            return Extraction(failed=tuple(failed)).to_xcom()
+            return Extraction(failed=tuple(failed), broken=tuple(broken)).to_xcom()
         start = min(starts.values())
         started = dt.datetime.now(dt.UTC)
         clock = time.monotonic()
@@ -298,17 +314,18 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                     for t in readable]
         extracted = [o for o in outcomes if isinstance(o, TableExtraction)]
         failed += [o for o in outcomes if isinstance(o, TableFailure)]
+        broken += [o for o in outcomes if isinstance(o, BrokenChain)]
         changed = sum(1 for t in extracted if t.changed)
-        self.log.info("%d tables changed in the range, %d idle, %d failed", changed, len(extracted) - changed,
-                      len(failed))
+        self.log.info("%d tables changed in the range, %d idle, %d failed, %d to heal", changed,
+                      len(extracted) - changed, len(failed), len(broken))
         return Extraction(start=start, end=end, as_of=as_of, events=result.events, tables=tuple(extracted),
-                          failed=tuple(failed)).to_xcom()
+                          failed=tuple(failed), broken=tuple(broken)).to_xcom()
 
-    def _starts(self, hook: MySqlSourceHook, tables: Sequence[TablePlan],
-                failed: list[TableFailure]) -> dict[str, Watermark]:
+    def _starts(self, hook: MySqlSourceHook, tables: Sequence[TablePlan], failed: list[TableFailure],
+                broken: list[BrokenChain]) -> dict[str, Watermark]:
         """Where the binlog is read from for each table (``core.resume``): its watermark, or the same GTID
         position on this server after a failover. A table that cannot be read from its watermark goes into
-        ``failed``."""
+        ``failed``, or into ``broken`` when its binlog was purged and ``on_purged_binlog`` heals."""
         starts = {}
         for table in tables:  # a layout that changed needs a fresh snapshot, and no reading of the binlog
             if table.committed is None:  # nothing recorded to compare with: the merge checks the version it finds
@@ -320,6 +337,11 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         tables = [t for t in tables if not any(f.source == t.source for f in failed)]
         watermarks = [t.plan.resume_from for t in tables]
         for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
+            if isinstance(where, Unreadable) and where.kind is UnreadableKind.PURGED and self.on_purged_binlog == HEALS:
+                self.log.warning("%s cannot be read from its watermark, and is healed by a diff (on_purged_binlog: "
+                                 "heal): %s", table.source, where.reason)
+                broken.append(BrokenChain(source=table.source, why=where.reason))
+                continue
             if isinstance(where, Unreadable):
                 self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
                 failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
@@ -369,10 +391,16 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], read_bytes, events))
 
     def _outcome(self, table: TablePlan, result: ExtractResult, done: RereadResult | None, start: Watermark,
-                 end: Watermark, clock: float, located: Callable[[str], str]) -> TableExtraction | TableFailure:
+                 end: Watermark, clock: float,
+                 located: Callable[[str], str]) -> TableExtraction | TableFailure | BrokenChain:
         """What the pass made of one table: its raw files (the re-read rows first) and counts, or why the range
-        left it out."""
+        left it out: a failure, or a broken chain for the heal task (``on_broken_chain: heal``)."""
         name = table.source
+        error = result.failed.get(name)
+        if isinstance(error, ChainBroken) and self.on_broken_chain == HEALS:
+            self.log.warning("%s: its binlog chain broke in the range, and the heal task brings it level by a diff: "
+                             "%s", name, error.why)
+            return BrokenChain(source=name, why=error.why)
         if name in result.failed:
             self.log.error("%s is left out of this run: %s", name, result.failed[name])
             return TableFailure(source=name, stage="extract", error=str(result.failed[name]))

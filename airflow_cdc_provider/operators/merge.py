@@ -63,6 +63,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     :param snapshot: the snapshot task's ``Captured`` (templated; None when that task failed).
     :param extraction: the extract task's ``Extraction`` (templated; None when that task failed).
     :param replay: the replay task's ``Captured`` (templated; None when that task failed).
+    :param heal: the heal task's ``Captured`` (templated; None when that task failed or the DAG has none).
     :param warehouse_dir: the Hive warehouse; an embedded metastore lives in it unless ``metastore_uri``.
     :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
     :param keep_versions: versions of each table kept on disk (at least 2).
@@ -78,17 +79,18 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         seconds off every merge.
     """
 
-    template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay")
+    template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay", "heal")
 
     def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
                  metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
                  class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
                  lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, **kwargs: Any) -> None:
+                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, heal: Any = None, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
         super().__init__(application=MERGE_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri,
                          class_archive=class_archive, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
+        self.heal = heal
         self.keep_versions, self.applications = keep_versions, applications
         self.time_zone, self.work_conn_id, self.lock_lease_seconds = time_zone, work_conn_id, lock_lease_seconds
         self.mysql_conn_id = mysql_conn_id
@@ -106,7 +108,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
 
     def _merge(self, context: Any, plan: SourcePlan) -> list[list[dict[str, Any]]]:
         # A capture task that failed as a whole left no value: its tables are failed, the others go on.
-        snapshot, replay = (Captured.model_validate(v) if v is not None else None for v in (self.snapshot, self.replay))
+        snapshot, replay, heal = (Captured.model_validate(v) if v is not None else None
+                                  for v in (self.snapshot, self.replay, self.heal))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
         self._store = store
@@ -114,7 +117,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             plan, snapshot, extraction, replay, recorded=lambda t: Ledger(t.table_dir, store).run_plan(plan.run),
             holder=lambda t: Ledger(t.table_dir, store).holder(),
             spec=lambda t, i: merge_spec(t, i, self.warehouse_dir, self.metastore_uri, self.keep_versions,
-                                         self.time_zone, uri=store.uri))
+                                         self.time_zone, uri=store.uri), heal=heal)
         for table, advanced in found.advances:  # an idle table's commit is the ledger's alone
             Ledger(table.table_dir, store).commit(table.plan, advanced)
         outcomes = dict(found.decided)

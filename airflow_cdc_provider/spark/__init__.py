@@ -4,3 +4,4 @@ from pathlib import Path
 
 MERGE_JOB = str(Path(__file__).with_name("merge_job.py"))
 VERIFY_JOB = str(Path(__file__).with_name("verify_job.py"))
+DIGESTS_JOB = str(Path(__file__).with_name("digests_job.py"))

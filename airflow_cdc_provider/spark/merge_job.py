@@ -46,6 +46,8 @@ from airflow_cdc_provider.core.history import (
 )
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import (
+    DIFF,
+    HEAL,
     SNAPSHOT,
     VERSION_FILE,
     LedgerConflict,
@@ -201,9 +203,13 @@ class _Clock:
 
 
 def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
-    """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns."""
-    if not spec.fills_file or not spec.fill_sources:
+    """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns. Without
+    a fills file (a heal's added columns), the rows that predate them hold NULL there: the heal read again every
+    row that holds a value in one (``core.diff.heal_digest``)."""
+    if not spec.fill_sources or (not spec.fills_file and spec.plan.mode != HEAL):
         return None, {}
+    if not spec.fills_file:
+        return None, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
     types = dict(spec.hive_columns)
     names = [added.lower() for added, _ in spec.fill_sources]
     frame = _hive_frame(spark, [spec.fills_file], [(added, types[added.lower()]) for added, _ in spec.fill_sources],
@@ -235,7 +241,7 @@ def _as_columns(old: Any, columns: list[tuple[str, str]], fills: tuple[Any, dict
     def origin_value(name: str, hive: str) -> Any:
         if name in sources:  # added in the range: the rows here predate it
             source = next((s for s in sources[name] if s in held), None)
-            value = column(source) if source else column(f"__fill_{name}")
+            value = column(source) if source else column(f"__fill_{name}") if fill_row is not None else lit(None)
         elif name in held:
             value = column(name)
         else:
@@ -567,8 +573,10 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
 def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], current: VersionInfo | None) -> Any:
     """The range's row events (``stages.events``) as changelog rows, in binlog order (``_change_ordinal``). Those
     at or before the position the table's version already reflects are left out: a re-run whose first attempt
-    committed, or a version inside the range, holds them already."""
+    committed, or a version inside the range (a run killed between its commit and its ledger), holds them already.
+    The ones kept are numbered from 1 again, as every version's are."""
     from pyspark.sql.functions import lit
+    from pyspark.sql.functions import min as min_
 
     extra = ("_change_type", "_change_ordinal", *POSITION_COLUMNS)
     events = _hive_frame(spark, [spec.events_file or ""], spec.hive_columns, spec, extra)
@@ -580,6 +588,10 @@ def _every_event(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]], cu
         seq, pos = current.watermark.coordinate
         at_seq, at_pos = column(POSITION_COLUMNS[0]), column(POSITION_COLUMNS[1])
         events = events.where((at_seq > seq) | ((at_seq == seq) & (at_pos > pos)))
+        # Ordinals follow binlog order, so those kept are the last ones: n+1, n+2, … become 1, 2, …
+        first = events.agg(min_("_change_ordinal")).first()[0]
+        if first is not None and first > 1:
+            events = events.withColumn("_change_ordinal", column("_change_ordinal") - (first - 1))
     return events
 
 
@@ -815,8 +827,9 @@ def _remove_unlisted_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, re
 
 def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partitions: bool) -> set[str]:
     """The partitions (metastore texts) a merge rewrites: those of its upserts, those its rows left (the
-    extraction found them in the before images), and, for rows read again from the source, the partitions their
-    keys are in now: no event says where those were, so the table's key and partition columns are read to know."""
+    extraction found them in the before images), and, for rows read again from the source and a diff's deletes,
+    the partitions their keys are in now: no event says where those were, so the table's key and partition columns
+    are read to know."""
     upserts = _hive_frame(spark, list(spec.upsert_files), spec.hive_columns, spec)
     texts = {metastore_value(row[0]) for row in upserts.select(partition_value(layout)).distinct().collect()}
     texts |= set(spec.left_partitions)
@@ -828,6 +841,11 @@ def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partit
             found.append(table.where(_bucket(spec).isin(list(spec.replaced))).select(held))
         if spec.reread_rows:
             keys = upserts.select([column(name) for name in spec.hive_key])
+            if spec.delete_file is not None and spec.plan.mode in (DIFF, HEAL):
+                # A diff's deletes are keys alone: the partition each row was in is looked up as well.
+                key_columns = [(name, hive) for name, hive in spec.hive_columns if name in spec.hive_key]
+                keys = keys.unionByName(_hive_frame(spark, [spec.delete_file], key_columns, spec)
+                                        .select([column(name) for name in spec.hive_key]))
             found.append(_without_keys(table, keys, spec.hive_key, "left_semi").select(held))
         for frame in found:
             texts |= {metastore_value(row[0]) for row in frame.distinct().collect()}

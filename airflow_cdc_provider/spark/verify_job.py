@@ -2,32 +2,22 @@
 
     spark-submit verify_job.py <URI of the verify jobs JSON: a list, one job per table>
 
-See ``core.verify`` for the buckets and ``core.checksum`` for the row texts. Writes the result file each job
-names: ``{"buckets": {bucket: [rows, digest]}, "differing": [bucket, ...], "rows": {bucket: [[key text, md5],
-...]}, "seconds": …}``; ``differing`` compares with the server's sums (in the job, or written to the job's
-``source_file`` while it runs), ``rows`` lists the rows of the differing buckets (at most the job's
-``detail_limit`` of them) and of those the job names.
+See ``core.verify`` for the buckets, ``core.checksum`` for the row texts (``spark.row_texts`` spells them in
+Spark). Writes the result file each job names: ``{"buckets": {bucket: [rows, digest]}, "differing": [bucket, ...],
+"rows": {bucket: [[key text, md5], ...]}, "seconds": …}``; ``differing`` compares with the server's sums (in the
+job, or written to the job's ``source_file`` while it runs), ``rows`` lists the rows of the differing buckets (at
+most the job's ``detail_limit`` of them) and of those the job names.
 """
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from typing import Any
 
-import pandas as pd
-
-from airflow_cdc_provider.core.checksum import (
-    DATE_FORMAT_SPARK,
-    DATETIME_FORMAT_SPARK,
-    NULL_KEY_TEXT,
-    hive_text,
-    spark_text,
-)
 from airflow_cdc_provider.core.history import OPEN_END
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
-from airflow_cdc_provider.core.merge import VersionRefused, history_partition_problem, version_locations
+from airflow_cdc_provider.core.merge import VersionRefused, history_partition_problem
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.verify import (
     BucketSum,
@@ -42,83 +32,12 @@ from airflow_cdc_provider.core.verify import (
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.history import open_values
-from airflow_cdc_provider.spark.names import column, columns_ddl
+
+# bucket_of and key_text re-exported: the merge (spark.merge_job, spark.partitioning) imports them from here.
+from airflow_cdc_provider.spark.row_texts import bucket_of as bucket_of
+from airflow_cdc_provider.spark.row_texts import first_64_bits, row_text, version_frame
+from airflow_cdc_provider.spark.row_texts import key_text as key_text
 from airflow_cdc_provider.spark.session import hive_session
-
-
-def _python_text(column_type: str, mariadb: bool) -> Any:
-    """A column text ``hive_text`` gives, as a vectorised UDF."""
-    from pyspark.sql.functions import pandas_udf  # type: ignore[attr-defined]  # pyspark-client declares it elsewhere
-
-    def text(value: Any) -> Any:
-        if value is None or (isinstance(value, float) and math.isnan(value)):  # pandas holds a NULL double as NaN
-            return None
-        return hive_text(value, column_type, mariadb)
-
-    @pandas_udf("string")  # type: ignore[untyped-decorator]
-    def texts(values: pd.Series) -> pd.Series:
-        return values.map(text)
-
-    return texts
-
-
-def _text(name: str, column_type: str, mariadb: bool, time_zone: str) -> Any:
-    """A column's text (``core.checksum``) as a Spark column, or None for a column counted by its NULL flag."""
-    from pyspark.sql import functions as F
-
-    rule = spark_text(column_type, mariadb, time_zone)
-    value = column(name.lower())  # the Hive table's name
-    if rule is None:
-        return None
-    if rule == "python":
-        return _python_text(column_type, mariadb)(value)
-    if rule == "string":
-        return value.cast("string")
-    if rule == "bit1":
-        return value.cast("int").cast("string")
-    if rule == "hex":
-        return F.hex(value)
-    if rule == "date":
-        return F.date_format(value, DATE_FORMAT_SPARK)
-    if rule == "zoned_datetime":
-        value = F.from_utc_timestamp(value, time_zone)
-    return F.date_format(value, DATETIME_FORMAT_SPARK)
-
-
-def key_text(columns: Any, key: Any, mariadb: bool, time_zone: str) -> Any:
-    """The key's text as a Spark column: its columns' texts joined by ``#``, a NULL one (a zero date's) spelt
-    ``NULL_KEY_TEXT`` as the server spells it."""
-    from pyspark.sql import functions as F
-
-    types = dict(columns)
-    return F.concat_ws("#", *[F.coalesce(_text(name, types[name], mariadb, time_zone), F.lit(NULL_KEY_TEXT))
-                              for name in key])
-
-
-def bucket_of(text: Any, buckets: int) -> Any:
-    """The bucket of a key text (CRC32 modulo the buckets), as the server computes it."""
-    from pyspark.sql import functions as F
-
-    return F.pmod(F.crc32(text.cast("binary")), F.lit(int(buckets)))
-
-
-def version_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any:
-    """The rows of the version at ``job.location``, as its version file says where they are (``version_locations``,
-    which refuses any place but the table's own version directories): the directory's files; for a partitioned
-    version, the files of every partition it lists, in its directory or older ones', read as the source's
-    columns only (the files hold no partition column; an emptied partition's directory holds no file)."""
-    location = job.location or ""
-    text = files.read_text(f"{location.rstrip('/')}/{VERSION_FILE}")
-    info = VersionInfo.from_text(text) if text is not None else None
-    locations = version_locations(info, location, job.warehouse_dir, job.versions_of)
-    if info is None or info.partitioning is None:
-        return spark.read.parquet(location)
-    # The schema given, not found in the files: the rows of a version whose partitions are all empty have none to
-    # find it in, and every partition is read as the same columns.
-    schema = columns_ddl((name.lower(), hive_type(ctype)) for name, ctype in job.columns)
-    if not locations:
-        return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*locations)
 
 
 def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
@@ -142,15 +61,12 @@ def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None 
     """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text MD5)."""
     from pyspark.sql import functions as F
 
-    texts = [t for name, ctype in job.columns if (t := _text(name, ctype, job.mariadb, job.time_zone)) is not None]
-    flags = F.concat(*[F.when(column(name.lower()).isNull(), F.lit("1")).otherwise(F.lit("0"))
-                       for name, _ in job.columns])
-    row_text = F.concat_ws("#", *texts, flags)
+    text = row_text(job.columns, job.mariadb, job.time_zone)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
     if frame is None:
         frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
     return frame.select(bucket_of(key, job.buckets).alias("bucket"), key.alias("key"),
-                        F.md5(row_text.cast("binary")).alias("md5"))
+                        F.md5(text.cast("binary")).alias("md5"))
 
 
 def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600) -> dict[int, BucketSum] | None:
@@ -195,8 +111,7 @@ def _sums(rows: Any) -> dict[int, BucketSum]:
     """Each bucket's rows and XOR of their MD5s' first 64 bits, of ``row_frame``'s rows."""
     from pyspark.sql import functions as F
 
-    # The first 64 bits of the MD5 as a signed integer (Spark has no unsigned one): the same bits.
-    digest = F.conv(F.substring("md5", 1, 16), 16, -10).cast("bigint")
+    digest = first_64_bits(F.col("md5"))
     sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
     return {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
 

@@ -47,6 +47,7 @@ class ConsistentReads(Protocol):
 
     def query(self, sql: str, args: Sequence[Any]) -> list[tuple[Any, ...]]: ...
     def bytes_sent(self) -> int: ...
+    def binlog_position(self) -> tuple[str, int] | None: ...
     def streamed(self, sql: str, args: Sequence[Any]) -> AbstractContextManager[Any]: ...
 
 
@@ -69,6 +70,9 @@ class DiffResult:
     compared_rows: int = 0  # rows whose hash and digest were read
     bytes_sent: int = 0  # what the server sent for it, by its own counter
     keyed: bool = True  # False: the table has no key, its whole row is its identity
+    # The binlog position the snapshot reflects exactly (MariaDB's binlog_snapshot_file and _position), when asked
+    # for and the server tells it; None otherwise.
+    binlog: tuple[str, int] | None = None
 
     @property
     def changes(self) -> dict[str, int]:
@@ -87,9 +91,14 @@ def digests_schema(header: RawHeader) -> pa.Schema:
 
 def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.PathLike[str],
                out_dir: str | os.PathLike[str], read_buffer: int = DEFAULT_READ_BUFFER,
-               digests_out: str | os.PathLike[str] | None = None) -> DiffResult:
+               digests_out: str | os.PathLike[str] | None = None, digest_sql: str | None = None,
+               binlog: bool = False) -> DiffResult:
     """Find ``header``'s table's changes since the version ``digests_file`` describes, and write them into
-    ``out_dir``; the new version's digests to ``digests_out`` (default: ``DIGESTS_FILE`` in ``out_dir``)."""
+    ``out_dir``; the new version's digests to ``digests_out`` (default: ``DIGESTS_FILE`` in ``out_dir``).
+
+    ``digest_sql``: the rows' digest as the kept digests were computed, when not the diff mode's own (a heal's,
+    from a Hive version: ``stages.heal``). ``binlog``: ask the server which binlog position the snapshot
+    reflects (``DiffResult.binlog``)."""
     out = Path(out_dir)
     make_dirs(out)
     kept = pq.read_table(digests_file, columns=[HASH_COLUMN, DIGEST_COLUMN])
@@ -99,9 +108,10 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
     table = TableName.parse(header.table).quoted
     with source.consistent_reads() as reads:
         hash_sql = diff.row_hash(header.columns, header.key, reads.mariadb)
-        digest_sql = diff.row_digest(header.columns, reads.mariadb)
+        digest_sql = digest_sql or diff.row_digest(header.columns, reads.mariadb)
         result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE),
-                            str(digests_out or out / DIGESTS_FILE), keyed=not header.whole_row)
+                            str(digests_out or out / DIGESTS_FILE), keyed=not header.whole_row,
+                            binlog=reads.binlog_position() if binlog else None)
         sent = reads.bytes_sent()
         parent_bits, parents = _descend(reads, table, hash_sql, digest_sql, hashes, digests, result)
         inside = diff.within(hashes, parent_bits, parents)

@@ -75,20 +75,31 @@ class MissingRowMetadata(CdcError):
     """A row event without column names: the server does not log binlog_row_metadata=FULL."""
 
 
-class TableReplaced(CdcError):
+class ChainBroken(CdcError):
+    """The table's rows may have changed in the range in a way its row events do not say: from there on the binlog
+    cannot bring the copy level. ``why`` says what happened and where; the message adds what became of the table
+    and the way on, for a run that stops the table (``run: on_broken_chain: stop``). A run that heals it instead
+    brings it level by a diff (``stages.heal``)."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+        super().__init__(f"{why} ")
+
+
+class TableReplaced(ChainBroken):
     """A statement changed the table's rows without row events in the range (truncated, dropped, renamed, created
     again, a partition dropped…): row events cannot follow that."""
 
 
-class StatementNotUnderstood(CdcError):
+class StatementNotUnderstood(ChainBroken):
     """A statement the capture does not understand may name the table."""
 
 
-class EventNotUnderstood(CdcError):
+class EventNotUnderstood(ChainBroken):
     """An event the capture cannot follow is in the range."""
 
 
-class RowsUndone(CdcError):
+class RowsUndone(ChainBroken):
     """Row events of the table may not have happened: their transaction was rolled back or only prepared."""
 
 
@@ -392,7 +403,7 @@ class _TableSink:
                     f"The column {column.name} of {self.header.table} is in the character set {new} from the row "
                     f"event at {where} on, and was in {old} before: the server converted every value, some of which "
                     f"{new} may not hold, without row events. The copy cannot follow rows changed without row "
-                    f"events. {_STOPPED} {_FRESH}")
+                    f"events.")
 
     def readd(self, name: str, where: str) -> None:
         """A column dropped and added again by the ALTERs of the range (in one statement or several) is a new column,
@@ -870,7 +881,7 @@ class _Statements:
             self._stop_touched(transaction, at, lambda table: RowsUndone(
                 f"The transaction that changed {table} ends with {shown}: row events before it did not happen "
                 "(a transaction that also changed a table without transactions, such as MyISAM, logs its rollback "
-                f"this way). {_STOPPED} {_FRESH}"))
+                f"this way)."))
             if statement.kind == ROLLBACK:
                 transaction.close()
             return
@@ -879,7 +890,7 @@ class _Statements:
                 if may_name(query, schema, table):
                     sink.fail(StatementNotUnderstood(
                         f"The table {schema}.{table} may be named by {shown}, a statement the capture does not "
-                        f"understand, so it cannot tell whether its rows changed. {_STOPPED} {_FRESH}"))
+                        f"understand, so it cannot tell whether its rows changed."))
             return
         for schema, effect, reason in statement.schemas:
             if effect is not Effect.KEEPS_ROWS:
@@ -898,12 +909,12 @@ class _Statements:
         for (schema, table), sink in self._live(at):
             sink.fail(EventNotUnderstood(
                 f"The binlog holds an event the capture cannot follow at {where}: {kind.name} (type {kind.code}), "
-                f"{kind.why}. The table {schema}.{table} may have changed by it. {_STOPPED} {_FRESH}"))
+                f"{kind.why}. The table {schema}.{table} may have changed by it."))
 
     def undone(self, kind: EventType, where: str, at: tuple[int, int], transaction: _Transaction) -> None:
         self._stop_touched(transaction, at, lambda table: RowsUndone(
             f"The row events of {table} at {where} belong to a transaction that ends with {kind.name}: {kind.why}, "
-            f"which the capture does not wait for. {_STOPPED} {_FRESH}"))
+            f"which the capture does not wait for."))
 
     def _stop_touched(self, transaction: _Transaction, at: tuple[int, int], error: Callable[[str], CdcError]) -> None:
         for (schema, table), sink in self._live(at):
@@ -912,12 +923,13 @@ class _Statements:
 
 
 _STOPPED = "Nothing of this table was written; the Hive table is as it was; the other tables go on."
-_FRESH = "Trigger a run with fresh_snapshot=true to reload the table (docs/capture.md says what each statement does)."
+_FRESH = ("Trigger a run with fresh_snapshot=true to reload the table, or set `run: on_broken_chain: heal` to have "
+          "each run bring such a table level by a diff (docs/capture.md says what each statement does).")
 
 
 def _changed(name: tuple[str, str], shown: str, reason: str) -> str:
     return (f"The table {name[0]}.{name[1]} was changed by {shown}: {reason}. The copy cannot follow rows changed "
-            f"without row events. {_STOPPED} {_FRESH}")
+            f"without row events.")
 
 
 def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: str, strict: bool,

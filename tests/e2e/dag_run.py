@@ -156,7 +156,13 @@ def run_dag(dag_id: str, logical_date: str, *conf: str, env: dict[str, str], cwd
     global _server
     if _server is None or _server.process.poll() is not None:
         _server = _Server(cwd)
-    return _server.run(["dag_run", dag_id, logical_date, *conf], env, cwd, timeout)
+    code, output = _server.run(["dag_run", dag_id, logical_date, *conf], env, cwd, timeout)
+    kept = os.environ.get("CDC_TEST_RUN_LOGS")  # a directory to keep every run's whole output in, for a person
+    if kept:
+        Path(kept).mkdir(parents=True, exist_ok=True)
+        name = f"{time.strftime('%H%M%S')}-{dag_id}-{logical_date.replace(':', '')}-{code}.log"
+        (Path(kept) / name).write_text(output)
+    return code, output
 
 
 if __name__ == "__main__":

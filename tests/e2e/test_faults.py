@@ -14,6 +14,7 @@ import pytest
 import yaml
 from airflow_cdc_testing.server import ThrowawayServer
 
+from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.resume import UnreadableKind, read_position
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from tests.conftest import conn_env
@@ -180,11 +181,40 @@ KILL_CHAINS = [
             # orders' new partition added (empty), none switched yet: its readers see the version before.
             ("partition_commit.added", "customers' new version; orders as it was"),
             ("merge.task.committed", "the new version")]),
+    # Killed in a heal (orders', in its diff), then after the commit and before the ledger; completed by the next
+    # run, which heals orders again and logs customers' events numbered from 1. (The heal's Spark driver killed:
+    # tests/integration/test_version_digests.py.)
+    (None, [("diff.compared", "nothing"), ("merge.task.committed", "the new version")]),
 ]
+# The chains completed by the next run (a new one), not by the killed run's re-run.
+COMPLETED_BY_THE_NEXT_RUN = {3}
 # The places before the merge task: a run killed there has not started Spark.
 BEFORE_THE_MERGE = {"plan.locked", "snapshot.chunk", "extract.decode", "extract.file", "replay.write"}
 # What the completing attempt says after the kill before it.
 SAID_AFTER = {"merge.task.committed": "a re-run: onto version", "table.finish": "already committed by this run"}
+
+
+def _check_every_event_changelog(pipeline: Pipeline, since: tuple[int, dict], now: dict) -> None:
+    """The row events of each version of customers after ``since`` (a version and its rows) are numbered 1, 2, …
+    in binlog order in its changelog (an update's two images share one), and applied in order to the rows of that
+    version they give the rows Hive holds now (``now``)."""
+    from airflow_cdc_testing.hive import read_hive_tables
+
+    from tests.integration.hive_helpers import apply_changes, changes_by_version
+
+    hive = pipeline.config["hive"]
+    name = f"{hive['database']}.customers_changelog"
+    changelog, _ = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], [name])[name]
+    header = pipeline.hook.raw_header(TableName(pipeline.schema, "customers"))
+    columns, key = [n.lower() for n, _ in header.columns], tuple(k.lower() for k in header.key)
+    first, state = since
+    versions = {v: changes for v, changes in changes_by_version(changelog).items() if v > first}
+    assert len([v for v, changes in versions.items() if changes]) == 2, sorted(versions)  # the killed run's, the next
+    for version, changes in sorted(versions.items()):
+        ordinals = sorted({c["_change_ordinal"] for c in changes})
+        assert ordinals == list(range(1, len(ordinals) + 1)), (version, ordinals)
+        state = apply_changes(state, changes, key, columns, every_event=True)
+    assert state == now, "the changelog of customers does not give its rows"
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:
@@ -216,6 +246,8 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
     # Snapshots in key ranges on two connections, a row per chunk: the kill at snapshot.chunk cuts a parallel read.
     # The binlog passes decode in two processes beside them: extract.decode kills one of those.
     pipeline.config["source"] = {"snapshot_readers": 2, "snapshot_chunk_rows": 1, "binlog_decoders": 2}
+    # customers keep a changelog of every row event: a version's events are numbered from 1 whatever was killed.
+    pipeline.config["tables"][1]["changelog"] = {"mode": "all"}
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
     code, output = pipeline.run("2026-11-02T00:00:00+00:00")
     assert code == 0, output[-8000:]
@@ -227,9 +259,16 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
         if chain == 2:  # the run adds a column: its driver is killed between the switch and ADD COLUMNS
             pipeline.sql("ALTER TABLE {s}.orders ADD COLUMN channel VARCHAR(20) NULL",
                          "UPDATE {s}.orders SET channel = 'web' WHERE order_no = 3020")
+        if chain == 3:  # orders swapped for a copy less a row (its chain breaks): the run heals it by a diff
+            pipeline.sql("CREATE TABLE {s}.orders_copy LIKE {s}.orders",
+                         "INSERT INTO {s}.orders_copy SELECT * FROM {s}.orders WHERE order_no <> 1002",
+                         "RENAME TABLE {s}.orders TO {s}.orders_old, {s}.orders_copy TO {s}.orders",
+                         "DROP TABLE {s}.orders_old")
         date, args = f"2026-11-02T0{chain}:00:00+00:00", [conf] if conf else []
         # Hive as the chain before left it (the source changes above leave it as it was).
         before = {table: rows for table, (rows, _) in (level or pipeline.hive_tables()).items()}
+        if chain in COMPLETED_BY_THE_NEXT_RUN:
+            since = pipeline.ledger("customers").committed().version, before["customers"]
         for point, visible in kills:
             warehouse = _files(Path(pipeline.config["hive"]["warehouse_dir"]))
             code, output = pipeline.run(date, *args, env={"CDC_FAILPOINT": point})
@@ -248,16 +287,26 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
             else:
                 assert after != before, f"{point}: the killed attempt had committed, yet Hive is as it was"
             killed.append(point)
+        if chain in COMPLETED_BY_THE_NEXT_RUN:
+            # Not its re-run but the next run completes: its range starts where the ledger says the table is, so
+            # it holds the events of the version the killed run committed too.
+            pipeline.sql("UPDATE {s}.customers SET city = 'after the kill' WHERE id = 2",
+                         "INSERT INTO {s}.customers (email, name, city, created_at) VALUES "
+                         "('kim@example.com', 'Kim', 'Oslo', NOW(3))")
+            date = date.replace(":00:00+", ":30:00+")
         # The run again (a clear in the UI; under a scheduler, the task's retry does the same work) completes.
         code, output = pipeline.run(date, *args)
         assert code == 0, (kills[-1][0], output[-8000:])
-        if kills[-1][0] in SAID_AFTER:
+        if chain == 3:
+            assert pipeline.outcome("orders")["mode"] == "heal", pipeline.outcome("orders")
+        if kills[-1][0] in SAID_AFTER and chain not in COMPLETED_BY_THE_NEXT_RUN:
             assert SAID_AFTER[kills[-1][0]] in output, output[-8000:]
         level = pipeline.assert_all_equal()
         for table in pipeline.tables:
             assert pipeline.ledger(table).holder() is None
 
     assert [point for _, kills in KILL_CHAINS for point, _ in kills] == killed
+    _check_every_event_changelog(pipeline, since, level["customers"][0])
     hive, _ = level["orders"]
     assert any(row.get("channel") == "web" for row in hive.values()), "the column added after the kill"
     # Nothing piles up: each table keeps its newest Hive versions, complete or not, and run directories (a

@@ -235,8 +235,10 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_an
     assert pipeline.outcome("orders")["mode"] == "incremental"
     level = pipeline.assert_all_equal()
 
-    # A purged binlog. By default each table fails naming the missing file, the retention and the way on; nothing
-    # changes.
+    # A purged binlog. With `on_purged_binlog: fail` each table fails naming the missing file, the retention and the
+    # way on; nothing changes.
+    pipeline.config["on_purged_binlog"] = "fail"
+    pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
     before = level["orders"][0]
     pipeline.sql("INSERT INTO {s}.orders (order_no, line_no, customer_id, amount) VALUES (6001, 1, 2, 6.00)",
                  "UPDATE {s}.orders SET amount = amount + 1 WHERE order_no = 2001",
@@ -249,21 +251,32 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_an
     assert code != 0
     watermark = pipeline.ledger("orders").committed().watermark
     for part in (f"The binlog file {watermark.file}", "is no longer on the server", "retention setting is",
-                 "fresh_snapshot=true", "on_purged_binlog: snapshot"):
+                 "fresh_snapshot=true", "on_purged_binlog: heal"):
         assert part in output, (part, output[-6000:])
     assert pipeline.hive("orders")[0] == before and pipeline.ledger("orders").committed().version == version
 
-    # Asked for: the same kind of run takes a fresh snapshot of each such table, says so, and levels Hive.
-    pipeline.config["on_purged_binlog"] = "snapshot"
+    # By default (`on_purged_binlog: heal`) the same kind of run brings each such table level by a diff against its
+    # version, says so, and the binlog goes on from the diff's moment: the next run reads it from there.
+    del pipeline.config["on_purged_binlog"]
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
+    pipeline.sql("UPDATE {s}.orders SET note = 'before the heal' WHERE order_no = 2001")
     code, output = pipeline.run("2026-03-01T12:00:00+00:00")
     assert code == 0, output[-8000:]
-    assert "this run takes a fresh snapshot (on_purged_binlog: snapshot)" in output
     for table in ("orders", "customers"):
         outcome = pipeline.outcome(table)
-        assert (outcome["mode"], outcome["status"]) == ("snapshot", "committed"), outcome
-        assert any("no longer on the server" in w for w in outcome["warnings"]), outcome
-        assert not any("Trigger a run" in w for w in outcome["warnings"]), "the way on is moot once taken"
+        assert (outcome["mode"], outcome["status"]) == ("heal", "committed"), outcome
+        healed = outcome["healed"]
+        assert "is no longer on the server" in healed["why"] and healed["bytes_sent"] > 0, outcome
+        assert f"healed by a diff ({healed['upserts']} rows read" in output, output[-6000:]
+    orders = pipeline.outcome("orders")
+    # What changed since version: an insert, an update (twice, one row), a delete. A row re-read, not every row.
+    assert (orders["healed"]["upserts"], orders["healed"]["deletes"]) == (2, 1), orders
+    level = pipeline.assert_all_equal()
+    pipeline.sql("UPDATE {s}.orders SET note = 'after the heal' WHERE order_no = 2001")
+    code, output = pipeline.run("2026-03-01T13:00:00+00:00")
+    assert code == 0, output[-8000:]
+    assert [pipeline.outcome(t)["mode"] for t in ("orders", "customers")] == ["incremental", "incremental"]
+    assert pipeline.outcome("orders")["changes"] == {"I": 0, "U": 1, "D": 0}, pipeline.outcome("orders")
     pipeline.assert_all_equal()
 
 

@@ -324,8 +324,8 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
     assert {e["id"]: w for e, w in zip(events, where)} == at, "each key's last event is where replay says"
 
 
-def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(mariadb, schema, capture_conn,
-                                                                               tmp_path):
+def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention_or_goes_to_the_heal(
+        mariadb, schema, capture_conn, tmp_path):
     hook = MySqlSourceHook(capture_conn)
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
     a, b = (f"{schema}.a", f"{schema}.b")
@@ -336,12 +336,18 @@ def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention(
     mariadb.execute(f"UPDATE {b} SET n = 99 WHERE k1 = 1")
     plan = source_plan(checked, tmp_path, committed={a: old, b: recent})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn, on_purged_binlog="fail").execute({}))
     (failed,) = extraction.failed
     assert failed.source == a and old.file in failed.error and "expire_logs_days=" in failed.error
     assert not (tmp_path / f"ods.{schema}_a").exists(), "nothing written for the failed table"
     (part,) = extraction.tables
-    assert part.source == b and part.counts["U"] == 1
+    assert part.source == b and part.counts["U"] == 1 and not extraction.broken
+    # By default the table goes to the heal task, with why; the others as before.
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    (broken,) = extraction.broken
+    assert broken.source == a and old.file in broken.why and "no longer on the server" in broken.why
+    assert not extraction.failed and [t.source for t in extraction.tables] == [b]
 
 
 def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema, capture_conn, tmp_path):

@@ -48,6 +48,23 @@ def test_patterns_select_what_they_match_and_only_that():
     assert r.missing == () and r.named == frozenset()
 
 
+def test_a_pattern_leaves_out_the_working_tables_of_online_schema_change_tools():
+    tools = ["shop._orders_new", "shop.__orders_old", "shop._orders_gho", "shop._orders_ghc", "shop._orders_del",
+             "shop._orders_20261128101500_del", "shop._orders_chkpnt", "shop.__osc_new_orders", "shop.lhmn_orders",
+             "shop.lhma_1732780000_orders"]
+    # Beside a table of that name only: a table of the user's own named so is captured.
+    r = run(["shop.*"], ["shop.orders", *tools, "shop._notes_new", "crm._orders_new"])
+    assert [str(t.source) for t in r.tables] == ["shop._notes_new", "shop.orders"]
+    left_out = dict(r.unusable)
+    assert sorted(str(name) for name in left_out) == sorted(tools)
+    assert "a working table of gh-ost on shop.orders: a pattern leaves it out" in left_out[TableName("shop",
+                                                                                                      "_orders_gho")]
+    assert "pt-online-schema-change" in left_out[TableName("shop", "_orders_new")]
+    # Named, it is captured.
+    assert [str(t.source) for t in run(["shop._orders_new"], ["shop.orders", "shop._orders_new"]).tables] == [
+        "shop._orders_new"]
+
+
 def test_a_named_entry_wins_over_a_pattern_that_matches_too():
     r = run([{"source": "shop.*", "target": "p_{table}", "schema_changes": "evolve"},
              {"source": "shop.orders", "target": "orders"}], ["shop.orders", "shop.items"])

@@ -753,7 +753,7 @@ def test_a_snapshots_or_history_table_that_would_be_another_named_tables_hive_ta
 def test_expectations_read_as_sentences():
     fields = SECTIONS["run"].model_fields
     assert expectation(fields["retries"]) == "a whole number >= 0"
-    assert expectation(fields["on_purged_binlog"]).startswith("`fail` (the table fails")
+    assert expectation(fields["on_purged_binlog"]).startswith("`heal` (the same run brings it level by a diff")
     assert expectation(SECTIONS["work"].model_fields["conn_id"]) == "a string, or null"
 
 

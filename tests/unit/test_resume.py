@@ -38,7 +38,7 @@ def test_a_purged_file_names_the_file_the_files_kept_and_the_retention():
         "The binlog file binlog.000002 of the watermark binlog.000002:120 gtid=0-1-9 is no longer on the server "
         "(it keeps binlog.000003 … binlog.000004): it was purged. The server's retention setting is "
         "binlog_expire_logs_seconds=86400, expire_logs_days=1.000000.")
-    assert found.way_on.startswith("Trigger a run with the parameter fresh_snapshot=true")
+    assert found.way_on.startswith("Set `on_purged_binlog: heal`") and "fresh_snapshot=true" in found.way_on
     assert "on_purged_binlog: snapshot" in found.way_on and "keep binlogs longer" in found.way_on
     assert found.message == f"{found.reason} {found.way_on}"
     with pytest.raises(WatermarkNotReadable, match="binlog.000002 of the watermark"):

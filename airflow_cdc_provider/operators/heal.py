@@ -1,0 +1,124 @@
+"""The heal task: the tables whose binlog chain broke in the run's range (``Extraction.broken``) brought level by a
+diff against their committed versions (``stages.heal``), for the merge to commit."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import Any
+
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
+from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableFailure
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
+from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+from airflow_cdc_provider.hooks.work_store import work_store
+from airflow_cdc_provider.operators.failures import final_on_cdc_error
+from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
+from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
+from airflow_cdc_provider.spark import DIGESTS_JOB
+from airflow_cdc_provider.stages.heal import DIGESTS_FILE, HealTarget, heal_table, merge_input, target
+from airflow_cdc_provider.stages.version_digests import digests_file_from_spark
+
+
+class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
+    """Heal each table whose chain broke in the run's range: one Spark application computes the row digests of
+    each one's committed version (``spark/digests_job.py``), then each is compared with the source by a diff, in
+    one transaction with a consistent snapshot, and its changing rows read (``stages.heal``). A table that cannot
+    be healed (its key changed, its policy refuses a change of columns) fails, named; the others go on. When no
+    chain broke, it does nothing and starts no Spark application.
+
+    Returns (XCom) a ``Captured``: a merge input per healed table (mode ``heal``), the tables that failed.
+
+    :param plan: the plan task's ``SourcePlan`` (templated).
+    :param extraction: the extract task's ``Extraction`` (templated; None when that task failed).
+    :param time_zone: ``hive.time_zone``: the zone whose digits a DATETIME's instant holds.
+    :param read_buffer: bytes of rows a diff's read holds before writing them (``core.batches``).
+    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
+    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
+        (``source: statement_timeout_seconds``).
+    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    """
+
+    template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "extraction")
+
+    def __init__(self, *, plan: Any, extraction: Any, warehouse_dir: str, metastore_uri: str | None,
+                 time_zone: str = "UTC", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
+                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
+                 read_buffer: int = DEFAULT_READ_BUFFER, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
+                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+        kwargs.setdefault("name", "cdc-heal")
+        super().__init__(application=DIGESTS_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri, **kwargs)
+        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
+        self.plan, self.extraction, self.time_zone = plan, extraction, time_zone
+        self.mysql_conn_id, self.work_conn_id, self.lock_lease_seconds = mysql_conn_id, work_conn_id, lock_lease_seconds
+        self.read_buffer = read_buffer
+
+    @final_on_cdc_error
+    def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # a Captured
+        plan = SourcePlan.model_validate(self.plan)
+        broken = Extraction.model_validate(self.extraction).broken if self.extraction is not None else ()
+        if not broken:
+            self.log.info("No table's binlog chain broke in this run: nothing to heal.")
+            return Captured().to_xcom()
+        tables = [plan.table(b.source) for b in broken]
+        with self._leased(context, tables, plan.run):
+            return self._heal(context, plan, [(plan.table(b.source), b.why) for b in broken]).to_xcom()
+
+    def _heal(self, context: Any, plan: SourcePlan, broken: list[tuple[Any, str]]) -> Captured:
+        hook = self._source_hook()
+        mariadb = hook.flavor.is_mariadb
+        store = work_store(broken[0][0].table_dir.work_dir, self.work_conn_id)
+        failed: list[TableFailure] = []
+        targets: list[HealTarget] = []
+        for table, why in broken:
+            self.log.warning("%s: its chain broke (%s); it is brought level by a diff against version %s",
+                             table.source, why, table.committed.version if table.committed else None)
+            try:
+                targets.append(target(table, why, hook))
+            except CdcError as exc:
+                self.log.error("%s cannot be healed: %s", table.source, exc)
+                failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
+        if not targets:
+            return Captured(failed=tuple(failed))
+        jobs = [DigestsJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                           table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
+                           time_zone=self.time_zone, location=t.committed.location,
+                           out=store.uri(t.table.run_dir.heal_version_digests), shard=t.table.table.shard)
+                for t in targets]
+        self._require_spark_connection()
+        job_file = targets[0].table.run_dir.heal_digests_jobs
+        store.write(job_file, DigestsJobs(jobs=tuple(jobs)))
+        started = time.monotonic()
+        self._spark_submit(context, store.uri(job_file))
+        spark_seconds = time.monotonic() - started  # one application for every table: each is counted it
+        inputs: list[MergeInput] = []
+        for heal in targets:
+            run_dir = heal.table.run_dir
+            # The job ended well: its part files (and its reason, where it refused the version), not Hadoop's
+            # checksums.
+            written = [run_dir.heal_version_digests_part(name)
+                       for name in store.file_names(run_dir.heal_version_digests) if not name.endswith(".crc")]
+            with store.fetched(written) as parts, store.staging(run_dir.heal) as local:
+                try:
+                    digests = local / DIGESTS_FILE
+                    # Of the version's columns the digests cover: the key columns as the version typed them.
+                    version = RawHeader(heal.header.table, heal.compared, heal.header.key)
+                    rows = digests_file_from_spark(parts, version, digests)
+                    result = heal_table(hook, heal, digests, local, mariadb, self.read_buffer)
+                except CdcError as exc:
+                    self.log.error("%s cannot be healed: %s", heal.source, exc)
+                    failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))
+                    continue
+                found = result.found
+                self.log.info("%s healed by a diff with version %d (%d rows): %d rows changed or new, %d gone; %d "
+                              "rows' digests compared; %d bytes sent by the server; as of %s, binlog %s",
+                              heal.source, heal.committed.version, rows, found.upserts, found.deletes,
+                              found.compared_rows, found.bytes_sent, found.as_of.isoformat(), result.watermark)
+                result.seconds += spark_seconds
+                inputs.append(merge_input(heal, result, functools.partial(store.location_of, staging_dir=local,
+                                                                          location=run_dir.heal)))
+        return Captured(inputs=tuple(inputs), failed=tuple(failed))

@@ -1,0 +1,153 @@
+"""Healing a table whose binlog chain broke: it is brought level by a diff against its committed version, and the
+binlog goes on from the diff's moment.
+
+A chain breaks where the table's rows may have changed without row events that say how (``stages.extract``'s
+``ChainBroken``: a TRUNCATE, a table dropped and created again, the RENAME swap that ends an online schema change,
+a statement or event the capture does not understand), or where the binlog from its watermark is gone (purged).
+The binlog cannot bring the copy level from there, but the source itself can: the diff of ``stages.diff``
+compares the source with the rows' digests of the version the ledger names, and ships only the rows that differ.
+
+A table read from the binlog keeps no digests (diff mode does), so a Spark job computes them from the version's
+files (``spark/digests_job.py``), with the texts verify writes; the server computes the same for its rows
+(``core.diff.heal_digest``). Then, per table, in one read-only transaction with a consistent snapshot, the diff
+finds the rows that differ and reads them in full. The new version is the version plus those changes: the
+source as of the snapshot. Its watermark is the binlog position the snapshot reflects (MariaDB says it exactly:
+``binlog_snapshot_position``; on MySQL the position taken just before the snapshot, as a snapshot's is), and the
+next run reads the binlog from there: a change between the two positions is replayed onto a row that already
+has it, which is harmless (rows are matched by key, images are whole).
+
+Columns the source gained or lost since the version go to the table's ``schema_changes`` policy first. The digests
+cover the version's columns that are still at the source, and a row that holds a value in a column added since
+differs (``heal_digest``): an online schema change that added a nullable column ships only the rows written
+during it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from airflow_cdc_provider.core import diff
+from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
+from airflow_cdc_provider.core.contract import Healed, MergeInput, TablePlan
+from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.ledger import HEAL, Committed
+from airflow_cdc_provider.core.records import RawHeader
+from airflow_cdc_provider.core.schema import SchemaChange, check_changes
+from airflow_cdc_provider.core.watermark import Watermark
+from airflow_cdc_provider.stages.diff import DiffResult, DiffSource, diff_table
+
+DIGESTS_FILE = "version-digests.parquet"  # the version's digests, as the diff reads them
+
+
+class HealNotPossible(CdcError):
+    """A table whose chain broke cannot be healed by a diff: it stops, as it would without a heal."""
+
+
+class HealSource(DiffSource, Protocol):
+    """What a heal asks of the source (``MySqlSourceHook``): the table's columns and key now, and binlog positions."""
+
+    def raw_header(self, table: TableName, declared: Sequence[str] | None = None) -> RawHeader: ...
+    def current_watermark(self) -> Watermark: ...
+    def watermark_at(self, file: str, position: int) -> Watermark: ...
+
+
+@dataclass(frozen=True)
+class HealTarget:
+    """A table to heal: its plan (the version the ledger names), why its chain broke, and the source's table now.
+
+    ``compared`` are the version's columns still at the source, as the version typed them: what both sides'
+    digests are computed over. ``added`` are the columns the source gained since the version."""
+
+    table: TablePlan
+    why: str
+    header: RawHeader
+    committed: Committed
+    compared: tuple[tuple[str, str], ...]
+    added: tuple[str, ...]
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+
+def target(table: TablePlan, why: str, source: HealSource) -> HealTarget:
+    """What healing ``table`` compares, from the source's table as it is now; ``HealNotPossible`` (or the policy's
+    ``CdcError``) when it cannot be healed."""
+    committed = table.committed
+    if committed is None or committed.columns is None:
+        raise HealNotPossible(f"{table.source} has no committed version with its columns recorded to compare the "
+                              "source with. Trigger a run with fresh_snapshot=true.")
+    declared = table.table.key if table.table.key_declared else None
+    header = source.raw_header(table.table.name, declared)
+    if tuple(k.lower() for k in header.key) != tuple(k.lower() for k in table.table.key):
+        raise HealNotPossible(
+            f"The key of {table.source} is ({', '.join(header.key)}) at the source now, and was "
+            f"({', '.join(table.table.key)}): rows cannot be matched across the break by a key that changed. Trigger "
+            "a run with fresh_snapshot=true to reload the table.")
+    before, after = tuple(committed.columns), tuple(header.columns)
+    if before != after:
+        # The same rule as a change met in the binlog: the policy takes it on, or the table stops, named.
+        check_changes([SchemaChange(table=table.source, at="the heal's read of the source", ddl=None,
+                                    before=before, after=after)], table.table.schema_changes, header.key)
+    now = {name.lower() for name, _ in after}
+    was = {name.lower() for name, _ in before}
+    compared = tuple((name, ctype) for name, ctype in before if name.lower() in now)
+    added = tuple(name for name, _ in after if name.lower() not in was)
+    return HealTarget(table=table, why=why, header=header, committed=committed, compared=compared, added=added)
+
+
+@dataclass
+class HealResult:
+    """One table's heal: its diff and the binlog position the new version reflects."""
+
+    found: DiffResult
+    watermark: Watermark
+    seconds: float
+
+
+def heal_table(source: HealSource, heal: HealTarget, digests_file: str | os.PathLike[str],
+               out_dir: str | os.PathLike[str], mariadb: bool, read_buffer: int = DEFAULT_READ_BUFFER) -> HealResult:
+    """Find the rows of ``heal``'s table that differ from its version (whose digests are ``digests_file``) and
+    write them into ``out_dir`` as a diff does; with the binlog position the diff's snapshot reflects."""
+    started = time.monotonic()
+    before = source.current_watermark()  # no later than the snapshot: what MySQL's heal goes on from
+    header, current = heal.header, dict(heal.header.columns)
+    # The version's columns with the source's types now: the server spells a value by its type as it is.
+    compared = [(name, current[name]) for name, _ in _named_as(heal.compared, header.columns)]
+    digest_sql = diff.heal_digest(compared, _named(heal.added, header.columns), mariadb)
+    found = diff_table(source, header, digests_file, out_dir, read_buffer,
+                       digests_out=Path(out_dir) / "digests-after.parquet", digest_sql=digest_sql, binlog=True)
+    watermark = source.watermark_at(*found.binlog) if found.binlog is not None else before
+    return HealResult(found=found, watermark=watermark, seconds=time.monotonic() - started)
+
+
+def merge_input(heal: HealTarget, result: HealResult, located: Callable[[str], str]) -> MergeInput:
+    """The merge's input for a healed table: the diff's changes onto the version it compared with, reaching the
+    binlog position the diff's snapshot reflects."""
+    found, header = result.found, heal.header
+    healed = Healed(why=heal.why, upserts=found.upserts, deletes=found.deletes, compared_rows=found.compared_rows,
+                    bytes_sent=found.bytes_sent, rows=found.rows)
+    return MergeInput(source=heal.source, mode=HEAL, upsert_files=(located(found.upsert_file),),
+                      delete_file=located(found.delete_file), columns=header.columns, key=header.identity,
+                      end=result.watermark, as_of=found.as_of, source_columns=header.columns,
+                      upserts=found.upserts, deletes=found.deletes, changes=found.changes,
+                      start=heal.committed.watermark, seconds={"heal": round(result.seconds, 3)}, healed=healed,
+                      # The columns added since the version: NULL in the rows the heal did not read again.
+                      fill_sources=tuple((name, ()) for name in heal.added))
+
+
+def _named_as(columns: Sequence[tuple[str, str]], now: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``columns`` with the names the source spells now (a name's case may change)."""
+    spelt = {name.lower(): name for name, _ in now}
+    return [(spelt[name.lower()], ctype) for name, ctype in columns]
+
+
+def _named(names: Sequence[str], now: Sequence[tuple[str, str]]) -> list[str]:
+    spelt = {name.lower(): name for name, _ in now}
+    return [spelt[name.lower()] for name in names]
