@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: venv mariadb demo test test-lowest unit quick check clean
+.PHONY: venv mariadb tools demo test test-lowest unit quick check clean
 
 venv: $(VENV)/.installed
 
@@ -36,6 +36,10 @@ $(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt script
 mariadb:
 	@scripts/ensure-mariadb.sh $(if $(filter demo,$(MAKECMDGOALS)),--demo)
 
+# What the tests run against the server besides the provider: pt-online-schema-change.
+tools:
+	@scripts/ensure-percona-toolkit.sh
+
 demo: venv mariadb
 	$(BIN)/python scripts/demo.py
 
@@ -45,7 +49,7 @@ demo: venv mariadb
 # started. tests/conftest.py orders the tests longest first and keeps a module that shares a server on one worker.
 WORKERS ?= auto
 
-test: venv mariadb check
+test: venv mariadb tools check
 	$(BIN)/python $(COMPILE_SOURCES)
 	@$(MAKE) --no-print-directory test-lowest > $(LOWEST).log 2>&1 & lowest=$$!; \
 	$(BIN)/python -m pytest -n $(WORKERS) --dist loadgroup --no-loadscope-reorder; suite=$$?; \

@@ -83,7 +83,7 @@ class ChainBroken(CdcError):
 
     def __init__(self, why: str) -> None:
         self.why = why
-        super().__init__(f"{why} ")
+        super().__init__(f"{why} {_STOPPED} {_FRESH}")
 
 
 class TableReplaced(ChainBroken):

@@ -350,6 +350,28 @@ def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention_
     assert not extraction.failed and [t.source for t in extraction.tables] == [b]
 
 
+def test_a_table_whose_chain_breaks_goes_to_the_heal_or_with_on_broken_chain_stop_fails_naming_the_statement(
+        mariadb, schema, capture_conn, tmp_path):
+    hook = MySqlSourceHook(capture_conn)
+    checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path)
+    a, b = (f"{schema}.a", f"{schema}.b")
+    start = hook.current_watermark()
+    mariadb.execute(f"UPDATE {a} SET v = 'x' WHERE id = 1", f"TRUNCATE TABLE {a}", f"UPDATE {b} SET n = 1 WHERE k1 = 1")
+    plan = source_plan(checked, tmp_path, committed={a: start, b: start})
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn, on_broken_chain="stop").execute({}))
+    (failed,) = extraction.failed
+    assert failed.source == a and f"`TRUNCATE TABLE {a}`" in failed.error and "fresh_snapshot=true" in failed.error
+    assert "on_broken_chain: heal" in failed.error and not extraction.broken
+    assert [(t.source, t.counts["U"]) for t in extraction.tables] == [(b, 1)]
+    # By default: to the heal task, with what broke the chain and where, and no way on to follow by hand.
+    extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
+        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+    (broken,) = extraction.broken
+    assert broken.source == a and f"`TRUNCATE TABLE {a}`" in broken.why and "fresh_snapshot" not in broken.why
+    assert not extraction.failed and [t.source for t in extraction.tables] == [b]
+
+
 def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema, capture_conn, tmp_path):
     hook = MySqlSourceHook(capture_conn)
     checked = check([TablePattern(schema=schema, table="a")], capture_conn, tmp_path)

@@ -165,8 +165,8 @@ def test_a_table_planned_for_work_whose_input_never_came_is_failed():
     orders, items = table_plan("orders"), table_plan("items", SNAPSHOT)
     found = sort(SourcePlan(run=RUN, tables=(orders, items)), Captured(inputs=(merge_input(items),)), None, None)
     outcome = found.decided["shop.orders"]
-    assert (outcome.status, outcome.error) == ("failed", "its capture did not finish: see the snapshot, extract "
-                                                         "or replay task's log")
+    assert (outcome.status, outcome.error) == ("failed", "its capture did not finish: see the snapshot, extract, "
+                                                         "replay or heal task's log")
     assert [t.source for t, _, _ in found.merging] == ["shop.items"]
 
 
