@@ -14,6 +14,7 @@ from __future__ import annotations
 import random
 import subprocess
 import threading
+import time
 
 import pytest
 import yaml
@@ -74,17 +75,26 @@ class Writer:
                                         f"DELETE FROM {self.table} WHERE id = {rng.randint(1, 2000)}"])
                 new_id += 1
                 self.changes += cursor.execute(statement)
+                time.sleep(0.05)  # an application's pace: some tens of changes a second
 
 
 def online_schema_change(server, schema: str, table: str, alter: str, first_id: int) -> int:
     """pt-online-schema-change (Debian's percona-toolkit) altering ``table`` under a writer, in small chunks with a
     pause between them so that the writer's changes fall during the copy; returns the rows the writer changed."""
     with Writer(server, f"{schema}.{table}", first_id) as writer:
-        done = subprocess.run(["pt-online-schema-change", "--alter", alter, "--execute", "--recursion-method=none",
-                               "--no-version-check", "--chunk-size=100", "--chunk-time=0", "--sleep=0.1",
-                               f"S={server.socket_path},u=root,D={schema},t={table}"],
-                              capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0 and "Successfully altered" in done.stdout, (done.stdout, done.stderr)
+        tool = subprocess.Popen(["pt-online-schema-change", "--alter", alter, "--execute", "--recursion-method=none",
+                                 "--no-version-check", "--chunk-size=100", "--chunk-time=0", "--sleep=0.1",
+                                 f"S={server.socket_path},u=root,D={schema},t={table}"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            output, _ = tool.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            waits = server.execute("SELECT ID, USER, COMMAND, TIME, STATE, LEFT(INFO, 200) FROM "
+                                   "information_schema.PROCESSLIST WHERE COMMAND <> 'Sleep' OR TIME > 5")
+            tool.kill()
+            raise AssertionError(f"pt-online-schema-change did not finish: {tool.communicate()[0][-3000:]}; "
+                                 f"the server's threads: {waits}") from None
+    assert tool.returncode == 0 and "Successfully altered" in output, output
     assert writer.changes > 10, writer.changes
     return writer.changes
 
