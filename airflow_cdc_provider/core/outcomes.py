@@ -22,7 +22,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import DIFF, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import DIFF, HEAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import MergeSpec, TableMerge
 from airflow_cdc_provider.core.verify import Replaced
 
@@ -208,8 +208,9 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
 
 def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | None:
     """What a committed table's new version read again from the source, settling a pending repair: the whole
-    table for a snapshot, the re-read buckets otherwise; None when it read nothing again (a repair stays)."""
-    if table.mode == SNAPSHOT:
+    table for a snapshot and for a heal (its diff compared every row), the re-read buckets otherwise; None when
+    it read nothing again (a repair stays)."""
+    if table.mode == SNAPSHOT or merge_input.mode == HEAL:
         return Replaced()
     reread = merge_input.reread
     if reread is not None and reread.which:

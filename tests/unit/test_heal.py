@@ -15,9 +15,10 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.ledger import HEAL, INCREMENTAL, SNAPSHOT, RunRef, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
 from airflow_cdc_provider.core.metrics import table_metrics
-from airflow_cdc_provider.core.outcomes import NO_CAPTURE, merged, sort_tables
+from airflow_cdc_provider.core.outcomes import NO_CAPTURE, merged, repair_settled_by, sort_tables
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.summary import summary_line
+from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.stages.heal import HealNotPossible, target
 from tests.unit.test_outcomes import COLUMNS, RUN, T1, Ledgers, table_plan, wm
 
@@ -92,6 +93,8 @@ def test_a_healed_commit_says_so_in_its_outcome_summary_asset_event_and_metrics(
     assert "heal 3.5 s, merge 8.0 s; healed by a diff (2 rows read, 1,999 gone, 16,000 bytes from the server): The " \
            "table shop.items was changed by `TRUNCATE TABLE items`" in line, line
     assert event_extra(outcome)["healed"] == HEALED.to_xcom()
+    # Its diff compared every row: a repair verify left pending is settled, as by a snapshot.
+    assert repair_settled_by(table, given) == Replaced()
     sent = {m.name: m.value for m in table_metrics(outcome, T1)}
     assert (sent["cdc.heal.tables.ods.items"], sent["cdc.heal.upserts.ods.items"], sent["cdc.heal.deletes.ods.items"],
             sent["cdc.heal.bytes_sent.ods.items"]) == (1, 2, 1999, 16000)
