@@ -607,14 +607,15 @@ class AirflowDeployment:
         if max_active_runs is not None:
             args += ["--max-active-runs", str(max_active_runs)]
         locked = False
-        for _ in range(5):
+        for _ in range(15):
             result = self.cli(*args, check=False)
-            # SQLite admits one writer: a busy scheduler can hold the DB longer than the command waits. Its
-            # transaction was rolled back, so it is tried again.
+            # SQLite admits one writer: a busy scheduler (a run of many tasks, on a loaded machine) can hold the DB
+            # longer than the command waits, several times over. Its transaction was rolled back, so it is tried
+            # again, for up to about a minute.
             if result.returncode == 0 or "database is locked" not in result.stdout:
                 break
             locked = True
-            time.sleep(2)
+            time.sleep(4)
         if locked:
             self._restart_scheduler_if_it_dies()
         if check and result.returncode != 0:

@@ -25,7 +25,7 @@ def test_every_dag_file_imports_without_errors():
     assert "mysql_binlog_to_hive" in bag.dag_ids
     dag = bag.dags["mysql_binlog_to_hive"]
     assert {t.task_id for t in dag.tasks} == {f"source.{t}" for t in ("check", "plan", "snapshot", "extract",
-                                                                      "replay", "merge", "table", "verify",
+                                                                      "replay", "heal", "merge", "table", "verify",
                                                                       "summary")}
 
 
