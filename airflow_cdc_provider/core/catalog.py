@@ -4,7 +4,7 @@ tables the server has now. Pure: the caller lists the server's tables and keeps 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
@@ -62,9 +62,12 @@ def resolve(entries: Iterable[TableConfig | TablePattern], found: Iterable[Table
                 missing.append(entry.source)
     patterns = [e for e in entries if isinstance(e, TablePattern)]
     unusable = []
+    by_schema: dict[str, set[str]] = {}  # each schema's table names, lower case: what a working table stands beside
+    for found_name in present:
+        by_schema.setdefault(found_name.schema, set()).add(found_name.table.lower())
     for name in sorted(present - set(chosen)):
         pattern = next((p for p in patterns if p.matches(name)), None)
-        tool = online_schema_change_table(name, present) if pattern is not None else None
+        tool = online_schema_change_table(name, by_schema.get(name.schema, set())) if pattern is not None else None
         if tool is not None:
             unusable.append((name, f"{name} is {tool}: a pattern leaves it out (its rows are the table's, and it goes "
                                    "when the tool is done). Name it in an entry of its own to capture it."))
@@ -96,11 +99,12 @@ _TOOL_TABLES = (
 )
 
 
-def online_schema_change_table(name: TableName, present: Iterable[TableName]) -> str | None:
+def online_schema_change_table(name: TableName, beside: Collection[str]) -> str | None:
     """What ``name`` is when it is the working table (shadow, old or changelog table) of an online schema change
-    tool beside the table it changes, which ``present`` holds; None otherwise. A pattern that matched it would
-    capture a copy of that table's rows that lives only while the tool runs."""
-    here = {t.table.lower() for t in present if t.schema == name.schema}
+    tool beside the table it changes, whose name (lower case) ``beside`` holds: the tables of ``name``'s schema;
+    None otherwise. A pattern that matched it would capture a copy of that table's rows that lives only while the
+    tool runs."""
+    here = beside
     for pattern, tool in _TOOL_TABLES:
         found = pattern.fullmatch(name.table)
         if found is not None and found.group("base").lower() in here:

@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
-from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableFailure
+from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableFailure, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
@@ -64,11 +64,11 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
         if not broken:
             self.log.info("No table's binlog chain broke in this run: nothing to heal.")
             return Captured().to_xcom()
-        tables = [plan.table(b.source) for b in broken]
-        with self._leased(context, tables, plan.run):
-            return self._heal(context, plan, [(plan.table(b.source), b.why) for b in broken]).to_xcom()
+        tables = [(plan.table(b.source), b.why) for b in broken]
+        with self._leased(context, [table for table, _ in tables], plan.run):
+            return self._heal(context, tables).to_xcom()
 
-    def _heal(self, context: Any, plan: SourcePlan, broken: list[tuple[Any, str]]) -> Captured:
+    def _heal(self, context: Any, broken: list[tuple[TablePlan, str]]) -> Captured:
         hook = self._source_hook()
         mariadb = hook.flavor.is_mariadb
         store = work_store(broken[0][0].table_dir.work_dir, self.work_conn_id)

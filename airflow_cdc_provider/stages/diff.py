@@ -12,6 +12,7 @@ whose copies changed in number: the kept digests are read a batch at a time, nev
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 from collections.abc import Sequence
@@ -92,13 +93,14 @@ def digests_schema(header: RawHeader) -> pa.Schema:
 def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.PathLike[str],
                out_dir: str | os.PathLike[str], read_buffer: int = DEFAULT_READ_BUFFER,
                digests_out: str | os.PathLike[str] | None = None, digest_sql: str | None = None,
-               binlog: bool = False) -> DiffResult:
+               binlog: bool = False, keep_digests: bool = True) -> DiffResult:
     """Find ``header``'s table's changes since the version ``digests_file`` describes, and write them into
     ``out_dir``; the new version's digests to ``digests_out`` (default: ``DIGESTS_FILE`` in ``out_dir``).
 
     ``digest_sql``: the rows' digest as the kept digests were computed, when not the diff mode's own (a heal's,
     from a Hive version: ``stages.heal``). ``binlog``: ask the server which binlog position the snapshot
-    reflects (``DiffResult.binlog``)."""
+    reflects (``DiffResult.binlog``). ``keep_digests=False``: no digests of the new version are written (a heal's
+    table goes on from the binlog and keeps none); ``DiffResult.digests_file`` is then empty."""
     out = Path(out_dir)
     make_dirs(out)
     kept = pq.read_table(digests_file, columns=[HASH_COLUMN, DIGEST_COLUMN])
@@ -110,7 +112,7 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
         hash_sql = diff.row_hash(header.columns, header.key, reads.mariadb)
         digest_sql = digest_sql or diff.row_digest(header.columns, reads.mariadb)
         result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE),
-                            str(digests_out or out / DIGESTS_FILE), keyed=not header.whole_row,
+                            str(digests_out or out / DIGESTS_FILE) if keep_digests else "", keyed=not header.whole_row,
                             binlog=reads.binlog_position() if binlog else None)
         sent = reads.bytes_sent()
         parent_bits, parents = _descend(reads, table, hash_sql, digest_sql, hashes, digests, result)
@@ -206,10 +208,13 @@ def _rewrite(header: RawHeader, kept_file: str | os.PathLike[str], changes: diff
     digest_of = dict(zip(server_pairs[0].tolist(), server_pairs[1].tolist()))
     new_digests = pa.array([digest_of[h] for h in upserted.column(HASH_COLUMN).to_pylist()], type=pa.uint64())
     changed = upserted.append_column(DIGEST_COLUMN, new_digests).select(schema.names).cast(schema)
-    make_dirs(Path(result.digests_file).parent)
     identity = schema.remove(schema.get_field_index(DIGEST_COLUMN)).remove(schema.get_field_index(HASH_COLUMN))
-    with pq.ParquetWriter(_beside(result.delete_file), identity) as deletes, \
-            pq.ParquetWriter(_beside(result.digests_file), schema) as kept:
+    with contextlib.ExitStack() as writers:
+        deletes = writers.enter_context(pq.ParquetWriter(_beside(result.delete_file), identity))
+        kept = None
+        if result.digests_file:
+            make_dirs(Path(result.digests_file).parent)
+            kept = writers.enter_context(pq.ParquetWriter(_beside(result.digests_file), schema))
         for batch in pq.ParquetFile(kept_file).iter_batches(batch_size=BATCH_ROWS):
             rows = pa.Table.from_batches([batch]).select(schema.names).cast(schema)
             hashes = rows.column(HASH_COLUMN)
@@ -218,12 +223,15 @@ def _rewrite(header: RawHeader, kept_file: str | os.PathLike[str], changes: diff
                 deletes.write_table(removed)
                 result.deletes += len(removed)
             staying = rows.filter(pc.invert(pc.is_in(hashes, gone))) if len(gone) else rows
-            kept.write_table(staying)
+            if kept is not None:
+                kept.write_table(staying)
             result.rows += len(staying)
-        kept.write_table(changed)
+        if kept is not None:
+            kept.write_table(changed)
         result.rows += len(changed)
     os.replace(_beside(result.delete_file), result.delete_file)
-    os.replace(_beside(result.digests_file), result.digests_file)
+    if result.digests_file:
+        os.replace(_beside(result.digests_file), result.digests_file)
 
 
 def _beside(path: str) -> str:

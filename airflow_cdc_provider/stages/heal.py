@@ -28,7 +28,6 @@ import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Protocol
 
 from airflow_cdc_provider.core import diff
@@ -121,8 +120,8 @@ def heal_table(source: HealSource, heal: HealTarget, digests_file: str | os.Path
     # The version's columns with the source's types now: the server spells a value by its type as it is.
     compared = [(name, current[name]) for name, _ in _named_as(heal.compared, header.columns)]
     digest_sql = diff.heal_digest(compared, _named(heal.added, header.columns), mariadb)
-    found = diff_table(source, header, digests_file, out_dir, read_buffer,
-                       digests_out=Path(out_dir) / "digests-after.parquet", digest_sql=digest_sql, binlog=True)
+    found = diff_table(source, header, digests_file, out_dir, read_buffer, digest_sql=digest_sql, binlog=True,
+                       keep_digests=False)
     watermark = source.watermark_at(*found.binlog) if found.binlog is not None else before
     return HealResult(found=found, watermark=watermark, seconds=time.monotonic() - started)
 
