@@ -147,15 +147,20 @@ def source_key_text(columns: Sequence[tuple[str, str]], key: Sequence[str], mari
 
 
 def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool,
-                       buckets: int, where: str = "") -> str:
+                       buckets: int, where: str = "", part: tuple[int, int] | None = None) -> str:
     """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
     ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the rows' digests: the first
-    64 bits of the MD5 of each row's text, unsigned). Run it with arguments (a list, perhaps empty): its own ``%``
-    are doubled for them (in the table's name too)."""
+    64 bits of the MD5 of each row's text, unsigned). ``part`` (index, of): only the buckets ``b % of == index``
+    (a rolling verify's slice); the others' rows are read for their key but build no text and no digest. Run it
+    with arguments (a list, perhaps empty): its own ``%`` are doubled for them (in the table's name too)."""
     row = formatted(source_row_text(columns, mariadb))
     bucket = f"MOD(CRC32({formatted(source_key_text(columns, key, mariadb))}), {int(buckets)})"
+    conditions = [where] if where else []
+    if part is not None:
+        conditions.append(f"MOD({bucket}, {int(part[1])}) = {int(part[0])}")
     return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 16), 16, 10)) "
-            f"FROM {formatted(table)}{' WHERE ' + where if where else ''} GROUP BY bucket")
+            f"FROM {formatted(table)}{' WHERE ' + ' AND '.join(f'({c})' for c in conditions) if conditions else ''}"
+            " GROUP BY bucket")
 
 
 # --- Spark's side -----------------------------------------------------------------------------------------

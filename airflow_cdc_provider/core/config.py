@@ -428,18 +428,21 @@ class RunConfig(_Section):
 class VerifyConfig(_Section):
     """When verify checks the tables against the source (``docs/verify.md``), and what a difference does."""
 
-    every: int = Field(0, ge=0, description="verify a table every this many runs; 0: only in runs triggered with "
-                       "the `verify` parameter")
+    every: int = Field(0, ge=0, description="verify each table whole every this many runs; 0: only in runs "
+                       "triggered with the `verify` parameter")
+    slices: int = Field(24, ge=0, description="the rolling verify: each run checks the next of this many slices of "
+                        "each table's buckets, so that every table is checked whole every this many runs; 1: the "
+                        "whole table every run; 0: no rolling verify")
     on_difference: Literal["fail", "warn"] = Field(
-        "fail", description="what a difference found does",
+        "warn", description="what a difference found does (it is repaired all the same when `repair` is true)",
         json_schema_extra={"choices": {"fail": "the verify task fails, naming the tables",
                                        "warn": "it logs the difference and succeeds"}})
     bucket_rows: int = Field(1000, ge=1, description="rows per bucket on average: a differing bucket's rows are "
                              "what is looked into")
     detail_buckets: int = Field(1000, ge=1, description="differing buckets looked into per table; beyond, they "
                                 "are counted only")
-    repair: bool = Field(False, description="the next run reads again the keys found different (as the `repair` "
-                         "parameter asks)")
+    repair: bool = Field(True, description="the next run reads again the keys found different (as the `repair` "
+                         "parameter asks); false: they are only reported")
 
 
 class TableEntry(_Section):

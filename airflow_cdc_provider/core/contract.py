@@ -13,6 +13,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Literal
 
+from pydantic import model_validator
+
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
 from airflow_cdc_provider.core.history import HistoryCommit, HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
@@ -331,6 +333,26 @@ class KeyDifference(Model):
 VerifyStatus = Literal["clean", "different", "not_verified"]
 
 
+class VerifySlice(Model):
+    """The part of a table a rolling verify checks in one run: the buckets ``b`` with ``b % of == index``.
+
+    A slice is a set of buckets, not a range of keys, for the reason buckets are (the two sides order string keys
+    differently). The server still reads each row's key to tell its bucket, but builds the text and digest of
+    the slice's rows only; Spark does the same over the version."""
+
+    index: int
+    of: int
+
+    @model_validator(mode="after")
+    def _valid(self) -> VerifySlice:
+        if not 0 <= self.index < self.of:
+            raise ValueError(f"A verify slice's index must be in 0..{self.of - 1}, not {self.index}.")
+        return self
+
+    def __str__(self) -> str:
+        return f"slice {self.index + 1} of {self.of}"
+
+
 class TableVerification(Model):
     """What verify found for one table: its committed version against the source.
 
@@ -356,6 +378,7 @@ class TableVerification(Model):
     # history no longer says what the table holds, whatever the source does.
     history_buckets: tuple[int, ...] = ()
     seconds: dict[str, float] = {}
+    slice: VerifySlice | None = None  # a rolling verify's part of the table; None: the whole table
 
 
 KEYS_LISTED = 100

@@ -29,6 +29,7 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
     TableVerification,
+    VerifySlice,
 )
 from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_identifier
@@ -98,6 +99,12 @@ def bucket_sums(sums: Sums) -> dict[int, BucketSum]:
     return {int(b): BucketSum(*s) for b, s in sums.items()}
 
 
+def slice_buckets(rows: int, bucket_rows: int, part: VerifySlice | None) -> int:
+    """How many buckets a table of ``rows`` rows is checked in: ``bucket_count``, and for a slice at least one
+    bucket per slice, so that no slice is empty while another holds the table."""
+    return max(bucket_count(rows, bucket_rows), part.of if part is not None else 1)
+
+
 class VerifyJob(Model):
     """What the Spark half of verify (``spark/verify_job.py``) sums for one table, and where it writes the result.
 
@@ -122,6 +129,7 @@ class VerifyJob(Model):
     source_file: str | None = None  # where the server's sums appear while the job runs (a ``SourceSums``)
     detail_limit: int = 1000
     shard: Shard | None = None  # the shard of the Hive table it is (``core.shards``): its versions are its own
+    slice: VerifySlice | None = None  # a rolling verify's part of the buckets; None: every bucket
 
     @property
     def versions_of(self) -> str:
@@ -186,9 +194,12 @@ class VerifyResult(Model):
 
 
 class VerifyState(Model):
-    """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify."""
+    """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify of the whole
+    table, and the slice the rolling verify checks next (``VerifySlice.index``; taken modulo ``verify.slices``,
+    so that a changed setting goes on from where it is)."""
 
     runs_since: int = 0
+    next_slice: int = 0
 
 
 class RepairRequest(Model):
@@ -219,26 +230,47 @@ VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
 
 @dataclass(frozen=True)
 class Count:
-    """A verifiable table of the run: the runs since its last verify, this one included, and whether it is due."""
+    """A verifiable table of the run: the runs since its last verify of the whole table, this one included; whether
+    the whole table is due; and otherwise the slice the rolling verify checks (None: nothing this run)."""
 
     table: TablePlan
     runs: int
     due: bool
+    slice: VerifySlice | None = None
+    next_slice: int = 0  # as recorded: a whole check leaves the rolling verify where it was
+
+    @property
+    def checked(self) -> bool:
+        return self.due or self.slice is not None
+
+    def state_after(self) -> VerifyState:
+        """The table's verify state once this run's check of it has completed. A whole check restarts the count;
+        a slice moves the rolling verify on to the next slice (a whole check leaves it where it was: the slices
+        go on in turn)."""
+        if self.slice is not None:
+            return VerifyState(runs_since=self.runs, next_slice=(self.slice.index + 1) % self.slice.of)
+        return VerifyState(runs_since=0 if self.due else self.runs, next_slice=self.next_slice)
 
 
 def count_runs(plan: SourcePlan, outcomes: Mapping[str, TableOutcome], force: bool, every: int,
-               state: Callable[[TablePlan], VerifyState]) -> list[Count]:
-    """Each verifiable table of the run, counted: due when ``force``d, or when ``every`` runs have passed since
-    its last verify (``state`` gives its recorded count). With neither, nothing is counted at all."""
-    if not force and not every:
+               state: Callable[[TablePlan], VerifyState], slices: int = 0) -> list[Count]:
+    """Each verifiable table of the run, counted: the whole table due when ``force``d, or when ``every`` runs have
+    passed since its last whole verify (``state`` gives its recorded count); otherwise, with ``slices`` above 1,
+    its next slice of the rolling verify (``slices`` 1: the whole table every run). Tables whose run changed
+    nothing are counted and checked in turn like the others: drift no event announced is what the rolling verify
+    is for. With none of the three, nothing is counted at all."""
+    if not force and not every and not slices:
         return []
     counted = []
     for table in plan.tables:
         outcome = outcomes.get(table.source)
         if outcome is None or outcome.status not in VERIFIABLE:
             continue
-        runs = state(table).runs_since + 1
-        counted.append(Count(table, runs, force or bool(every and runs >= every)))
+        recorded = state(table)
+        runs = recorded.runs_since + 1
+        due = force or bool(every and runs >= every) or slices == 1
+        part = VerifySlice(index=recorded.next_slice % slices, of=slices) if slices > 1 and not due else None
+        counted.append(Count(table, runs, due, part, recorded.next_slice))
     return counted
 
 

@@ -18,6 +18,7 @@ from pymysqlreplication import event as binlog_event
 from pymysqlreplication import row_event as binlog_row_event
 
 from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
+from airflow_cdc_provider.core.contract import VerifySlice
 from airflow_cdc_provider.core.errors import (
     CaptureNotPossible,
     CdcError,
@@ -609,9 +610,11 @@ class MySqlSourceHook(BaseHook):
 
     # --- verify -----------------------------------------------------------------------------------------
 
-    def bucket_sums(self, header: RawHeader, buckets: int, range_rows: int = 100_000) -> dict[int, BucketSum]:
+    def bucket_sums(self, header: RawHeader, buckets: int, range_rows: int = 100_000,
+                    part: VerifySlice | None = None) -> dict[int, BucketSum]:
         """Each bucket's sums over the table (``core.verify``), read a range of at most ``range_rows`` keys at a time
-        in key order: no statement runs long on the server, and each row is summed once.
+        in key order: no statement runs long on the server, and each row is summed once. ``part``: the buckets of
+        a rolling verify's slice only.
 
         A one-column integer key is cut into ranges of ``range_rows`` values between its MIN and MAX (two index
         lookups), unless its values are so sparse that this would take more than four statements per range of
@@ -622,7 +625,8 @@ class MySqlSourceHook(BaseHook):
         sums: dict[int, BucketSum] = {}
 
         def add(cursor: Any, where: str, args: list[Any]) -> None:
-            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where), args)
+            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where,
+                                              (part.index, part.of) if part is not None else None), args)
             for bucket, rows, digest in cursor.fetchall():
                 sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0)).plus(BucketSum(int(rows), int(digest)))
 

@@ -17,6 +17,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
     Verification,
+    VerifySlice,
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import history_table
@@ -26,6 +27,7 @@ from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import Unreadable, read_position
 from airflow_cdc_provider.core.verify import (
     BucketSum,
+    Count,
     RepairRequest,
     Replaced,
     SourceSums,
@@ -33,11 +35,11 @@ from airflow_cdc_provider.core.verify import (
     VerifyJobs,
     VerifyResult,
     VerifyState,
-    bucket_count,
     count_runs,
     difference_message,
     judged,
     repair_request,
+    slice_buckets,
     sums_of,
     verifiable,
 )
@@ -63,6 +65,7 @@ class _Check:
     committed: Committed
     header: RawHeader
     job: VerifyJob
+    slice: VerifySlice | None = None
     sums: dict[int, BucketSum] | None = None
     seconds: float = 0.0
 
@@ -82,16 +85,18 @@ def settle_repair(store: WorkStore, table: TableDir, replaced: Replaced) -> None
 class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     """Verify the committed Hive version of each table of the run against the source, when it is due.
 
-    A table is due every ``verify.every`` runs, or in a run triggered with the ``verify`` parameter. For each,
-    the server sums every bucket of the table in SQL (one pass over it, a range of keys at a time); one Spark
-    application sums the same buckets of the version's files and lists the rows of the buckets whose sums differ;
-    the server lists the same buckets' rows (their key texts and MD5s, no more); the keys the binlog changed from
-    the version's watermark to then are left out: the copy has not had those changes yet. What remains is a real
-    difference.
+    A table is checked whole every ``verify.every`` runs, or in a run triggered with the ``verify`` parameter;
+    in the other runs the rolling verify checks its next slice of ``verify.slices`` (``core.contract.VerifySlice``),
+    whether the run changed it or not. For each, the server sums the buckets (of the slice) in SQL (one pass over
+    the table, a range of keys at a time); one Spark application sums the same buckets of the version's files and
+    lists the rows of the buckets whose sums differ; the server lists the same buckets' rows (their key texts and
+    MD5s, no more); the keys the binlog changed from the version's watermark to then are left out: the copy has
+    not had those changes yet. What remains is a real difference.
 
     The result (``core.contract.Verification``) goes to the log, to XCom (the return value, and the key
-    ``verification``), and to a report per table in the work directory (``<table>/verify/``). A difference
-    fails the task (no retry: it would find the same) unless ``on_difference`` is ``warn``.
+    ``verification``), and to a report per table in the work directory (``<table>/verify/``), with the buckets a
+    repair reads again (``verify.repair``: in the next run). With ``on_difference: fail`` a difference fails the
+    task too (no retry: it would find the same).
 
     :param plan: the plan task's ``SourcePlan`` (templated).
     :param outcomes: every table's ``TableOutcome`` of the merge (templated: the merge's ``outcomes`` XCom).
@@ -122,13 +127,15 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
         counted = count_runs(plan, outcomes, parse_flag(self.force, "verify"), self.verify.every,
-                             lambda t: store.read(t.table_dir.verify_state, VerifyState) or VerifyState())
-        due = [count.table for count in counted if count.due]
+                             lambda t: store.read(t.table_dir.verify_state, VerifyState) or VerifyState(),
+                             self.verify.slices)
+        checked = [count for count in counted if count.checked]
+        due = [count.table for count in checked]
         if due:
-            verification = Verification(tables=tuple(self._verify(context, due, outcomes, store)))
+            verification = Verification(tables=tuple(self._verify(context, checked, outcomes, store)))
         else:
-            self.log.info("No table is due for verify in this run (every %s runs, or with the verify parameter).",
-                          self.verify.every or "no")
+            self.log.info("No table is due for verify in this run (whole every %s runs, or with the verify "
+                          "parameter; no rolling verify: verify.slices is 0).", self.verify.every or "no")
             verification = Verification()
         run_key = plan.run.key
         for table, found in zip(due, verification.tables):
@@ -140,7 +147,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         # Only now that each due table's check has completed is it counted as verified: a task that failed
         # before (its Spark application, the server) leaves the counts, and its retry verifies the same tables.
         for count in counted:
-            store.write(count.table.table_dir.verify_state, VerifyState(runs_since=0 if count.due else count.runs))
+            store.write(count.table.table_dir.verify_state, count.state_after())
         if not due:
             return verification.to_xcom()
         value = verification.to_xcom()
@@ -150,13 +157,15 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             raise AirflowFailException(difference_message(different))
         return value
 
-    def _verify(self, context: Any, tables: list[TablePlan], outcomes: dict[str, TableOutcome],
+    def _verify(self, context: Any, counted: list[Count], outcomes: dict[str, TableOutcome],
                 store: WorkStore) -> list[TableVerification]:
         hook = self._source_hook()
         mariadb = hook.flavor.is_mariadb
         found: dict[str, TableVerification] = {}
         checks: list[_Check] = []
-        for table in tables:
+        tables = [count.table for count in counted]
+        for count in counted:
+            table, part = count.table, count.slice
             committed = verifiable(table, Ledger(table.table_dir, store).committed())
             if isinstance(committed, TableVerification):  # why it cannot be verified
                 found[table.source] = committed
@@ -164,14 +173,14 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             header = RawHeader(table.source, table.table.columns, table.table.key)
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
             rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
-            buckets = bucket_count(rows, self.verify.bucket_rows)
+            buckets = slice_buckets(rows, self.verify.bucket_rows, part)
             job = VerifyJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
                             table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
                             buckets=buckets, result_file=store.uri(table.run_dir.verify_result),
                             location=committed.location, time_zone=self.time_zone,
                             source_file=store.uri(table.run_dir.verify_source_sums),
-                            detail_limit=self.verify.detail_buckets, shard=table.table.shard)
-            checks.append(_Check(table, committed, header, job))
+                            detail_limit=self.verify.detail_buckets, shard=table.table.shard, slice=part)
+            checks.append(_Check(table, committed, header, job, part))
         if not checks:
             return [found[t.source] for t in tables]
         self._require_spark_connection()
@@ -197,7 +206,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             if failed is None:
                 started = time.monotonic()
                 try:
-                    check.sums = hook.bucket_sums(check.header, check.job.buckets)
+                    check.sums = hook.bucket_sums(check.header, check.job.buckets, part=check.slice)
                 except BaseException as exc:
                     failed = exc
                 check.seconds = time.monotonic() - started
@@ -205,8 +214,9 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                 store.write(check.table.run_dir.verify_source_sums, SourceSums(error="the server's sums failed"))
                 continue
             store.write(check.table.run_dir.verify_source_sums, SourceSums(sums=sums_of(check.sums)))
-            self.log.info("%s: %d buckets summed at the source (%d rows) in %.1f s", check.table.source,
-                          check.job.buckets, sum(s.rows for s in check.sums.values()), check.seconds)
+            self.log.info("%s: %d buckets%s summed at the source (%d rows) in %.1f s", check.table.source,
+                          len(check.sums), f" ({check.slice} of {check.job.buckets})" if check.slice else "",
+                          sum(s.rows for s in check.sums.values()), check.seconds)
         spark.join()
         if failed is not None:
             raise failed
@@ -230,7 +240,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
         table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
-                "watermark": committed.watermark, "buckets": job.buckets,
+                "watermark": committed.watermark, "buckets": job.buckets, "slice": check.slice,
                 "rows": sum(s.rows for s in (check.sums or {}).values())}
         seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
         differing = list(result.differing)
@@ -238,7 +248,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             return TableVerification(**base, status="clean", seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
-        served = hook.bucket_rows(header, job.buckets, listed)
+        served = hook.bucket_rows(header, job.buckets, listed)  # the listed buckets lie in the slice checked
         end = hook.current_watermark()
         copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         if committed.watermark is None:
@@ -261,7 +271,8 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                       served, copied, changed)
 
     def _log(self, found: TableVerification) -> None:
-        what = f"{found.source} → {found.hive_table} version {found.version}"
+        what = f"{found.source} → {found.hive_table} version {found.version}" + (
+            f" ({found.slice}, rolling verify)" if found.slice else "")
         if found.history_buckets:
             self.log.error("The open rows of %s differ from %s in %d buckets: %s", history_table(found.hive_table),
                            what, len(found.history_buckets), list(found.history_buckets)[:20])

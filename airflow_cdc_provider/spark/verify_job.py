@@ -58,15 +58,18 @@ def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
 
 
 def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None = None) -> Any:
-    """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text MD5)."""
+    """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text MD5); of a rolling
+    verify's slice only, filtered on the key's bucket before any row's text is built."""
     from pyspark.sql import functions as F
 
     text = row_text(job.columns, job.mariadb, job.time_zone)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
     if frame is None:
         frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
-    return frame.select(bucket_of(key, job.buckets).alias("bucket"), key.alias("key"),
-                        F.md5(text.cast("binary")).alias("md5"))
+    bucket = bucket_of(key, job.buckets)
+    if job.slice is not None:
+        frame = frame.where(F.pmod(bucket, F.lit(job.slice.of)) == F.lit(job.slice.index))
+    return frame.select(bucket.alias("bucket"), key.alias("key"), F.md5(text.cast("binary")).alias("md5"))
 
 
 def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600) -> dict[int, BucketSum] | None:

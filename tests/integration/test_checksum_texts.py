@@ -54,6 +54,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     from airflow_cdc_testing.hive import run_spark_job
 
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
+    from airflow_cdc_provider.core.contract import VerifySlice
     from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
     from tests.integration.merge_helpers import Table
@@ -88,7 +89,23 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
                     str(tmp_path / "verify-result.json"), detail=tuple(range(buckets)),
                     source_file=str(tmp_path / "sums.json"))
-    (tmp_path / "verify-job.json").write_text(VerifyJobs(jobs=(job,)).to_text())
+    # The rolling verify's slices in the same application: 3 slices of 6 buckets, each side summing only its own.
+    slices, sliced_buckets = 3, 6
+    with hook.cursor() as cursor:
+        cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, sliced_buckets), [])
+        whole = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
+        parts = []
+        for index in range(slices):
+            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, sliced_buckets,
+                                              part=(index, slices)), [])
+            parts.append({int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()})
+    assert all(b % slices == index for index, part in enumerate(parts) for b in part)
+    assert {b: s for part in parts for b, s in part.items()} == whole, "the slices make the whole table"
+    slice_jobs = [job.model_copy(update={"buckets": sliced_buckets, "detail": (), "source_file": None,
+                                         "source": sums_of(part), "slice": VerifySlice(index=index, of=slices),
+                                         "result_file": str(tmp_path / f"slice-{index}.json")})
+                  for index, part in enumerate(parts)]
+    (tmp_path / "verify-job.json").write_text(VerifyJobs(jobs=(job, *slice_jobs)).to_text())
     run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     result = json.loads((tmp_path / "verify-result.json").read_text())
@@ -98,13 +115,19 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)
     assert result["compared"] and result["differing"] == []
+    for index, part in enumerate(parts):
+        sliced = json.loads((tmp_path / f"slice-{index}.json").read_text())
+        assert sliced["compared"] and sliced["differing"] == []
+        assert {int(b): BucketSum(*sums) for b, sums in sliced["buckets"].items()} == part
 
     # The verify task over the same version, due every second run and counted once already. Its Spark half is
-    # killed: the task fails, and the table is not counted as verified; the task's retry verifies it.
-    _verify_killed_then_retried(target, table, header, user, monkeypatch)
+    # killed: the task fails, and the table is not counted as verified; the task's retry verifies it. Then a row
+    # changed behind the binlog's back is found by the rolling verify's slice that holds it, for the next run to
+    # read again.
+    _verify_killed_then_retried(target, table, header, user, monkeypatch, mariadb)
 
 
-def _verify_killed_then_retried(target, table, header, user, monkeypatch) -> None:
+def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariadb) -> None:
     from types import SimpleNamespace
 
     from airflow_cdc_provider.core.config import VerifyConfig
@@ -123,9 +146,9 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch) -> Non
                            rows=2 * len(CASES))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_VERIFY", json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
-    def attempt() -> Verification:
+    def attempt(verify: VerifyConfig | None = None) -> Verification:
         task = CdcVerifyOperator(task_id="verify", conn_id="spark_verify", plan=plan.to_xcom(),
-                                 outcomes=[outcome.to_xcom()], verify=VerifyConfig(every=2, bucket_rows=50),
+                                 outcomes=[outcome.to_xcom()], verify=verify or VerifyConfig(every=2, bucket_rows=50),
                                  warehouse_dir=target.warehouse, metastore_uri=None, mysql_conn_id=user)
         return Verification.model_validate(task.execute({"ti": SimpleNamespace(xcom_push=lambda key, value: None)}))
 
@@ -137,6 +160,29 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch) -> Non
     monkeypatch.delenv("CDC_FAILPOINT")
     assert [(t.source, t.status) for t in attempt().tables] == [(str(table), "clean")]
     assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=0)
+
+    # A value changed with sql_log_bin=0: no event announces it. The rolling verify (4 slices) checks the slice
+    # that holds the row (the state says which is next), finds the one key, and leaves its bucket for a repair.
+    from airflow_cdc_provider.core.checksum import source_key_text
+    from airflow_cdc_provider.core.contract import VerifySlice
+    from airflow_cdc_provider.core.verify import RepairRequest, slice_buckets
+
+    hook = MySqlSourceHook(user)
+    buckets = slice_buckets(max(hook.estimated_rows(table), 2 * len(CASES)), 50, VerifySlice(index=0, of=4))
+    key = source_key_text(header.columns, header.key, True)
+    ((bucket,),) = mariadb.execute(f"SELECT MOD(CRC32({key}), {buckets}) FROM {table.quoted} WHERE id = 3")
+    mariadb.execute("SET SESSION sql_log_bin = 0", f"UPDATE {table.quoted} SET s = 'drifted' WHERE id = 3",
+                    "SET SESSION sql_log_bin = 1")
+    store.write(table_dir.verify_state, VerifyState(runs_since=0, next_slice=int(bucket) % 4))
+    (found,) = attempt(VerifyConfig(every=0, slices=4, bucket_rows=50)).tables
+    assert (found.status, found.slice, found.buckets) == ("different", VerifySlice(index=int(bucket) % 4, of=4),
+                                                          buckets)
+    assert [(k.key, k.kind) for k in found.keys] == [("3", "different")] and found.repair_buckets == (int(bucket),)
+    assert found.rows < 2 * len(CASES), "the server summed the slice's rows, not the whole table's"
+    assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=1,
+                                                                          next_slice=(int(bucket) + 1) % 4)
+    assert store.read(table_dir.repair, RepairRequest) == RepairRequest(buckets=buckets, which=(int(bucket),),
+                                                                        version=found.version, run=run.key)
 
 
 def test_sums_read_a_range_of_keys_at_a_time_equal_one_read_of_the_whole_table(mariadb, make_user):

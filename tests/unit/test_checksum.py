@@ -210,6 +210,50 @@ def test_a_table_is_due_for_verify_every_so_many_runs_or_when_forced_and_only_wi
                           lambda t: VerifyState())] == ["committed", "idle", "unchanged", "nothing"]
 
 
+def test_the_rolling_verify_checks_each_table_a_slice_a_run_in_turn_whatever_the_run_did_to_it():
+    tables = [_table(n) for n in ("orders", "items", "quiet", "broken")]
+    plan = SourcePlan(run=RUN, tables=tuple(tables))
+    outcomes = {t.source: _outcome(t, s) for t, s in zip(tables, ("committed", "idle", "nothing", "failed"))}
+    state = {t.source: VerifyState() for t in tables}
+
+    def run(force: bool = False, every: int = 0, slices: int = 3) -> list[tuple[str, int, bool, str | None]]:
+        found = count_runs(plan, outcomes, force, every, lambda t: state[t.source], slices)
+        for count in found:
+            state[count.table.source] = count.state_after()
+        return [(c.table.source, c.runs, c.due, str(c.slice) if c.slice else None) for c in found]
+
+    # Every verifiable table, changed by the run or not, gets its next slice; a failed one is left for later.
+    assert run() == [(f"shop.{t}", 1, False, "slice 1 of 3") for t in ("orders", "items", "quiet")]
+    assert run() == [(f"shop.{t}", 2, False, "slice 2 of 3") for t in ("orders", "items", "quiet")]
+    # A whole check (forced, or every N runs) restarts the whole-table count and leaves the slices where they were.
+    assert run(force=True) == [(f"shop.{t}", 3, True, None) for t in ("orders", "items", "quiet")]
+    assert state["shop.orders"] == VerifyState(runs_since=0, next_slice=2)
+    assert run() == [(f"shop.{t}", 1, False, "slice 3 of 3") for t in ("orders", "items", "quiet")]
+    assert run() == [(f"shop.{t}", 2, False, "slice 1 of 3") for t in ("orders", "items", "quiet")]
+    assert run(every=3) == [(f"shop.{t}", 3, True, None) for t in ("orders", "items", "quiet")]
+    # A changed setting goes on from the recorded slice, modulo the new count; 1 slice: the whole table each run.
+    assert run(slices=2)[0][3] == "slice 2 of 2"
+    assert run(slices=1)[0][1:] == (2, True, None)
+    # 0: no rolling verify; the counts still move for `every`.
+    assert run(slices=0, every=5)[0][1:] == (1, False, None) and run(slices=0) == []
+
+
+def test_a_slice_is_at_least_one_bucket_and_the_server_digests_only_its_buckets():
+    from airflow_cdc_provider.core.checksum import source_bucket_sums
+    from airflow_cdc_provider.core.contract import VerifySlice
+    from airflow_cdc_provider.core.verify import slice_buckets
+
+    assert slice_buckets(100, 1000, None) == 1
+    assert slice_buckets(100, 1000, VerifySlice(index=0, of=24)) == 24  # no slice empty while another holds all
+    assert slice_buckets(100_000, 1000, VerifySlice(index=5, of=24)) == 100
+    with pytest.raises(ValueError, match=r"index must be in 0..23, not 24"):
+        VerifySlice(index=24, of=24)
+    sql = source_bucket_sums("`shop`.`t`", [("id", "int"), ("v", "varchar(10)")], ["id"], True, 48, "`id` >= %s",
+                             (5, 24))
+    assert "WHERE (`id` >= %s) AND (MOD(MOD(CRC32(" in sql and "), 48), 24) = 5) GROUP BY bucket" in sql
+    assert " WHERE " not in source_bucket_sums("`shop`.`t`", [("id", "int")], ["id"], True, 48)
+
+
 def test_a_table_without_a_version_or_whose_columns_changed_is_not_verified_and_says_why():
     orders = _table("orders")
     missing = verifiable(orders, None)

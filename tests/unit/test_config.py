@@ -299,10 +299,12 @@ def test_a_lock_lease_shorter_than_a_retrys_wait_is_refused():
                                 "retries": 0}).run.lock_lease_seconds == 15
 
 
-def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_named():
+def test_verify_settings_default_to_a_rolling_verify_that_repairs_and_bad_ones_are_named():
     from airflow_cdc_provider.core.config import VerifyConfig
 
-    assert read_config({"tables": ["shop.a"]}).verify == VerifyConfig(every=0, on_difference="fail")
+    # By default each run checks 1/24 of each table, and the next run repairs what differs without failing a run.
+    assert read_config({"tables": ["shop.a"]}).verify == VerifyConfig(every=0, slices=24, on_difference="warn",
+                                                                      repair=True)
     config = read_config({"tables": ["shop.a"], "verify": {"every": 24, "on_difference": "warn",
                                                                    "bucket_rows": 500}})
     assert (config.verify.every, config.verify.on_difference, config.verify.bucket_rows) == (24, "warn", 500)
@@ -311,7 +313,8 @@ def test_verify_settings_default_to_verify_only_when_asked_and_bad_ones_are_name
                             ({"repair": "yes"}, r"true or false, got 'yes'"),
                             ({"evry": 2}, r"`verify:` in the configuration has unknown keys \['evry'\] \(did you mean "
                                           r"`every`\?\); the keys of `verify:` are bucket_rows, detail_buckets, "
-                                          r"every, on_difference, repair"),
+                                          r"every, on_difference, repair, slices"),
+                            ({"slices": -2}, r"`verify: slices:` .* >= 0, got -2"),
                             ("daily", r"must be a mapping")):
         with pytest.raises(ConfigError, match=message):
             read_config({"tables": ["shop.a"], "verify": verify})
