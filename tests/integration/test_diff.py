@@ -200,3 +200,29 @@ def test_a_table_with_no_key_is_diffed_as_a_multiset_of_rows(mariadb, capture_co
             "the digests kept are a snapshot's: every column and each copy's hash"
         assert result.bytes_sent <= 2000 + 3 * 3003 // 2 + 250 * sum(now[r] + version[r] for r in changed)
         version, digests = now, result.digests_file
+
+
+def test_a_heals_digest_reads_again_just_the_rows_an_added_column_gives_a_value(mariadb):
+    """After an online schema change, a heal compares the columns the version and the source share, and reads
+    again the rows whose added columns hold a value: none for a nullable column the tool copied as NULL, the
+    rows a writer set since, and every row for a column added with a default that is not NULL (the version has
+    none of those values)."""
+    from airflow_cdc_provider.core.diff import heal_digest
+
+    table = TableName(f"heal_digest_{os.urandom(3).hex()}", "items")
+    shared = [("id", "int(11)"), ("label", "varchar(20)")]
+    mariadb.execute(f"CREATE DATABASE {table.schema}",
+                    f"CREATE TABLE {table.quoted} (id INT PRIMARY KEY, label VARCHAR(20) NULL)",
+                    f"INSERT INTO {table.quoted} SELECT seq, CONCAT('item ', seq) FROM {table.schema}.seq_1_to_50")
+
+    def digests(added: list[str]) -> dict[int, int]:
+        return dict(mariadb.execute(f"SELECT id, {heal_digest(shared, added, True)} FROM {table.quoted}"))
+
+    before = digests([])
+    mariadb.execute(f"ALTER TABLE {table.quoted} ADD COLUMN note VARCHAR(10) NULL",
+                    f"UPDATE {table.quoted} SET note = 'set' WHERE id IN (7, 8)")
+    after = digests(["note"])
+    assert sorted(i for i in before if before[i] != after[i]) == [7, 8]
+    mariadb.execute(f"ALTER TABLE {table.quoted} ADD COLUMN channel VARCHAR(10) NOT NULL DEFAULT 'web'")
+    defaulted = digests(["note", "channel"])
+    assert all(before[i] != defaulted[i] for i in before), "every row holds a value the version does not have"
