@@ -214,9 +214,9 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                 store.write(check.table.run_dir.verify_source_sums, SourceSums(error="the server's sums failed"))
                 continue
             store.write(check.table.run_dir.verify_source_sums, SourceSums(sums=sums_of(check.sums)))
-            self.log.info("%s: %d buckets%s summed at the source (%d rows) in %.1f s", check.table.source,
-                          len(check.sums), f" ({check.slice} of {check.job.buckets})" if check.slice else "",
-                          sum(s.rows for s in check.sums.values()), check.seconds)
+            self.log.info("%s: %d buckets summed at the source (%d rows)%s in %.1f s", check.table.source,
+                          len(check.sums), sum(s.rows for s in check.sums.values()),
+                          f", {check.slice} of its {check.job.buckets}" if check.slice else "", check.seconds)
         spark.join()
         if failed is not None:
             raise failed
