@@ -179,7 +179,8 @@ def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, grou
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.
-        summary = CdcRunSummaryOperator(task_id="summary", merge_task_id=merge.task_id, **task_kwargs)
+        summary = CdcRunSummaryOperator(task_id="summary", merge_task_id=merge.task_id,
+                                        verify_task_id=verify.task_id, **task_kwargs)
         [table_tasks, verify] >> summary.as_teardown()
     # What a task of the user's takes as its argument (the factories' docstrings); TaskGroup declares neither.
     group.outcomes = outcomes  # type: ignore[attr-defined]

@@ -12,7 +12,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Literal
 
-from airflow_cdc_provider.core.contract import TableOutcome
+from airflow_cdc_provider.core.contract import TableOutcome, TableVerification
 
 OPERATIONS = {"I": "insert", "U": "update", "D": "delete"}
 
@@ -48,6 +48,18 @@ def table_metrics(outcome: TableOutcome, now: dt.datetime) -> list[Metric]:
         metrics.append(Metric("gauge", f"cdc.lag_seconds.{table}", round((now - outcome.as_of).total_seconds(), 3),
                               tags))
     return metrics
+
+
+def verify_metrics(found: TableVerification) -> list[Metric]:
+    """A table's verify in the run (whole or a slice; none sent for a table not verified): 1 checked, 1 different
+    (the table or its history's open rows) or 0, and the keys found different."""
+    if found.status == "not_verified":
+        return []
+    table, tags = found.hive_table, {"table": found.hive_table}
+    different = found.status == "different" or bool(found.history_buckets)
+    return [Metric("incr", f"cdc.verify.checked.{table}", 1, tags),
+            Metric("incr", f"cdc.verify.different.{table}", int(different), tags),
+            Metric("incr", f"cdc.verify.differing_keys.{table}", found.differences, tags)]
 
 
 def binlog_metrics(dag_id: str, group_id: str, read_bytes: int, events: int) -> list[Metric]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from airflow_cdc_provider.core.contract import TableOutcome
+from airflow_cdc_provider.core.contract import TableOutcome, TableVerification
 
 _STAGES = ("snapshot", "diff", "extract", "replay", "heal", "merge")
 
@@ -50,3 +50,19 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     elif outcome.reason and outcome.status in ("nothing", "unchanged"):
         line += f"; {outcome.reason}"
     return line
+
+
+def verify_note(found: TableVerification) -> str:
+    """What the run's verify found for a table, for its summary line: ``verify (slice 3 of 24): clean``, or the
+    keys that differ and that a repair reads them again, or why it was not verified."""
+    where = f"verify ({found.slice})" if found.slice is not None else "verify (whole table)"
+    if found.status == "clean":
+        return f"{where}: clean"
+    if found.status == "not_verified":
+        return f"{where}: not verified, {found.reason}"
+    said = f"{where}: {found.differences:,} keys differ in {len(found.repair_buckets):,} of {found.buckets:,} buckets"
+    if found.repair_buckets:
+        said += ", left for a repair"
+    if found.history_buckets:
+        said += f"; the history's open rows differ in {len(found.history_buckets):,} buckets"
+    return said

@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow_cdc_provider.core.contract import TableOutcome
-from airflow_cdc_provider.core.summary import summary_line
+from airflow_cdc_provider.core.summary import summary_line, verify_note
 from airflow_cdc_provider.core.watermark import Watermark
 
 NOW = dt.datetime(2026, 5, 1, 12, 0, 42, tzinfo=dt.UTC)
@@ -36,3 +36,22 @@ def test_a_partitioned_tables_line_counts_the_partitions_its_commit_rewrote_and_
                            rewritten_partitions=12, emptied_partitions=1)
     assert summary_line(outcome, NOW) == ("shop.events → ods.events: committed incremental, +2,000 ~2,008 -2, "
                                           "version 9, partitions 12 rewritten, 1 emptied of 1,500")
+
+
+def test_what_the_runs_verify_found_is_in_the_tables_line_and_its_metrics():
+    from airflow_cdc_provider.core.contract import KeyDifference, TableVerification, VerifySlice
+    from airflow_cdc_provider.core.metrics import verify_metrics
+
+    base = TableVerification(source="shop.orders", hive_table="ods.orders", status="clean", version=5, buckets=48,
+                             slice=VerifySlice(index=2, of=24))
+    drifted = base.model_copy(update={"status": "different", "differences": 3, "repair_buckets": (2, 26),
+                                      "keys": (KeyDifference(key="7", kind="different"),)})
+    assert verify_note(base) == "verify (slice 3 of 24): clean"
+    assert verify_note(drifted) == "verify (slice 3 of 24): 3 keys differ in 2 of 48 buckets, left for a repair"
+    assert verify_note(base.model_copy(update={"slice": None, "status": "not_verified", "reason": "no key"})) == \
+        "verify (whole table): not verified, no key"
+    sent = {m.name: m.value for m in verify_metrics(drifted)}
+    assert sent == {"cdc.verify.checked.ods.orders": 1, "cdc.verify.different.ods.orders": 1,
+                    "cdc.verify.differing_keys.ods.orders": 3}
+    assert {m.name: m.value for m in verify_metrics(base)}["cdc.verify.different.ods.orders"] == 0
+    assert verify_metrics(base.model_copy(update={"status": "not_verified"})) == []
