@@ -66,7 +66,7 @@ def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None 
     text = row_text(job.columns, job.mariadb, job.time_zone)
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
     if frame is None:
-        frame = version_frame(spark, job, files) if job.location else spark.table(job.table)
+        frame = version_frame(spark, job, files, typed=True) if job.location else spark.table(job.table)
     bucket = bucket_of(key, job.buckets)
     if job.slice is not None:
         frame = frame.where(F.pmod(bucket, F.lit(job.slice.of)) == F.lit(job.slice.index))
