@@ -38,7 +38,9 @@ def run_dag(dag_id: str, config: dict, tmp_path: Path, env: dict[str, str]) -> t
         env={**os.environ, **env, "CDC_CONFIG": str(config_path)},
         capture_output=True,
         text=True,
-        timeout=300,
+        # Against a hang, not a measure: on two cores beside the rest of the suite a first run (two snapshots, a
+        # merge and the rolling verify's application, each Spark in local[1]) has taken over five minutes.
+        timeout=900,
     )
     return result.returncode, result.stdout + result.stderr, latest_xcoms(dag_id)
 
@@ -119,6 +121,10 @@ def test_example_dag_loads_each_table_in_a_real_cli_run(tls_source, tmp_path):
     assert sorted((t["source"], t["released"]) for task in xcoms["source.table"] for t in task) == [
         ("shop.customers", True), ("shop.orders", True)]
     assert [len(task) for task in xcoms["source.table"]] == [1, 1], "a task per table"
+    # The rolling verify, on by default: the first slice of each new version, clean, in the run's summary.
+    assert sorted(xcoms["source.summary"]) == ["shop.customers", "shop.orders"]
+    assert all(line.endswith("; verify (slice 1 of 24): clean") for line in xcoms["source.summary"].values()), \
+        xcoms["source.summary"]
     password = json.loads(os.environ[conn_env(capture_conn)])["password"]
     assert password not in output
 
