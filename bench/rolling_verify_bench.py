@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import yaml  # noqa: E402
 
-from bench.source_bench import AIRFLOW, Dag, change, check_equal, create, described  # noqa: E402
+from bench.source_bench import Dag, change, check_equal, create, described, start_source  # noqa: E402
 
 SLICES = 24
 
@@ -83,21 +83,12 @@ def server_side(server, rows: int) -> None:
 
 
 def main(argv: list[str]) -> int:
-    import subprocess
-    import tempfile
-
-    from airflow_cdc_testing.server import ThrowawayServer
-
     tables = int(argv[1]) if len(argv) > 1 else 24
     rows = int(argv[2]) if len(argv) > 2 else 20_000
     changed = int(argv[3]) if len(argv) > 3 else 6
     rounds = int(argv[4]) if len(argv) > 4 else 2
-    work = Path(tempfile.mkdtemp(prefix="cdc-bench-rolling-"))
-    subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True)
-    server = ThrowawayServer.start(work / "mariadb")
+    work, server, _, conn_env = start_source("cdc-bench-rolling-")
     try:
-        user = server.create_user("bench", ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"))
-        conn_env = {"AIRFLOW_CONN_MYSQL_BENCH": json.dumps(server.connection_uri(user))}
         names = [f"t{n:03d}" for n in range(1, tables + 1)]
         create(server, "many", names, rows)
         source = Dag("many", [{"source": "many.*"}], conn_env, work)

@@ -14,10 +14,12 @@ Measured in one run, on one server (defaults: 50 tables of 20,000 rows, 10 of th
 Each run is timed three ways: the wall time of the whole `airflow dags test` process (about 10 s of it is the
 command's own start, DAG parse and first task, whatever the DAG does), the run's duration as Airflow records
 it, and the sum of its task instances' durations (the pipeline's own work). Printed too: whether the idle run
-started Spark, and per run the binlog dumps the capture user opened and the bytes the server sent it against
-the size of the binlog range. Targets: T_inc <= 3 x T1; T_idle <= 0.2 x T_inc, with no Spark application; one
-binlog dump per run, the range sent once. After the first load and the incremental run, every Hive table is
-compared with its source table (rows, key sum, amount sum, changed rows); a difference stops the bench.
+started the merge's Spark application, and the rolling verify's (on by default, measured by
+bench/rolling_verify_bench.py), and per run the binlog dumps the capture user opened and the bytes the server sent
+it against the size of the binlog range. Targets: T_inc <= 3 x T1; T_idle <= 0.2 x T_inc, with no merge
+application (the rolling verify's comes on top); one binlog dump per run, the range sent once. After the first
+load and the incremental run, every Hive table is compared with its source table (rows, key sum, amount sum,
+changed rows); a difference stops the bench.
 """
 
 from __future__ import annotations
@@ -160,16 +162,22 @@ def binlog_range(output: str) -> str:
     return "no binlog pass"
 
 
+def start_source(prefix: str) -> tuple[Path, ThrowawayServer, str, dict[str, str]]:
+    """A work directory, Airflow's metadata DB migrated, and a throwaway server with a capture user: its name and
+    the environment that gives the DAG its connection (``mysql_bench``). Stop the server when done."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True)
+    server = ThrowawayServer.start(work / "mariadb")
+    user = server.create_user("bench", ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"))
+    return work, server, user.user, {"AIRFLOW_CONN_MYSQL_BENCH": json.dumps(server.connection_uri(user))}
+
+
 def main(argv: list[str]) -> int:
     tables = int(argv[1]) if len(argv) > 1 else 50
     rows = int(argv[2]) if len(argv) > 2 else 20_000
     changed = int(argv[3]) if len(argv) > 3 else 10
-    work = Path(tempfile.mkdtemp(prefix="cdc-bench-source-"))
-    subprocess.run([AIRFLOW, "db", "migrate"], check=True, capture_output=True)
-    server = ThrowawayServer.start(work / "mariadb")
+    work, server, user, conn_env = start_source("cdc-bench-source-")
     try:
-        user = server.create_user("bench", ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"))
-        conn_env = {"AIRFLOW_CONN_MYSQL_BENCH": json.dumps(server.connection_uri(user))}
         names = [f"t{n:03d}" for n in range(1, tables + 1)]
         create(server, "one", ["t001"], rows)
         create(server, "many", names, rows)
@@ -179,9 +187,9 @@ def main(argv: list[str]) -> int:
         baseline = Dag("one", [{"source": "one.t001"}], conn_env, work)
         baseline.run("baseline first load")
         change(server, "one.t001", rows)
-        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user)
         t1, out1 = baseline.run("baseline incremental run")
-        base_dumps, base_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
+        base_dumps, base_bytes = len(server.binlog_dumps(since, user)), server.bytes_sent(user) - sent
         text1, run1, tasks1 = described(t1)
         print(f"one table, incremental run:   {text1}\n    {base_dumps} binlog dump, {base_bytes:,} bytes sent "
               f"to the capture user; range {binlog_range(out1)}", flush=True)
@@ -192,24 +200,28 @@ def main(argv: list[str]) -> int:
         check_equal(server, source, names, "first load")
         for name in names[:changed]:
             change(server, f"many.{name}", rows)
-        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user)
         t_inc, out_inc = source.run("source incremental run")
-        dumps, inc_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
+        dumps, inc_bytes = len(server.binlog_dumps(since, user)), server.bytes_sent(user) - sent
         text_inc, run_inc, tasks_inc = described(t_inc)
         print(f"{tables} tables, incremental run: {text_inc}\n    {dumps} binlog dump, {inc_bytes:,} bytes sent "
               f"to the capture user; range {binlog_range(out_inc)}", flush=True)
         check_equal(server, source, names, "incremental run")
-        since, sent = server.track_binlog_dumps(), server.bytes_sent(user.user)
+        since, sent = server.track_binlog_dumps(), server.bytes_sent(user)
         t_idle, out_idle = source.run("source idle run")
-        idle_dumps, idle_bytes = len(server.binlog_dumps(since, user.user)), server.bytes_sent(user.user) - sent
-        spark = "spark-submit" in out_idle and "No table has changes to merge" not in out_idle
+        idle_dumps, idle_bytes = len(server.binlog_dumps(since, user)), server.bytes_sent(user) - sent
+        # The merge's application, and the rolling verify's (on by default: docs/verify.md), told apart by name.
+        spark = "--name cdc-merge" in out_idle
+        verify_spark = "--name cdc-verify" in out_idle
         text_idle, run_idle, tasks_idle = described(t_idle)
         print(f"{tables} tables, idle run:        {text_idle}\n    {idle_dumps} binlog dump, {idle_bytes:,} "
-              f"bytes sent to the capture user; Spark started: {spark}", flush=True)
+              f"bytes sent to the capture user; merge's Spark started: {spark}; the rolling verify's: {verify_spark}",
+              flush=True)
         print(f"\nincremental run, {tables} tables / 1 table: {t_inc / t1:.2f}x wall, {run_inc / run1:.2f}x run, "
               f"{tasks_inc / tasks1:.2f}x task time   (target <= 3x)")
         print(f"idle run / incremental run:            {t_idle / t_inc:.2f}x wall, {run_idle / run_inc:.2f}x run, "
-              f"{tasks_idle / tasks_inc:.2f}x task time   (target <= 0.2x, no Spark)")
+              f"{tasks_idle / tasks_inc:.2f}x task time   (target <= 0.2x, no merge Spark; the rolling "
+              "verify's application comes on top: bench/rolling_verify_bench.py)")
         print(f"each run's output is kept in {work}/<dag>/<run>.log")
         print(f"binlog dumps per run:                  {dumps} with {changed} tables changed, {idle_dumps} idle "
               f"(target: 1)")

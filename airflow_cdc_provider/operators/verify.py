@@ -17,7 +17,6 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
     Verification,
-    VerifySlice,
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import history_table
@@ -65,7 +64,6 @@ class _Check:
     committed: Committed
     header: RawHeader
     job: VerifyJob
-    slice: VerifySlice | None = None
     sums: dict[int, BucketSum] | None = None
     seconds: float = 0.0
 
@@ -180,7 +178,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                             location=committed.location, time_zone=self.time_zone,
                             source_file=store.uri(table.run_dir.verify_source_sums),
                             detail_limit=self.verify.detail_buckets, shard=table.table.shard, slice=part)
-            checks.append(_Check(table, committed, header, job, part))
+            checks.append(_Check(table, committed, header, job))
         if not checks:
             return [found[t.source] for t in tables]
         self._require_spark_connection()
@@ -206,7 +204,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             if failed is None:
                 started = time.monotonic()
                 try:
-                    check.sums = hook.bucket_sums(check.header, check.job.buckets, part=check.slice)
+                    check.sums = hook.bucket_sums(check.header, check.job.buckets, part=check.job.slice)
                 except BaseException as exc:
                     failed = exc
                 check.seconds = time.monotonic() - started
@@ -216,7 +214,8 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             store.write(check.table.run_dir.verify_source_sums, SourceSums(sums=sums_of(check.sums)))
             self.log.info("%s: %d buckets summed at the source (%d rows)%s in %.1f s", check.table.source,
                           len(check.sums), sum(s.rows for s in check.sums.values()),
-                          f", {check.slice} of its {check.job.buckets}" if check.slice else "", check.seconds)
+                          f", {check.job.slice} of its {check.job.buckets}" if check.job.slice else "",
+                          check.seconds)
         spark.join()
         if failed is not None:
             raise failed
@@ -240,7 +239,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
         table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
-                "watermark": committed.watermark, "buckets": job.buckets, "slice": check.slice,
+                "watermark": committed.watermark, "buckets": job.buckets, "slice": job.slice,
                 "rows": sum(s.rows for s in (check.sums or {}).values())}
         seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
         differing = list(result.differing)

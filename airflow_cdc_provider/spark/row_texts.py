@@ -126,14 +126,11 @@ def version_frame(spark: Any, job: VersionJob, files: HadoopFiles, typed: bool =
     text = files.read_text(f"{location.rstrip('/')}/{VERSION_FILE}")
     info = VersionInfo.from_text(text) if text is not None else None
     locations = version_locations(info, location, job.warehouse_dir, job.versions_of)
+    schema = columns_ddl((name.lower(), hive_type(ctype)) for name, ctype in job.columns)
     if info is None or info.partitioning is None:
-        if typed:
-            return spark.read.schema(columns_ddl((name.lower(), hive_type(ctype))
-                                                 for name, ctype in job.columns)).parquet(location)
-        return spark.read.parquet(location)
+        return spark.read.schema(schema).parquet(location) if typed else spark.read.parquet(location)
     # The schema given, not found in the files: the rows of a version whose partitions are all empty have none to
     # find it in, and every partition is read as the same columns.
-    schema = columns_ddl((name.lower(), hive_type(ctype)) for name, ctype in job.columns)
     if not locations:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).parquet(*locations)

@@ -122,12 +122,10 @@ def sum_copies(spark: Any, tables: list[_Table], files: HadoopFiles) -> None:
         batch = readable[start:start + BATCH]
         union = reduce(lambda a, b: a.unionByName(b), (t.rows.select(F.lit(n).alias("table"), "bucket", "md5")
                                                           for n, t in enumerate(batch)))
-        summed = union.groupBy("table", "bucket").agg(F.count(F.lit(1)).alias("rows"),
-                                                      F.bit_xor(first_64_bits(F.col("md5"))).alias("digest"))
         for table in batch:
             table.copy = {}
-        for r in summed.collect():
-            batch[r["table"]].copy[int(r["bucket"])] = BucketSum(r["rows"], r["digest"] & _UNSIGNED)
+        for r in _summed(union, "table").collect():
+            batch[r["table"]].copy[int(r["bucket"])] = _bucket_sum(r)
 
 
 def compare(spark: Any, table: _Table, files: HadoopFiles, summing: float) -> VerifyResult:
@@ -155,13 +153,22 @@ def compare(spark: Any, table: _Table, files: HadoopFiles, summing: float) -> Ve
                         seconds=round(summing + time.monotonic() - started, 3))
 
 
-def _sums(rows: Any) -> dict[int, BucketSum]:
-    """Each bucket's rows and XOR of their MD5s' first 64 bits, of ``row_frame``'s rows."""
+def _summed(rows: Any, *by: str) -> Any:
+    """Each bucket's (of each ``by`` group's) rows and XOR of their MD5s' first 64 bits, of ``row_frame``'s rows."""
     from pyspark.sql import functions as F
 
-    digest = first_64_bits(F.col("md5"))
-    sums = rows.groupBy("bucket").agg(F.count(F.lit(1)).alias("rows"), F.bit_xor(digest).alias("digest"))
-    return {int(r["bucket"]): BucketSum(r["rows"], r["digest"] & _UNSIGNED) for r in sums.collect()}
+    return rows.groupBy(*by, "bucket").agg(F.count(F.lit(1)).alias("rows"),
+                                           F.bit_xor(first_64_bits(F.col("md5"))).alias("digest"))
+
+
+def _bucket_sum(summed: Any) -> BucketSum:
+    """A row of ``_summed`` as the bucket's sums (the digest unsigned, as the server's)."""
+    return BucketSum(summed["rows"], summed["digest"] & _UNSIGNED)
+
+
+def _sums(rows: Any) -> dict[int, BucketSum]:
+    """Each bucket's sums, of ``row_frame``'s rows."""
+    return {int(r["bucket"]): _bucket_sum(r) for r in _summed(rows).collect()}
 
 
 _UNSIGNED = (1 << 64) - 1
