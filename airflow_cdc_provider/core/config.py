@@ -433,6 +433,9 @@ class VerifyConfig(_Section):
     slices: int = Field(24, ge=0, description="the rolling verify: each run checks the next of this many slices of "
                         "each table's buckets, so that every table is checked whole every this many runs; 1: the "
                         "whole table every run; 0: no rolling verify")
+    tables_per_run: int = Field(64, ge=0, description="the rolling verify checks at most this many tables a run, "
+                                "those waiting longest since their last check (each costs about a second of Spark "
+                                "planning); 0: every table every run")
     on_difference: Literal["fail", "warn"] = Field(
         "warn", description="what a difference found does (it is repaired all the same when `repair` is true)",
         json_schema_extra={"choices": {"fail": "the verify task fails, naming the tables",

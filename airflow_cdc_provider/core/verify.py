@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import model_validator
@@ -195,11 +195,13 @@ class VerifyResult(Model):
 
 class VerifyState(Model):
     """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify of the whole
-    table, and the slice the rolling verify checks next (``VerifySlice.index``; taken modulo ``verify.slices``,
-    so that a changed setting goes on from where it is)."""
+    table, the slice the rolling verify checks next (``VerifySlice.index``; taken modulo ``verify.slices``, so
+    that a changed setting goes on from where it is), and the runs since its last check of either kind (the
+    tables a run checks, when it checks fewer than all, are those waiting longest)."""
 
     runs_since: int = 0
     next_slice: int = 0
+    waiting: int = 0
 
 
 class RepairRequest(Model):
@@ -237,7 +239,7 @@ class Count:
     runs: int
     due: bool
     slice: VerifySlice | None = None
-    next_slice: int = 0  # as recorded: a whole check leaves the rolling verify where it was
+    recorded: VerifyState = VerifyState()
 
     @property
     def checked(self) -> bool:
@@ -246,19 +248,21 @@ class Count:
     def state_after(self) -> VerifyState:
         """The table's verify state once this run's check of it has completed. A whole check restarts the count;
         a slice moves the rolling verify on to the next slice (a whole check leaves it where it was: the slices
-        go on in turn)."""
-        if self.slice is not None:
-            return VerifyState(runs_since=self.runs, next_slice=(self.slice.index + 1) % self.slice.of)
-        return VerifyState(runs_since=0 if self.due else self.runs, next_slice=self.next_slice)
+        go on in turn); a table not checked waits one run more."""
+        next_slice = (self.slice.index + 1) % self.slice.of if self.slice is not None else self.recorded.next_slice
+        return VerifyState(runs_since=0 if self.due else self.runs, next_slice=next_slice,
+                           waiting=0 if self.checked else self.recorded.waiting + 1)
 
 
 def count_runs(plan: SourcePlan, outcomes: Mapping[str, TableOutcome], force: bool, every: int,
-               state: Callable[[TablePlan], VerifyState], slices: int = 0) -> list[Count]:
+               state: Callable[[TablePlan], VerifyState], slices: int = 0, tables_per_run: int = 0) -> list[Count]:
     """Each verifiable table of the run, counted: the whole table due when ``force``d, or when ``every`` runs have
     passed since its last whole verify (``state`` gives its recorded count); otherwise, with ``slices`` above 1,
     its next slice of the rolling verify (``slices`` 1: the whole table every run). Tables whose run changed
     nothing are counted and checked in turn like the others: drift no event announced is what the rolling verify
-    is for. With none of the three, nothing is counted at all."""
+    is for. With ``tables_per_run`` (0: no limit), the rolling verify checks at most that many tables, those that
+    have waited longest since their last check (then by name): each run's cost is bounded, and every table still
+    comes round. With none of ``force``, ``every`` and ``slices``, nothing is counted at all."""
     if not force and not every and not slices:
         return []
     counted = []
@@ -270,7 +274,12 @@ def count_runs(plan: SourcePlan, outcomes: Mapping[str, TableOutcome], force: bo
         runs = recorded.runs_since + 1
         due = force or bool(every and runs >= every) or slices == 1
         part = VerifySlice(index=recorded.next_slice % slices, of=slices) if slices > 1 and not due else None
-        counted.append(Count(table, runs, due, part, recorded.next_slice))
+        counted.append(Count(table, runs, due, part, recorded))
+    sliced = [c for c in counted if c.slice is not None]
+    if tables_per_run and len(sliced) > tables_per_run:
+        waiting = sorted(sliced, key=lambda c: (-c.recorded.waiting, c.table.source))[tables_per_run:]
+        left = {id(c) for c in waiting}
+        counted = [replace(c, slice=None) if id(c) in left else c for c in counted]
     return counted
 
 

@@ -126,9 +126,13 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
         counted = count_runs(plan, outcomes, parse_flag(self.force, "verify"), self.verify.every,
                              lambda t: store.read(t.table_dir.verify_state, VerifyState) or VerifyState(),
-                             self.verify.slices)
+                             self.verify.slices, self.verify.tables_per_run)
         checked = [count for count in counted if count.checked]
         due = [count.table for count in checked]
+        if self.verify.slices > 1 and len(checked) < len(counted):
+            self.log.info("The rolling verify checks %d of the run's %d tables (verify.tables_per_run: %d, those "
+                          "waiting longest); the others come in later runs.", len(checked), len(counted),
+                          self.verify.tables_per_run)
         if due:
             verification = Verification(tables=tuple(self._verify(context, checked, outcomes, store)))
         else:

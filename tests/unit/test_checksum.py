@@ -238,6 +238,33 @@ def test_the_rolling_verify_checks_each_table_a_slice_a_run_in_turn_whatever_the
     assert run(slices=0, every=5)[0][1:] == (1, False, None) and run(slices=0) == []
 
 
+def test_the_rolling_verify_checks_at_most_so_many_tables_a_run_those_waiting_longest_so_all_come_round():
+    tables = [_table(f"t{n}") for n in range(5)]
+    plan = SourcePlan(run=RUN, tables=tuple(tables))
+    outcomes = {t.source: _outcome(t, "idle") for t in tables}
+    state = {t.source: VerifyState() for t in tables}
+
+    def run(force: bool = False) -> list[str]:
+        found = count_runs(plan, outcomes, force, 0, lambda t: state[t.source], 3, tables_per_run=2)
+        for count in found:
+            state[count.table.source] = count.state_after()
+        assert len(found) == 5, "every verifiable table is counted, checked or not"
+        return [c.table.source.removeprefix("shop.") for c in found if c.checked]
+
+    # Two a run, the longest waiting first (then by name): no table waits more than ceil(5 / 2) - 1 runs, and each
+    # goes on with its own next slice.
+    checked = [run() for _ in range(8)]
+    assert checked[:5] == [["t0", "t1"], ["t2", "t3"], ["t0", "t4"], ["t1", "t2"], ["t0", "t3"]]
+    for table in ("t0", "t1", "t2", "t3", "t4"):
+        runs = [n for n, names in enumerate(checked) if table in names]
+        assert runs[0] <= 2 and all(b - a <= 3 for a, b in zip(runs, runs[1:])) and runs[-1] >= 5, (table, runs)
+    assert max(v.waiting for v in state.values()) <= 2
+    assert state["shop.t0"].next_slice == len([n for n in checked if "t0" in n]) % 3
+    # A whole check asked for is no rolling slice: every table, whatever the limit.
+    assert run(force=True) == ["t0", "t1", "t2", "t3", "t4"]
+    assert {v.waiting for v in state.values()} == {0}
+
+
 def test_a_slice_is_at_least_one_bucket_and_the_server_digests_only_its_buckets():
     from airflow_cdc_provider.core.checksum import source_bucket_sums
     from airflow_cdc_provider.core.contract import VerifySlice

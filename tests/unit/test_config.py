@@ -313,7 +313,7 @@ def test_verify_settings_default_to_a_rolling_verify_that_repairs_and_bad_ones_a
                             ({"repair": "yes"}, r"true or false, got 'yes'"),
                             ({"evry": 2}, r"`verify:` in the configuration has unknown keys \['evry'\] \(did you mean "
                                           r"`every`\?\); the keys of `verify:` are bucket_rows, detail_buckets, "
-                                          r"every, on_difference, repair, slices"),
+                                          r"every, on_difference, repair, slices, tables_per_run"),
                             ({"slices": -2}, r"`verify: slices:` .* >= 0, got -2"),
                             ("daily", r"must be a mapping")):
         with pytest.raises(ConfigError, match=message):
