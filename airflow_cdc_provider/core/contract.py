@@ -334,14 +334,18 @@ VerifyStatus = Literal["clean", "different", "not_verified"]
 
 
 class VerifySlice(Model):
-    """The part of a table a rolling verify checks in one run: the buckets ``b`` with ``b % of == index``.
+    """The part of a table a rolling verify checks in one run, ``index`` of ``of``.
 
-    A slice is a set of buckets, not a range of keys, for the reason buckets are (the two sides order string keys
-    differently). The server still reads each row's key to tell its bucket, but builds the text and digest of
-    the slice's rows only; Spark does the same over the version."""
+    For a one-column integer key, a range of its values (``key_range``: from the first, included, to the second,
+    excluded; None an open end): both sides order integers alike, and the server reads just that range through the
+    key's index. For any other key, the buckets ``b`` with ``b % of == index``: a string key is ordered by its
+    collation on the server and by its bytes in Spark, so a range would not hold the same rows on both sides (the
+    reason verify has buckets); the server then reads each row's key to tell its bucket, and builds the text and
+    digest of the slice's rows only."""
 
     index: int
     of: int
+    key_range: tuple[int | None, int | None] | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> VerifySlice:

@@ -100,9 +100,32 @@ def bucket_sums(sums: Sums) -> dict[int, BucketSum]:
 
 
 def slice_buckets(rows: int, bucket_rows: int, part: VerifySlice | None) -> int:
-    """How many buckets a table of ``rows`` rows is checked in: ``bucket_count``, and for a slice at least one
-    bucket per slice, so that no slice is empty while another holds the table."""
+    """How many buckets a table of ``rows`` rows is checked in: ``bucket_count``, as a whole verify's (a range of
+    keys then holds a part of each, and a repair reads again a bucket of the table's usual size); a slice of
+    buckets, at least one bucket per slice, so that no slice is empty while another holds the table."""
+    if part is not None and part.key_range is not None:
+        return bucket_count(rows, bucket_rows)
     return max(bucket_count(rows, bucket_rows), part.of if part is not None else 1)
+
+
+def key_slice(index: int, of: int, low: int, high: int) -> VerifySlice:
+    """Slice ``index`` of ``of`` of a one-column integer key whose values run from ``low`` to ``high`` (the server's
+    MIN and MAX now): equal ranges of values, the first open below and the last open above, so that a key the copy
+    still holds outside them (gone from the source since) is in a slice too."""
+    width = max(1, -(-(high - low + 1) // of))
+    start = None if index == 0 else low + index * width
+    end = None if index == of - 1 else low + (index + 1) * width
+    return VerifySlice(index=index, of=of, key_range=(start, end))
+
+
+def key_range_condition(name: str, part: VerifySlice | None) -> tuple[str, list[int]]:
+    """The SQL condition (with ``%s`` placeholders, ``name`` quoted and formatted) and arguments of a slice's range
+    of keys; ("", []) for no range."""
+    if part is None or part.key_range is None:
+        return "", []
+    start, end = part.key_range
+    terms = [(f"{name} >= %s", start), (f"{name} < %s", end)]
+    return " AND ".join(t for t, v in terms if v is not None), [v for _, v in terms if v is not None]
 
 
 class VerifyJob(Model):

@@ -48,7 +48,7 @@ from airflow_cdc_provider.core.settings import (
 )
 from airflow_cdc_provider.core.source_connection import SourceLimits, SourceTls, tls_from_extra
 from airflow_cdc_provider.core.types import check_columns, json_checked_columns
-from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range
+from airflow_cdc_provider.core.verify import BucketSum, bucket_count, key_range, key_range_condition
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.hooks.reader_processes import ReaderProcess
 from airflow_cdc_provider.hooks.source_link import (
@@ -623,10 +623,16 @@ class MySqlSourceHook(BaseHook):
         mariadb = self.flavor.is_mariadb
         keys = ", ".join(quote_identifier(k) for k in header.key)
         sums: dict[int, BucketSum] = {}
+        # A slice: its range of keys in every statement, or its buckets.
+        bounds, bound_args = key_range_condition(formatted(keys), part)
+        modulo = (part.index, part.of) if part is not None and part.key_range is None else None
+
+        def both(where: str) -> str:
+            return " AND ".join(f"({w})" for w in (where, bounds) if w)
 
         def add(cursor: Any, where: str, args: list[Any]) -> None:
-            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, where,
-                                              (part.index, part.of) if part is not None else None), args)
+            cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, mariadb, buckets, both(where),
+                                              modulo), [*args, *bound_args])
             for bucket, rows, digest in cursor.fetchall():
                 sums[int(bucket)] = sums.get(int(bucket), BucketSum(0, 0)).plus(BucketSum(int(rows), int(digest)))
 
@@ -639,14 +645,21 @@ class MySqlSourceHook(BaseHook):
                 ranges = (int(high) - int(low)) // range_rows + 1
                 if ranges <= 4 * (bucket_count(self.estimated_rows(table), range_rows)):
                     key = formatted(keys)
-                    for start in range(int(low), int(high) + 1, range_rows):
+                    first, last = int(low), int(high)
+                    if part is not None and part.key_range is not None:  # only the slice's ranges of keys
+                        start_at, end_before = part.key_range
+                        first = max(first, start_at) if start_at is not None else first
+                        last = min(last, end_before - 1) if end_before is not None else last
+                    for start in range(first, last + 1, range_rows):
                         add(cursor, f"{key} >= %s AND {key} < %s", [start, start + range_rows])
                     return sums
             after: tuple[Any, ...] | None = None
             while True:
                 where, args = key_range(header.key, after, None)
-                cursor.execute(formatted(f"SELECT {keys} FROM {table.quoted}") + (f" WHERE {where}" if where else "")
-                               + formatted(f" ORDER BY {keys}") + f" LIMIT 1 OFFSET {int(range_rows) - 1}", args)
+                probe = both(where)
+                cursor.execute(formatted(f"SELECT {keys} FROM {table.quoted}") + (f" WHERE {probe}" if probe else "")
+                               + formatted(f" ORDER BY {keys}") + f" LIMIT 1 OFFSET {int(range_rows) - 1}",
+                               [*args, *bound_args])
                 until = cursor.fetchone()
                 where, args = key_range(header.key, after, until)
                 add(cursor, where, args)
@@ -654,10 +667,13 @@ class MySqlSourceHook(BaseHook):
                     return sums
                 after = tuple(until)
 
-    def bucket_rows(self, header: RawHeader, buckets: int, which: Sequence[int]) -> dict[str, str]:
-        """The rows of the buckets ``which`` of ``buckets`` (``core.verify``): each row's key text → its text's MD5.
+    def bucket_rows(self, header: RawHeader, buckets: int, which: Sequence[int],
+                    part: VerifySlice | None = None) -> dict[str, str]:
+        """The rows of the buckets ``which`` of ``buckets`` (``core.verify``): each row's key text → its text's MD5;
+        of a slice's range of keys only, when it is one.
 
-        One read of the table (a bucket is a hash of the key, which no index serves), shipping only those rows."""
+        One read of the table, or of the range (a bucket is a hash of the key, which no index serves), shipping only
+        those rows."""
         if not which:
             return {}
         table = TableName.parse(header.table)
@@ -665,8 +681,10 @@ class MySqlSourceHook(BaseHook):
         row = source_row_text(header.columns, self.flavor.is_mariadb)
         listed = ", ".join(str(int(b)) for b in sorted(set(which)))
         with self.cursor() as cursor:
+            bounds, bound_args = key_range_condition(formatted(quote_identifier(header.key[0])), part)
             cursor.execute(formatted(f"SELECT {key}, MD5({row}) FROM {table.quoted} "
-                                     f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})"), [])
+                                     f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})")
+                           + (f" AND {bounds}" if bounds else ""), bound_args)
             return {k: md5 for k, md5 in cursor.fetchall()}
 
     def estimated_rows(self, table: TableName | str) -> int:

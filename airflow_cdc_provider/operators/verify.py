@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc_provider.compat import AirflowFailException
+from airflow_cdc_provider.core.checksum import kind_of
 from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import (
     SourcePlan,
@@ -24,6 +25,7 @@ from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.merge import VersionRefused
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import Unreadable, read_position
+from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.verify import (
     BucketSum,
     Count,
@@ -37,6 +39,7 @@ from airflow_cdc_provider.core.verify import (
     count_runs,
     difference_message,
     judged,
+    key_slice,
     repair_request,
     slice_buckets,
     sums_of,
@@ -175,6 +178,8 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             header = RawHeader(table.source, table.table.columns, table.table.key)
             # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
             rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
+            if part is not None:
+                part = self._key_slice(hook, header, part)
             buckets = slice_buckets(rows, self.verify.bucket_rows, part)
             job = VerifyJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
                             table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
@@ -240,6 +245,17 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                 update={"history_buckets": results[check.table.source].history_differing or ()})
         return [found[t.source] for t in tables]
 
+    @staticmethod
+    def _key_slice(hook: MySqlSourceHook, header: RawHeader, part: VerifySlice) -> VerifySlice:
+        """The slice as a range of a one-column integer key's values when it can be one (two index lookups): the
+        server then reads only that range. Not for a BIGINT UNSIGNED key, held in Hive as a decimal."""
+        ctype = dict(header.columns)[header.key[0]] if len(header.key) == 1 else ""
+        if not ctype or kind_of(ctype) != "int" or (ColumnType.parse(ctype).base == "bigint"
+                                                    and ColumnType.parse(ctype).unsigned):
+            return part
+        bounds = hook.integer_key_bounds(header)
+        return key_slice(part.index, part.of, *bounds) if bounds is not None else part
+
     def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
         table, committed, header, job = check.table, check.committed, check.header, check.job
         base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
@@ -251,7 +267,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             return TableVerification(**base, status="clean", seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
-        served = hook.bucket_rows(header, job.buckets, listed)  # the listed buckets lie in the slice checked
+        served = hook.bucket_rows(header, job.buckets, listed, check.slice)
         end = hook.current_watermark()
         copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         if committed.watermark is None:

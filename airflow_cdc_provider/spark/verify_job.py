@@ -33,6 +33,7 @@ from airflow_cdc_provider.core.verify import (
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.history import open_values
+from airflow_cdc_provider.spark.names import column
 
 # bucket_of and key_text re-exported: the merge (spark.merge_job, spark.partitioning) imports them from here.
 from airflow_cdc_provider.spark.row_texts import bucket_of as bucket_of
@@ -68,7 +69,14 @@ def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None 
     if frame is None:
         frame = version_frame(spark, job, files, typed=True) if job.location else spark.table(job.table)
     bucket = bucket_of(key, job.buckets)
-    if job.slice is not None:
+    if job.slice is not None and job.slice.key_range is not None:  # the values of a one-column integer key
+        start, end = job.slice.key_range
+        value = column(job.key[0].lower())
+        if start is not None:
+            frame = frame.where(value >= F.lit(start))
+        if end is not None:
+            frame = frame.where(value < F.lit(end))
+    elif job.slice is not None:
         frame = frame.where(F.pmod(bucket, F.lit(job.slice.of)) == F.lit(job.slice.index))
     return frame.select(bucket.alias("bucket"), key.alias("key"), F.md5(text.cast("binary")).alias("md5"))
 

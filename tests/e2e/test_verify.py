@@ -188,8 +188,10 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     # next run reads them again, until Hive equals the source with no one acting.
     pipeline.config["verify"] = {"slices": 2, "bucket_rows": 50}
     pipeline.configure()
+    # The key is an integer: each slice is a range of its values, the lowest and the highest ids in either.
     mariadb.execute("SET SESSION sql_log_bin = 0",
                     f"UPDATE `{pipeline.schema}`.customers SET city = 'Drifted' WHERE id BETWEEN 10 AND 29",
+                    f"UPDATE `{pipeline.schema}`.customers SET city = 'Drifted' ORDER BY id DESC LIMIT 10",
                     f"DELETE FROM `{pipeline.schema}`.customers WHERE id = 40", "SET SESSION sql_log_bin = 1")
     slices = []
     for n in range(3):

@@ -55,7 +55,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
 
     from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
     from airflow_cdc_provider.core.contract import VerifySlice
-    from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, sums_of
+    from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, key_slice, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
     from tests.integration.merge_helpers import Table
 
@@ -101,10 +101,23 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
             parts.append({int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()})
     assert all(b % slices == index for index, part in enumerate(parts) for b in part)
     assert {b: s for part in parts for b, s in part.items()} == whole, "the slices make the whole table"
+    # And 3 slices of the integer key's values (MIN and MAX now), as the hook reads them: each only its range.
+    ranges = [key_slice(index, slices, *hook.integer_key_bounds(header)) for index in range(slices)]
+    in_ranges = [hook.bucket_sums(header, sliced_buckets, range_rows=7, part=part) for part in ranges]
+    summed_ranges = {}
+    for part in in_ranges:
+        for b, s in part.items():
+            summed_ranges[b] = summed_ranges.get(b, BucketSum(0, 0)).plus(s)
+    assert summed_ranges == whole, "the ranges make the whole table"
+    # ids 1.. and 101..: the middle range holds none, the others each a part
+    assert [sum(s.rows for s in p.values()) < len(served_rows) for p in in_ranges] == [True] * slices
+    assert len([p for p in in_ranges if p]) == 2
     slice_jobs = [job.model_copy(update={"buckets": sliced_buckets, "detail": (), "source_file": None,
-                                         "source": sums_of(part), "slice": VerifySlice(index=index, of=slices),
+                                         "source": sums_of(part), "slice": sliced,
                                          "result_file": str(tmp_path / f"slice-{index}.json")})
-                  for index, part in enumerate(parts)]
+                  for index, (part, sliced) in enumerate([*zip(parts, (VerifySlice(index=i, of=slices)
+                                                                        for i in range(slices))),
+                                                          *zip(in_ranges, ranges)])]
     (tmp_path / "verify-job.json").write_text(VerifyJobs(jobs=(job, *slice_jobs)).to_text())
     run = run_spark_job(VERIFY_JOB, str(tmp_path / "verify-job.json"), work_dir=str(tmp_path))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
@@ -115,7 +128,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)
     assert result["compared"] and result["differing"] == []
-    for index, part in enumerate(parts):
+    for index, part in enumerate([*parts, *in_ranges]):
         sliced = json.loads((tmp_path / f"slice-{index}.json").read_text())
         assert sliced["compared"] and sliced["differing"] == []
         assert {int(b): BucketSum(*sums) for b, sums in sliced["buckets"].items()} == part
@@ -161,26 +174,30 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
     assert [(t.source, t.status) for t in attempt().tables] == [(str(table), "clean")]
     assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=0)
 
-    # A value changed with sql_log_bin=0: no event announces it. The rolling verify (4 slices) checks the slice
-    # that holds the row (the state says which is next), finds the one key, and leaves its bucket for a repair.
+    # A value changed with sql_log_bin=0: no event announces it. The rolling verify (4 slices of the integer key's
+    # values) checks the slice that holds the row (the state says which is next), finds the one key, and leaves
+    # its bucket for a repair.
     from airflow_cdc_provider.core.checksum import source_key_text
-    from airflow_cdc_provider.core.contract import VerifySlice
-    from airflow_cdc_provider.core.verify import RepairRequest, slice_buckets
+    from airflow_cdc_provider.core.verify import RepairRequest, bucket_count, key_slice
 
     hook = MySqlSourceHook(user)
-    buckets = slice_buckets(max(hook.estimated_rows(table), 2 * len(CASES)), 50, VerifySlice(index=0, of=4))
+    low, high = hook.integer_key_bounds(header)
+    holding = next(p for p in (key_slice(k, 4, low, high) for k in range(4))
+                   if (p.key_range[0] is None or p.key_range[0] <= 103)
+                   and (p.key_range[1] is None or 103 < p.key_range[1]))
+    buckets = bucket_count(max(hook.estimated_rows(table), 2 * len(CASES)), 50)
     key = source_key_text(header.columns, header.key, True)
-    ((bucket,),) = mariadb.execute(f"SELECT MOD(CRC32({key}), {buckets}) FROM {table.quoted} WHERE id = 3")
-    mariadb.execute("SET SESSION sql_log_bin = 0", f"UPDATE {table.quoted} SET s = 'drifted' WHERE id = 3",
+    ((bucket,),) = mariadb.execute(f"SELECT MOD(CRC32({key}), {buckets}) FROM {table.quoted} WHERE id = 103")
+    mariadb.execute("SET SESSION sql_log_bin = 0", f"UPDATE {table.quoted} SET s = 'drifted' WHERE id = 103",
                     "SET SESSION sql_log_bin = 1")
-    store.write(table_dir.verify_state, VerifyState(runs_since=0, next_slice=int(bucket) % 4))
+    store.write(table_dir.verify_state, VerifyState(runs_since=0, next_slice=holding.index))
     (found,) = attempt(VerifyConfig(every=0, slices=4, bucket_rows=50)).tables
-    assert (found.status, found.slice, found.buckets) == ("different", VerifySlice(index=int(bucket) % 4, of=4),
-                                                          buckets)
-    assert [(k.key, k.kind) for k in found.keys] == [("3", "different")] and found.repair_buckets == (int(bucket),)
-    assert found.rows < 2 * len(CASES), "the server summed the slice's rows, not the whole table's"
+    assert (found.status, found.slice, found.buckets) == ("different", holding, buckets)
+    assert [(k.key, k.kind) for k in found.keys] == [("103", "different")]
+    assert found.repair_buckets == (int(bucket),)
+    assert 0 < found.rows < 2 * len(CASES), "the server summed the slice's rows, not the whole table's"
     assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=1,
-                                                                          next_slice=(int(bucket) + 1) % 4)
+                                                                          next_slice=(holding.index + 1) % 4)
     assert store.read(table_dir.repair, RepairRequest) == RepairRequest(buckets=buckets, which=(int(bucket),),
                                                                         version=found.version, run=run.key)
 

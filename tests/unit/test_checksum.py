@@ -265,6 +265,25 @@ def test_the_rolling_verify_checks_at_most_so_many_tables_a_run_those_waiting_lo
     assert {v.waiting for v in state.values()} == {0}
 
 
+def test_an_integer_keys_slices_are_ranges_of_its_values_that_cover_every_key_once():
+    from airflow_cdc_provider.core.verify import key_range_condition, key_slice, slice_buckets
+
+    for low, high, of in ((1, 1000, 24), (-50, 49, 4), (7, 9, 24), (5, 5, 3)):
+        parts = [key_slice(k, of, low, high) for k in range(of)]
+        assert parts[0].key_range[0] is None and parts[-1].key_range[1] is None  # keys gone from the source too
+        for key in range(low - 10, high + 11):
+            holding = [p.index for p in parts if (p.key_range[0] is None or key >= p.key_range[0])
+                       and (p.key_range[1] is None or key < p.key_range[1])]
+            assert len(holding) == 1, (low, high, of, key, holding)
+    assert [p.key_range for p in (key_slice(k, 4, -50, 49) for k in range(4))] == [
+        (None, -25), (-25, 0), (0, 25), (25, None)]
+    assert key_range_condition("`id`", key_slice(1, 4, -50, 49)) == ("`id` >= %s AND `id` < %s", [-25, 0])
+    assert key_range_condition("`id`", key_slice(0, 4, -50, 49)) == ("`id` < %s", [-25])
+    assert key_range_condition("`id`", None) == ("", [])
+    # A range of keys is checked in the table's usual buckets: a repair reads again a bucket of the usual size.
+    assert slice_buckets(100_000, 1000, key_slice(3, 24, 1, 100_000)) == 100
+
+
 def test_a_slice_is_at_least_one_bucket_and_the_server_digests_only_its_buckets():
     from airflow_cdc_provider.core.checksum import source_bucket_sums
     from airflow_cdc_provider.core.contract import VerifySlice
