@@ -18,6 +18,7 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
     Verification,
+    VerifySlice,
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import history_table
@@ -267,7 +268,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             return TableVerification(**base, status="clean", seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
-        served = hook.bucket_rows(header, job.buckets, listed, check.slice)
+        served = hook.bucket_rows(header, job.buckets, listed, job.slice)
         end = hook.current_watermark()
         copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         if committed.watermark is None:
