@@ -28,3 +28,9 @@ def __getattr__(name: str) -> Any:
     if name in _EXPORTS:
         return getattr(importlib.import_module(_EXPORTS[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The names handed out lazily are not in the module's namespace until first asked for: listed here, so that
+    # dir(), help() and an IDE's completion show them.
+    return sorted({*globals(), *__all__})

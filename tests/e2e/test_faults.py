@@ -134,10 +134,10 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
         # After the writers stop, one more run brings Hive level with the source: no change was lost.
         code, output = pipeline.run("2026-11-01T03:00:00+00:00")
         assert code == 0, output[-8000:]
-        level, _ = pipeline.assert_all_equal()["orders"]
+        pipeline.assert_all_equal()
         for table in pipeline.tables:
             assert pipeline.ledger(table).holder() is None
-        version = pipeline.ledger("orders").committed().version
+        version, warehouse = pipeline.ledger("orders").committed().version, pipeline.warehouse_files()
 
         # The new primary dies; the old one, behind it, is promoted. Hive holds changes it never had: the run is
         # refused, naming what is missing, and changes nothing.
@@ -150,7 +150,7 @@ def test_under_four_writers_a_failover_is_followed_by_gtid_and_lost_transactions
         for part in ("this server is id 11", "This server has not got the transactions 0-12-",
                      "they were lost when it took over", "on_server_change: snapshot"):
             assert part in output, (part, output[-8000:])
-        assert pipeline.hive("orders")[0] == level and pipeline.ledger("orders").committed().version == version
+        assert pipeline.warehouse_files() == warehouse and pipeline.ledger("orders").committed().version == version
 
         # Asked for, such a run takes a fresh snapshot instead, and says so.
         pipeline.config["on_server_change"] = "snapshot"
@@ -217,11 +217,6 @@ def _check_every_event_changelog(pipeline: Pipeline, since: tuple[int, dict], no
     assert state == now, "the changelog of customers does not give its rows"
 
 
-def _files(root: Path) -> dict[str, tuple[int, int]]:
-    """Every file under ``root``, with its size and time of last change."""
-    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
-
-
 def _changes(chain: int) -> list[str]:
     """A chain's source changes: inserts, an update, a key change, a delete of an earlier chain's row."""
     n = 3000 + 10 * chain
@@ -270,13 +265,13 @@ def test_a_run_killed_at_each_step_loses_nothing_and_its_rerun_completes(mariadb
         if chain in COMPLETED_BY_THE_NEXT_RUN:
             since = pipeline.ledger("customers").committed().version, before["customers"]
         for point, visible in kills:
-            warehouse = _files(Path(pipeline.config["hive"]["warehouse_dir"]))
+            warehouse = pipeline.warehouse_files()
             code, output = pipeline.run(date, *args, env={"CDC_FAILPOINT": point})
             assert code != 0 and f"failpoint {point}: killing process" in output, (point, output[-8000:])
             if point in BEFORE_THE_MERGE:
                 # Not a file of the warehouse or of its metastore (Derby, in it) changed, nor one was added: Hive
                 # is as it was, known without a Spark read of it.
-                assert _files(Path(pipeline.config["hive"]["warehouse_dir"])) == warehouse, point
+                assert pipeline.warehouse_files() == warehouse, point
                 killed.append(point)
                 continue
             after = {table: rows for table, (rows, _) in pipeline.hive_tables().items()}

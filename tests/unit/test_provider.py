@@ -101,3 +101,12 @@ def test_pyspark_python_files_match_its_jars():
     jar_version = jars[0].stem.rsplit("-", 1)[1]
     assert pyspark.__version__ == version("pyspark") == jar_version
     assert version("pyspark-client") == pyspark.__version__
+
+
+def test_the_package_lists_the_names_a_dag_file_imports_from_it_and_hands_each_out():
+    # In a fresh interpreter: the package alone, before anything imported what it hands out lazily.
+    script = ("import airflow_cdc_provider as p, sys; listed = dir(p); "
+              "print(sorted(set(p.__all__) - set(listed)), 'airflow_cdc_provider.task_groups' in sys.modules, "
+              "all(callable(getattr(p, n)) for n in p.__all__ if n != '__version__'))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["[]", "False", "True"], out
