@@ -18,17 +18,9 @@ from pydantic import model_validator
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSettings
 from airflow_cdc_provider.core.history import HistoryCommit, HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import (
-    DIFF,
-    HEAL,
-    INCREMENTAL,
-    NOTHING,
-    SNAPSHOT,
-    Committed,
-    RunPlan,
-    RunRef,
-)
+from airflow_cdc_provider.core.ledger import Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.modes import Capture, Mode, Status, VerifyStatus
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.watermark import Watermark
@@ -45,7 +37,7 @@ class CapturedTable(Model):
     schema_changes: str
     key: tuple[str, ...]  # empty: the table has no key, its whole row is its identity (``core.keys``)
     columns: Columns
-    capture: Literal["binlog", "diff"] = "binlog"  # how its changes are found (``capture:``)
+    capture: Capture = Capture.BINLOG  # how its changes are found (``capture:``)
     key_declared: bool = False  # the key is the one `key:` names: each snapshot checks its values unique
     spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
     partitioning: Partitioning | None = None  # how its Hive table is partitioned (``partition_by:``); None: not
@@ -115,7 +107,7 @@ class TablePlan(Model):
         return self.table.source
 
     @property
-    def mode(self) -> str:
+    def mode(self) -> Mode:
         return self.plan.mode
 
     @property
@@ -132,20 +124,20 @@ class SourcePlan(Model):
     skipped: tuple[SkippedTable, ...] = ()
     gone: tuple[GoneTable, ...] = ()
 
-    def of_mode(self, mode: str) -> list[TablePlan]:
+    def of_mode(self, mode: Mode) -> list[TablePlan]:
         return [t for t in self.tables if t.mode == mode]
 
     @property
     def snapshots(self) -> list[TablePlan]:
-        return self.of_mode(SNAPSHOT)
+        return self.of_mode(Mode.SNAPSHOT)
 
     @property
     def incrementals(self) -> list[TablePlan]:
-        return self.of_mode(INCREMENTAL)
+        return self.of_mode(Mode.INCREMENTAL)
 
     @property
     def diffs(self) -> list[TablePlan]:
-        return self.of_mode(DIFF)
+        return self.of_mode(Mode.DIFF)
 
     def table(self, source: str) -> TablePlan:
         for table in self.tables:
@@ -252,7 +244,7 @@ class MergeInput(Model):
     """What the merge takes for one table, made by the snapshot or by the replay."""
 
     source: str
-    mode: Literal["snapshot", "incremental", "diff", "heal"]
+    mode: Literal[Mode.SNAPSHOT, Mode.INCREMENTAL, Mode.DIFF, Mode.HEAL]
     upsert_files: tuple[str, ...]
     delete_file: str | None = None  # None for a snapshot
     fills_file: str | None = None  # what columns added in the range hold in the table's other rows
@@ -283,9 +275,6 @@ class Captured(Model):
     failed: tuple[TableFailure, ...] = ()
 
 
-Status = Literal["committed", "idle", "unchanged", "nothing", "failed"]
-
-
 class TableOutcome(Model):
     """What the run did to one table, as the UI shows it (one task per table) and the ledger records it.
 
@@ -296,7 +285,7 @@ class TableOutcome(Model):
 
     source: str
     hive_table: str
-    mode: str
+    mode: Mode
     status: Status
     reason: str = ""
     shard: Shard | None = None  # the shard of the Hive table it is (``shards:``)
@@ -330,7 +319,6 @@ class KeyDifference(Model):
     kind: Literal["missing", "extra", "different"]
 
 
-VerifyStatus = Literal["clean", "different", "not_verified"]
 
 
 class VerifySlice(Model):
@@ -396,13 +384,13 @@ class Verification(Model):
     @property
     def different(self) -> list[TableVerification]:
         """The tables that differ from the source, or whose history differs from them."""
-        return [t for t in self.tables if t.status == "different" or t.history_buckets]
+        return [t for t in self.tables if t.status == VerifyStatus.DIFFERENT or t.history_buckets]
 
 
 __all__ = [
-    "AddedColumn", "BrokenChain", "ColumnChange", "HEAL", "Healed", "KEYS_LISTED", "KeyDifference", "Reread",
+    "AddedColumn", "BrokenChain", "ColumnChange", "Healed", "KEYS_LISTED", "KeyDifference", "Reread",
     "TableVerification", "Verification",
-    "INCREMENTAL", "NOTHING", "SNAPSHOT", "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
+    "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
     "TablePlan",
 ]

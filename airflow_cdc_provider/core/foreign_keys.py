@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName, backticked
-from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE
+from airflow_cdc_provider.core.modes import Capture
 
 # The rules of information_schema.REFERENTIAL_CONSTRAINTS that make the server change the child's rows itself;
 # RESTRICT and NO ACTION refuse the parent's change instead, and change nothing.
@@ -172,7 +172,7 @@ def cascade_refusals(rows: Iterable[ForeignKeyColumn], captures: Mapping[TableNa
     """The tables of ``captures`` (each table to its way in: ``binlog`` or ``diff``) that cannot be captured as
     they are: read from the binlog while the child of a cascading foreign key. A diff reads the table itself, so a
     table in diff mode is exact whatever its foreign keys do."""
-    binlog = [table for table, capture in captures.items() if capture == BINLOG_CAPTURE]
+    binlog = [table for table, capture in captures.items() if capture == Capture.BINLOG]
     return {table: CascadingForeignKey(table, keys) for table, keys in cascading_foreign_keys(rows, binlog).items()}
 
 

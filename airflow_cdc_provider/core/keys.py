@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from airflow_cdc_provider.core.errors import NoUsableKey
 from airflow_cdc_provider.core.identifiers import TableName
+from airflow_cdc_provider.core.modes import Capture
 
 DECLARED = "declared"  # the index name of a key the configuration names (``key:``)
 WHOLE_ROW = "whole row"  # the index name of a table with no usable key: no key columns, the row is its identity
@@ -96,7 +97,7 @@ def whole_row_table(table: str, capture: str | None, changelog: bool, history: b
     lacks = f"The table {table} has no primary key and no unique key on NOT NULL columns"
     way_on = "give it a key (a primary key, a unique key on NOT NULL columns, or `key:` in its entry naming NOT NULL " \
              "columns whose values identify a row)"
-    if capture == "binlog":
+    if capture == Capture.BINLOG:
         raise NoUsableKey(f"{lacks}, and its entry asks for `capture: binlog`: in the binlog, a change to one of two "
                           "equal rows cannot be told from a change to the other. Remove `capture: binlog` (a table "
                           f"with no key is captured by a diff, docs/sources.md), or {way_on}.")

@@ -29,17 +29,12 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import HistoryCommit
 from airflow_cdc_provider.core.holder import HolderSeen, Owner, holder_gone, same_pid_space
 from airflow_cdc_provider.core.model import Instant, M, Model
+from airflow_cdc_provider.core.modes import Action, Capture, Mode
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 
 VERSION_FILE = "_cdc_version.json"  # in each version directory; Hive and Spark skip names starting with _
-SNAPSHOT, INCREMENTAL, NOTHING = "snapshot", "incremental", "nothing"
-DIFF = "diff"  # a run that finds the table's changes without the binlog (``capture: diff``, ``core.diff``)
-# A binlog table whose chain broke in the run's range, brought level by a diff against its committed version; the
-# binlog goes on from the diff's moment (``stages.heal``). Planned as INCREMENTAL: the pass finds the break.
-HEAL = "heal"
-BINLOG_CAPTURE, DIFF_CAPTURE = "binlog", "diff"  # how a table's changes are found (``capture:``)
 
 
 class TableBusy(CdcError):
@@ -94,7 +89,7 @@ class Committed(Model):
     watermark: Watermark | None  # None: read without the binlog (diff mode), as of ``as_of``
     as_of: Instant
     run: RunRef
-    mode: str
+    mode: Mode
     # The source table's columns (name, MySQL type) at the watermark: the next extraction starts from them.
     columns: Columns | None = None
     # The row digests of the version (``stages.diff``), where the next diff-mode run compares the source with it;
@@ -114,7 +109,7 @@ class RunPlan(Model):
     """
 
     run: RunRef
-    mode: str
+    mode: Mode
     reason: str = ""
     input_version: int | None = None
     start: Watermark | None = None
@@ -153,7 +148,7 @@ def plan_run(
     recorded: RunPlan | None,
     target_time: dt.datetime | None,
     fresh_snapshot: bool = False,
-    capture: str = BINLOG_CAPTURE,
+    capture: Capture = Capture.BINLOG,
     columns: tuple[tuple[str, str], ...] | None = None,
 ) -> RunPlan:
     """Decide what ``run`` does.
@@ -164,43 +159,44 @@ def plan_run(
     comes after a scheduled run's interval end: it cannot read the source as it was. ``columns``: the table's
     columns now, which a diff compares with its version's.
     """
-    if recorded is not None and recorded.mode != NOTHING:
+    if recorded is not None and recorded.mode != Mode.NOTHING:
         if recorded.output_version is not None:
             # Its first attempt committed: the table is already what this run makes of it. A re-run redoes only
             # what did not commit; the source's changes since go to the next run.
-            return RunPlan(run=run, mode=NOTHING,
+            return RunPlan(run=run, mode=Mode.NOTHING,
                            reason=f"already committed by this run: version {recorded.output_version} reflects the "
                                   f"source as of {_iso(recorded.as_of)}; the table is left as it is")
         return recorded.model_copy(update={"reason": f"a re-run: it repeats what it planned ({recorded.reason})"})
     if committed is None:
-        return RunPlan(run=run, mode=SNAPSHOT, reason="the table has no committed version yet: initial load")
+        return RunPlan(run=run, mode=Mode.SNAPSHOT, reason="the table has no committed version yet: initial load")
     if fresh_snapshot:
-        return RunPlan(run=run, mode=SNAPSHOT,
+        return RunPlan(run=run, mode=Mode.SNAPSHOT,
                        reason="a fresh snapshot was asked for (the fresh_snapshot or fresh_snapshot_tables parameter)")
     target_time = _utc(target_time)
     if target_time is not None and committed.as_of >= target_time:
-        return RunPlan(run=run, mode=NOTHING,
+        return RunPlan(run=run, mode=Mode.NOTHING,
                        reason=f"already committed: version {committed.version} reflects the source as of "
                        f"{committed.as_of.isoformat()}, not before this run's interval end {target_time.isoformat()}; "
                        "the table is left as it is")
-    if capture == DIFF_CAPTURE:
+    if capture == Capture.DIFF:
         if committed.digests is None:
-            return RunPlan(run=run, mode=SNAPSHOT, reason=f"version {committed.version} was read from the binlog and "
-                           "has no row digests to compare the source with (capture: diff): a snapshot reads them")
+            return RunPlan(run=run, mode=Mode.SNAPSHOT, reason=f"version {committed.version} was read from the binlog "
+                           "and has no row digests to compare the source with (capture: diff): a snapshot reads them")
         if columns is not None and committed.columns is not None and tuple(committed.columns) != tuple(columns):
             # Every row's digest changes with the columns (and with them the identity of a row of a table with no
             # key): a diff would read every row again, a snapshot does it in one read. ``start_columns`` says what
             # the columns were, for the table's policy to take the change on or refuse it before the read.
-            return RunPlan(run=run, mode=SNAPSHOT, reason=f"the columns changed since version {committed.version}: "
-                           "every row's digest changes with them, so the table is read whole by a snapshot",
+            return RunPlan(run=run, mode=Mode.SNAPSHOT,
+                           reason=f"the columns changed since version {committed.version}: every row's digest "
+                           "changes with them, so the table is read whole by a snapshot",
                            start_columns=committed.columns)
-        return RunPlan(run=run, mode=DIFF, reason=f"the source compared with version {committed.version} (as of "
+        return RunPlan(run=run, mode=Mode.DIFF, reason=f"the source compared with version {committed.version} (as of "
                        f"{committed.as_of.isoformat()}) by its rows' digests", input_version=committed.version,
                        start_columns=committed.columns)
     if committed.watermark is None:
-        return RunPlan(run=run, mode=SNAPSHOT, reason=f"version {committed.version} was read without the binlog "
+        return RunPlan(run=run, mode=Mode.SNAPSHOT, reason=f"version {committed.version} was read without the binlog "
                        "(capture: diff) and has no watermark to read it from: a snapshot takes one")
-    return RunPlan(run=run, mode=INCREMENTAL,
+    return RunPlan(run=run, mode=Mode.INCREMENTAL,
                    reason=f"changes after version {committed.version} (as of {committed.as_of.isoformat()})",
                    input_version=committed.version, start=committed.watermark, stop_before=target_time,
                    start_columns=committed.columns)
@@ -215,7 +211,7 @@ class VersionInfo(Model):
     input_version: int | None = None
     datetime_zone: str = "UTC"  # the zone its DATETIME values were written for (``hive.time_zone``)
     as_of: Instant | None = None
-    mode: str | None = None
+    mode: Mode | None = None
     source: str | None = None  # schema.table
     rows: int | None = None
     source_columns: Columns = ()
@@ -245,7 +241,7 @@ class VersionInfo(Model):
 class Origin:
     """What the merge does: ``load`` (no origin), ``merge`` onto version ``version``, or ``skip``."""
 
-    action: str
+    action: Action
     version: int | None
     reason: str
 
@@ -266,35 +262,37 @@ def choose_origin(current: VersionInfo | None, plan: RunPlan, end: Watermark | N
     source: they apply onto that version alone, whatever the metastore points at (a later version of a run that
     died before its ledger was written is left behind).
     """
-    if plan.mode == SNAPSHOT:
+    if plan.mode == Mode.SNAPSHOT:
         if current is not None and _later(current.watermark, end):
-            return Origin("skip", None, f"the table is at version {current.version}, which reflects "
+            return Origin(Action.SKIP, None, f"the table is at version {current.version}, which reflects "
                           f"{current.watermark}, later than this snapshot's {end}; the table is left as it is")
-        return Origin("load", None, "a snapshot replaces the table")
+        return Origin(Action.LOAD, None, "a snapshot replaces the table")
     if current is None:
         raise LedgerConflict(
             f"The ledger says version {plan.input_version} is committed, but the Hive table does not exist: it was "
             "dropped outside this pipeline. Trigger a run with fresh_snapshot=true to load it again."
         )
-    if plan.mode in (DIFF, HEAL):
-        return Origin("merge", plan.input_version, f"onto version {plan.input_version}, which the diff compared the "
-                      "source with")
+    if plan.mode in (Mode.DIFF, Mode.HEAL):
+        return Origin(Action.MERGE, plan.input_version,
+                      f"onto version {plan.input_version}, which the diff compared the source with")
     if current.version == plan.input_version:
-        return Origin("merge", current.version, f"onto version {current.version}, as planned")
+        return Origin(Action.MERGE, current.version, f"onto version {current.version}, as planned")
     if current.run == plan.run and current.input_version == plan.input_version:
-        return Origin("merge", plan.input_version, f"a re-run: onto version {plan.input_version} again, as recorded "
-                      f"(version {current.version} is this run's earlier result)")
+        return Origin(Action.MERGE, plan.input_version,
+                      f"a re-run: onto version {plan.input_version} again, as recorded (version {current.version} "
+                      "is this run's earlier result)")
     if current.watermark is None or end is None:
         raise LedgerConflict(
             f"The table is at version {current.version}, read without the binlog (capture: diff), and this run "
             f"reads the binlog from version {plan.input_version}: the two do not order. Trigger a run with "
             "fresh_snapshot=true.")
     if plan.start is not None and plan.start <= current.watermark <= end:
-        return Origin("merge", current.version, f"onto version {current.version} ({current.watermark}), which is "
+        return Origin(Action.MERGE, current.version, f"onto version {current.version} ({current.watermark}), which is "
                       f"inside this run's range; the overlap is replayed harmlessly")
     if current.watermark > end:
-        return Origin("skip", None, f"the table is at version {current.version}, which reflects {current.watermark}, "
-                      f"later than this run's end {end}; the table is left as it is")
+        return Origin(Action.SKIP, None,
+                      f"the table is at version {current.version}, which reflects {current.watermark}, later than "
+                      f"this run's end {end}; the table is left as it is")
     raise LedgerConflict(
         f"The table is at version {current.version} ({current.watermark}), before this run's start {plan.start}: "
         "merging would leave out the changes in between. The table was changed outside this pipeline; trigger a "

@@ -19,18 +19,10 @@ from airflow_cdc_provider.core.contract import MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import HISTORY_PARTITION, HistoryCommit, HistorySpec, history_columns
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
-from airflow_cdc_provider.core.ledger import (
-    DIFF,
-    HEAL,
-    INCREMENTAL,
-    VERSION_FILE,
-    Committed,
-    LedgerConflict,
-    RunPlan,
-    VersionInfo,
-)
+from airflow_cdc_provider.core.ledger import VERSION_FILE, Committed, LedgerConflict, RunPlan, VersionInfo
 from airflow_cdc_provider.core.lineage import TableLineage, table_lineage
 from airflow_cdc_provider.core.model import Instant, Model
+from airflow_cdc_provider.core.modes import Mode, Status
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.types import ColumnType, hive_type, is_hive_type
@@ -334,7 +326,7 @@ class TableMerge(Model):
     """What the merge job did to one table: ``committed`` a new version, found it ``unchanged`` (already past
     the run), or ``failed`` (``error``)."""
 
-    status: Literal["committed", "unchanged", "failed"]
+    status: Literal[Status.COMMITTED, Status.UNCHANGED, Status.FAILED]
     reason: str = ""
     version: int | None = None
     location: str | None = None
@@ -376,13 +368,13 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
     if merge_input.source != table.source:
         raise ValueError(f"The merge input of {merge_input.source} was given for {table.source}.")
     plan = table.plan
-    if merge_input.mode == HEAL:
+    if merge_input.mode == Mode.HEAL:
         # Planned as the binlog's; its chain broke in the range, and the heal's diff brought it level: merged onto
         # the version the diff compared the source with, and recorded as healed.
-        if table.mode != INCREMENTAL or merge_input.healed is None or merge_input.end is None:
+        if table.mode != Mode.INCREMENTAL or merge_input.healed is None or merge_input.end is None:
             raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a heal without "
                              "its binlog moment or its reason, or of a table not read from the binlog.")
-        plan = plan.model_copy(update={"mode": HEAL, "reason": f"healed by a diff: {merge_input.healed.why}"})
+        plan = plan.model_copy(update={"mode": Mode.HEAL, "reason": f"healed by a diff: {merge_input.healed.why}"})
     elif merge_input.mode != table.mode:
         raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
     database, name = table.table.hive_table.split(".", 1)
@@ -408,7 +400,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         spark_conf=table.table.spark_conf, partitioning=table.table.partitioning,
         left_partitions=merge_input.left_partitions if table.table.partitioning else (),
         # A diff's rows come with no before image: where a partitioned table held them is looked up.
-        reread_rows=merge_input.reread is not None or merge_input.mode in (DIFF, HEAL),
+        reread_rows=merge_input.reread is not None or merge_input.mode in (Mode.DIFF, Mode.HEAL),
         changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
                    if table.table.changelog is not None else None),
         history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from airflow_cdc_provider.core.contract import TableOutcome, TableVerification
+from airflow_cdc_provider.core.modes import Status, VerifyStatus
 
 OPERATIONS = {"I": "insert", "U": "update", "D": "delete"}
 
@@ -28,16 +29,16 @@ class Metric:
 def table_metrics(outcome: TableOutcome, now: dt.datetime) -> list[Metric]:
     """A table's figures at the end of its run: the rows read per operation and the seconds of each stage (for a
     new version), and the lag of what the table reflects (for a new version or an advanced watermark)."""
-    if outcome.status not in ("committed", "idle"):
+    if outcome.status not in (Status.COMMITTED, Status.IDLE):
         return []
     table, tags = outcome.hive_table, {"table": outcome.hive_table}
     metrics = []
-    if outcome.status == "committed":
+    if outcome.status == Status.COMMITTED:
         metrics += [Metric("incr", f"cdc.rows_read.{OPERATIONS[op]}.{table}", outcome.changes.get(op, 0), tags)
                     for op in OPERATIONS]
         metrics += [Metric("timing", f"cdc.duration.{stage}.{table}", seconds, {**tags, "stage": stage})
                     for stage, seconds in outcome.seconds.items()]
-    if outcome.healed is not None and outcome.status == "committed":
+    if outcome.healed is not None and outcome.status == Status.COMMITTED:
         # A heal: the table's chain broke, and a diff brought it level; what the diff found and shipped.
         healed = outcome.healed
         metrics += [Metric("incr", f"cdc.heal.tables.{table}", 1, tags),
@@ -53,10 +54,10 @@ def table_metrics(outcome: TableOutcome, now: dt.datetime) -> list[Metric]:
 def verify_metrics(found: TableVerification) -> list[Metric]:
     """A table's verify in the run (whole or a slice; none sent for a table not verified): 1 checked, 1 different
     (the table or its history's open rows) or 0, and the keys found different."""
-    if found.status == "not_verified":
+    if found.status == VerifyStatus.NOT_VERIFIED:
         return []
     table, tags = found.hive_table, {"table": found.hive_table}
-    different = found.status == "different" or bool(found.history_buckets)
+    different = found.status == VerifyStatus.DIFFERENT or bool(found.history_buckets)
     return [Metric("incr", f"cdc.verify.checked.{table}", 1, tags),
             Metric("incr", f"cdc.verify.different.{table}", int(different), tags),
             Metric("incr", f"cdc.verify.differing_keys.{table}", found.differences, tags)]

@@ -9,24 +9,23 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import Any, TypeVar
 
 from airflow_cdc_provider.core.contract import (
     Captured,
     Extraction,
     MergeInput,
     SourcePlan,
-    Status,
     TableExtraction,
     TableOutcome,
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import DIFF, HEAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import MergeSpec, TableMerge
+from airflow_cdc_provider.core.modes import Mode, Status
 from airflow_cdc_provider.core.verify import Replaced
 
-IDLE: Final = "idle"
 EARLIER_ATTEMPT = "committed by an earlier attempt of this task"
 NO_CAPTURE = "its capture did not finish: see the snapshot, extract, replay or heal task's log"
 T = TypeVar("T")
@@ -87,10 +86,10 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
     """
     found = Sorted()
     decided = found.decided
-    for table in plan.of_mode(NOTHING):
-        decided[table.source] = outcome(table, "nothing", reason=table.plan.reason)
+    for table in plan.of_mode(Mode.NOTHING):
+        decided[table.source] = outcome(table, Status.NOTHING, reason=table.plan.reason)
     for failure in (f for part in (snapshot, extraction, replay, heal) if part is not None for f in part.failed):
-        decided[failure.source] = outcome(plan.table(failure.source), "failed",
+        decided[failure.source] = outcome(plan.table(failure.source), Status.FAILED,
                                           error=f"{failure.stage}: {failure.error}")
     if extraction is not None:
         for part in extraction.idle:
@@ -103,7 +102,7 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
               if i.source not in decided]
     for merge_input in inputs:
         table = plan.table(merge_input.source)
-        if merge_input.mode == DIFF and not (merge_input.upserts or merge_input.deletes):
+        if merge_input.mode == Mode.DIFF and not (merge_input.upserts or merge_input.deletes):
             advanced = advance_diff(table, merge_input)
             decided[table.source] = advanced.outcome
             if advanced.committed is not None:
@@ -113,22 +112,22 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
         if earlier is not None and earlier.output_version is not None:
             # A retry after the commit: the table already is what this run makes of it.
             decided[table.source] = outcome(
-                table, "committed", reason=EARLIER_ATTEMPT, version=earlier.output_version, watermark=earlier.end,
+                table, Status.COMMITTED, reason=EARLIER_ATTEMPT, version=earlier.output_version, watermark=earlier.end,
                 upserts=merge_input.upserts, deletes=merge_input.deletes)
             continue
         held_by = holder(table)
         if held_by != plan.run:  # its lock was taken over: another run may be writing the table
-            decided[table.source] = outcome(table, "failed", error=f"This run does not hold the table's lock "
+            decided[table.source] = outcome(table, Status.FAILED, error=f"This run does not hold the table's lock "
                                             f"(held by {held_by}); nothing was changed.")
             continue
         try:
             found.merging.append((table, merge_input, spec(table, merge_input)))
         except (CdcError, ValueError) as exc:
-            decided[table.source] = outcome(table, "failed", error=f"merge: {exc}")
+            decided[table.source] = outcome(table, Status.FAILED, error=f"merge: {exc}")
     merging = {table.source for table, _, _ in found.merging}
     for table in plan.tables:  # planned for work, but its input never came: its stage's task failed as a whole
         if table.source not in decided and table.source not in merging:
-            decided[table.source] = outcome(table, "failed", error=NO_CAPTURE)
+            decided[table.source] = outcome(table, Status.FAILED, error=NO_CAPTURE)
     return found
 
 
@@ -148,13 +147,14 @@ def advance(table: TablePlan, part: TableExtraction, extraction: Extraction) -> 
     """
     committed, as_of = table.committed, extraction.as_of
     if committed is None or as_of is None:
-        return Advance(outcome(table, "failed", error="an incremental plan without a committed version, or a "
+        return Advance(outcome(table, Status.FAILED, error="an incremental plan without a committed version, or a "
                                                       "range without its moment"))
     advanced = Committed(version=committed.version, location=committed.location, watermark=part.end, as_of=as_of,
                          run=table.plan.run, mode=table.plan.mode, columns=part.columns,
                          partitioning=committed.partitioning)
-    return Advance(outcome(table, IDLE, reason=f"no change in the range: version {committed.version} now reflects "
-                           f"the source as of {as_of.isoformat()}", version=committed.version,
+    return Advance(outcome(table, Status.IDLE,
+                           reason=f"no change in the range: version {committed.version} now reflects the source as "
+                           f"of {as_of.isoformat()}", version=committed.version,
                            location=committed.location, watermark=part.end, start=committed.watermark, as_of=as_of,
                            seconds={"extract": part.seconds}), advanced)
 
@@ -164,10 +164,10 @@ def advance_diff(table: TablePlan, found: MergeInput) -> Advance:
     read, and its digests are the diff's (the same rows')."""
     committed = table.committed
     if committed is None:
-        return Advance(outcome(table, "failed", error="a diff without a committed version"))
+        return Advance(outcome(table, Status.FAILED, error="a diff without a committed version"))
     advanced = committed.model_copy(update={"as_of": found.as_of, "run": table.plan.run, "mode": table.plan.mode,
                                             "columns": found.source_columns, "digests": found.digests_file})
-    return Advance(outcome(table, IDLE, reason=f"no change found by the diff: version {committed.version} now "
+    return Advance(outcome(table, Status.IDLE, reason=f"no change found by the diff: version {committed.version} now "
                            f"reflects the source as of {found.as_of.isoformat()}", version=committed.version,
                            location=committed.location, as_of=found.as_of, seconds=found.seconds), advanced)
 
@@ -193,7 +193,7 @@ def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: T
     gap = gap_warning(result, spec)
     if gap is not None:
         warnings.append(gap)
-    committed = result.status == "committed"
+    committed = result.status == Status.COMMITTED
     return outcome(
         table, result.status, mode=merge_input.mode, healed=merge_input.healed, reason=result.reason,
         version=result.version, location=result.location,
@@ -210,7 +210,7 @@ def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | N
     """What a committed table's new version read again from the source, settling a pending repair: the whole
     table for a snapshot and for a heal (its diff compared every row), the re-read buckets otherwise; None when
     it read nothing again (a repair stays)."""
-    if table.mode == SNAPSHOT or merge_input.mode == HEAL:
+    if table.mode == Mode.SNAPSHOT or merge_input.mode == Mode.HEAL:
         return Replaced()
     reread = merge_input.reread
     if reread is not None and reread.which:

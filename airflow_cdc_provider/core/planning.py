@@ -12,7 +12,8 @@ from typing import TypeVar
 
 from airflow_cdc_provider.core.config import ConfigError, rendered_param
 from airflow_cdc_provider.core.contract import CapturedTable
-from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT, RunPlan, RunRef, TableBusy
+from airflow_cdc_provider.core.ledger import RunPlan, RunRef, TableBusy
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind
 from airflow_cdc_provider.core.watermark import Watermark
 
@@ -95,12 +96,12 @@ def snapshots_instead(run: RunRef, plans: Mapping[str, RunPlan], found: Mapping[
     replanned = {}
     for hive_table, plan in plans.items():
         why = found.get(hive_table)
-        if plan.mode != INCREMENTAL or not isinstance(why, Unreadable) or why.kind not in chosen:
+        if plan.mode != Mode.INCREMENTAL or not isinstance(why, Unreadable) or why.kind not in chosen:
             continue
         option, value, reason = chosen[why.kind]
         if value != SNAPSHOT_INSTEAD:
             continue
         warning = f"this run takes a fresh snapshot ({option}: snapshot): {why.reason}"
-        replanned[hive_table] = RunPlan(run=run, mode=SNAPSHOT, reason=f"a fresh snapshot: {reason}",
+        replanned[hive_table] = RunPlan(run=run, mode=Mode.SNAPSHOT, reason=f"a fresh snapshot: {reason}",
                                         warning=warning)
     return replanned

@@ -12,7 +12,7 @@ from airflow_cdc_provider.core.condition import Clause, SqlValue, literal_percen
 from airflow_cdc_provider.core.config import ConfigError, rendered_param
 from airflow_cdc_provider.core.contract import CapturedTable, Reread, TablePlan
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import INCREMENTAL, SNAPSHOT
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.verify import RepairRequest
 from airflow_cdc_provider.core.watermark import Watermark
@@ -88,7 +88,7 @@ def reread_for(mode: str, repair: RepairRequest | None, where: str | None) -> Re
     """What a table's run reads again: the buckets of its pending ``repair``, the rows ``where`` selects, or
     both, with the reason a person reads. Only an incremental run reads rows again apart: a snapshot reads the
     whole table anyway (``read_whole_by_snapshot``), and a table left as it is reads nothing."""
-    if mode != INCREMENTAL or (repair is None and where is None):
+    if mode != Mode.INCREMENTAL or (repair is None and where is None):
         return None
     reasons = []
     if repair is not None:
@@ -103,7 +103,7 @@ def reread_for(mode: str, repair: RepairRequest | None, where: str | None) -> Re
 def read_whole_by_snapshot(mode: str, repair: RepairRequest | None, where: str | None) -> bool:
     """Whether rows were asked for again of a table that takes a snapshot in this run: it reads them anyway,
     with the rest of the table, so nothing is read apart (worth saying, as the user asked for it)."""
-    return mode == SNAPSHOT and (repair is not None or where is not None)
+    return mode == Mode.SNAPSHOT and (repair is not None or where is not None)
 
 
 def reread_waits(table: TablePlan) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 
 from airflow_cdc_provider.core.contract import TableOutcome, TableVerification
+from airflow_cdc_provider.core.modes import Mode, Status, VerifyStatus
 
 _STAGES = ("snapshot", "diff", "extract", "replay", "heal", "merge")
 
@@ -15,13 +16,13 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     found by a diff; a snapshot's rows as inserts; the lag from the moment the version reflects to ``now``). A
     table read without the binlog (diff mode) shows the moment of its read instead of binlog positions."""
     parts = [f"{outcome.source} → {outcome.hive_table}: {outcome.status}"]
-    what = outcome.mode
+    what = str(outcome.mode)
     if outcome.start is not None and outcome.watermark is not None:
         start, end = outcome.start, outcome.watermark
         what += f" {start.file}:{start.position} → {end.file}:{end.position}"
     elif outcome.watermark is not None:
         what += f" as of {outcome.watermark.file}:{outcome.watermark.position}"
-    elif outcome.as_of is not None and outcome.mode == "diff":  # read without the binlog: the moment of its read
+    elif outcome.as_of is not None and outcome.mode == Mode.DIFF:  # read without the binlog: the moment of its read
         what += f" as of {outcome.as_of.isoformat(timespec='seconds')} (read without the binlog)"
     details = [what]
     if outcome.changes:
@@ -41,13 +42,13 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     stages = [f"{stage} {outcome.seconds[stage]:.1f} s" for stage in _STAGES if stage in outcome.seconds]
     if stages:
         line += "; " + ", ".join(stages)
-    if outcome.healed is not None and outcome.status == "committed":
+    if outcome.healed is not None and outcome.status == Status.COMMITTED:
         healed = outcome.healed
         line += (f"; healed by a diff ({healed.upserts:,} rows read, {healed.deletes:,} gone, {healed.bytes_sent:,} "
                  f"bytes from the server): {healed.why}")
-    if outcome.status == "failed":
+    if outcome.status == Status.FAILED:
         line += f"; {outcome.error}"
-    elif outcome.reason and outcome.status in ("nothing", "unchanged"):
+    elif outcome.reason and outcome.status in (Status.NOTHING, Status.UNCHANGED):
         line += f"; {outcome.reason}"
     return line
 
@@ -56,9 +57,9 @@ def verify_note(found: TableVerification) -> str:
     """What the run's verify found for a table, for its summary line: ``verify (slice 3 of 24): clean``, or the
     keys that differ and that a repair reads them again, or why it was not verified."""
     where = f"verify ({found.slice})" if found.slice is not None else "verify (whole table)"
-    if found.status == "clean":
+    if found.status == VerifyStatus.CLEAN:
         return f"{where}: clean"
-    if found.status == "not_verified":
+    if found.status == VerifyStatus.NOT_VERIFIED:
         return f"{where}: not verified, {found.reason}"
     said = f"{where}: {found.differences:,} keys differ in {len(found.repair_buckets):,} of {found.buckets:,} buckets"
     if found.repair_buckets:

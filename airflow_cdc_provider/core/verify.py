@@ -36,6 +36,7 @@ from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_i
 from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.merge import version_dir_problem
 from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.modes import Status, VerifyStatus
 from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.workdir import location_problem
@@ -250,7 +251,7 @@ class Replaced:
 
 # The outcomes whose table has a committed version that reflects the run's end: the ones worth verifying. A
 # failed table's version is behind the source by what the run did not merge.
-VERIFIABLE = ("committed", "idle", "unchanged", "nothing")
+VERIFIABLE = (Status.COMMITTED, Status.IDLE, Status.UNCHANGED, Status.NOTHING)
 
 
 @dataclass(frozen=True)
@@ -310,17 +311,18 @@ def verifiable(table: TablePlan, committed: Committed | None) -> Committed | Tab
     """The table's committed version to verify, or why it cannot be verified now."""
     base: dict[str, Any] = {"source": table.source, "hive_table": table.table.hive_table}
     if committed is None:
-        return TableVerification(**base, status="not_verified", reason="no committed version")
+        return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, reason="no committed version")
     if not table.table.key:
         # Buckets are by key, summed a range of keys at a time; each diff compares the whole table anyway.
-        return TableVerification(**base, version=committed.version, status="not_verified", reason=(
+        return TableVerification(**base, version=committed.version, status=VerifyStatus.NOT_VERIFIED, reason=(
             "the table has no key: its buckets cannot be summed by key ranges. Each run compares it whole with its "
             "last version's row digests (capture: diff)."))
     if committed.columns is not None and tuple(committed.columns) != tuple(table.table.columns):
         # Both sides would sum rows of different columns: every bucket would differ.
         return TableVerification(**base, version=committed.version, watermark=committed.watermark,
-                                 status="not_verified", reason="the source's columns changed since the version; it "
-                                 "is verified once a run has merged the change")
+                                 status=VerifyStatus.NOT_VERIFIED,
+                                 reason="the source's columns changed since the version; it is verified once a run "
+                                 "has merged the change")
     return committed
 
 
@@ -337,7 +339,8 @@ def judged(checked: TableVerification, differing: Sequence[int], detail_limit: i
     unexamined = len(differing[detail_limit:])
     buckets = sorted({bucket_of(d.key, checked.buckets) for d in real})
     return checked.model_copy(update={
-        "status": "different" if real or unexamined else "clean", "differing_buckets": tuple(buckets),
+        "status": VerifyStatus.DIFFERENT if real or unexamined else VerifyStatus.CLEAN,
+        "differing_buckets": tuple(buckets),
         "unexamined_buckets": unexamined, "repair_buckets": tuple(sorted({*buckets, *differing[detail_limit:]})),
         "differences": len(real),
         "keys": tuple(KeyDifference(key=d.key, kind=d.kind) for d in real[:KEYS_LISTED]),
@@ -347,7 +350,7 @@ def judged(checked: TableVerification, differing: Sequence[int], detail_limit: i
 
 def repair_request(found: TableVerification, run: str) -> RepairRequest | None:
     """What a verify leaves for a run to read again (``TableDir.repair``): the buckets of a different table."""
-    if found.status != "different" or not found.repair_buckets:
+    if found.status != VerifyStatus.DIFFERENT or not found.repair_buckets:
         return None
     return RepairRequest(buckets=found.buckets, which=found.repair_buckets, version=found.version, run=run)
 
@@ -355,7 +358,7 @@ def repair_request(found: TableVerification, run: str) -> RepairRequest | None:
 def difference_message(different: Sequence[TableVerification]) -> str:
     """Why verify fails: each table that differs, how much, its first keys, and what to do; each history that
     differs from its table."""
-    tables = [t for t in different if t.status == "different"]
+    tables = [t for t in different if t.status == VerifyStatus.DIFFERENT]
     histories = [t for t in different if t.history_buckets]
     parts = []
     if tables:

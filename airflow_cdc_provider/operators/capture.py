@@ -33,9 +33,9 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import DIFF, DIFF_CAPTURE
 from airflow_cdc_provider.core.merge import layout_problem
 from airflow_cdc_provider.core.metrics import binlog_metrics
+from airflow_cdc_provider.core.modes import Capture, Mode
 from airflow_cdc_provider.core.planning import HEALS
 from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
 from airflow_cdc_provider.core.records import RawHeader
@@ -150,7 +150,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
         def load(table: TablePlan) -> MergeInput | TableFailure:
             started = time.monotonic()
             try:
-                if table.mode == DIFF:
+                if table.mode == Mode.DIFF:
                     return self._diff(hook, table, started)
                 header = _header(table)
                 if table.plan.start_columns is not None:
@@ -160,7 +160,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                                                 before=table.plan.start_columns, after=header.columns)],
                                   table.table.schema_changes, header.key)
                 store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
-                diff_mode = table.table.capture == DIFF_CAPTURE
+                diff_mode = table.table.capture == Capture.DIFF
                 digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None
                 with store.staging(target) as local, _digests_staging(store, table) as digests_dir:
                     result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
@@ -179,7 +179,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
             if result.ranges:
                 self.log.info("Snapshot of %s: read in %d key ranges on %d connections at once", table.source,
                               result.ranges, result.readers)
-            return MergeInput(source=table.source, mode="snapshot", upsert_files=files,
+            return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=files,
                               columns=header.columns, key=header.identity, end=result.watermark,
                               as_of=_taken_at(result), source_columns=header.columns,
                               upserts=result.rows, changes={"I": result.rows}, digests_file=digests,
@@ -206,7 +206,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
                       "levels %s; %d bytes sent by the server; as of %s", table.source, committed.version,
                       found.upserts, found.deletes, found.compared_rows, found.levels, found.bytes_sent,
                       found.as_of.isoformat())
-        return MergeInput(source=table.source, mode="diff", upsert_files=(store.location_of(found.upsert_file, local,
+        return MergeInput(source=table.source, mode=Mode.DIFF, upsert_files=(store.location_of(found.upsert_file, local,
                                                                                             target),),
                           delete_file=store.location_of(found.delete_file, local, target), columns=header.columns,
                           key=header.identity, end=None, as_of=found.as_of, source_columns=header.columns,
@@ -533,7 +533,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
             if events is not None:
                 self.log.info("%s: %d row events written to its changelog's events file", part.source, events.changes)
             results.append(MergeInput(
-                source=part.source, mode="incremental", upsert_files=(files[0],), delete_file=files[1],
+                source=part.source, mode=Mode.INCREMENTAL, upsert_files=(files[0],), delete_file=files[1],
                 fills_file=files[2], fill_sources=tuple((f.column, tuple(f.sources)) for f in fills),
                 columns=result.columns,
                 key=result.key, end=part.end, as_of=extraction.as_of, source_columns=part.columns,
@@ -548,7 +548,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
 def _digests_staging(store: WorkStore, table: TablePlan) -> Iterator[Path | None]:
     """Where a diff-mode table's row digests are written this run (``TableDir.digests_file``; renamed there from
     ``DIGESTS_FILE`` once written), or None for a table read from the binlog."""
-    if table.table.capture != DIFF_CAPTURE:
+    if table.table.capture != Capture.DIFF:
         yield None
         return
     name = table.table_dir.digests_file(table.plan.run.key).rsplit("/", 1)[-1]

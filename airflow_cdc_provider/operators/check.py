@@ -17,7 +17,7 @@ from airflow_cdc_provider.core.foreign_keys import cascade_refusals
 from airflow_cdc_provider.core.history import BadHistory, table_history
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.keys import whole_row_table
-from airflow_cdc_provider.core.ledger import BINLOG_CAPTURE, DIFF_CAPTURE
+from airflow_cdc_provider.core.modes import Capture
 from airflow_cdc_provider.core.partitioning import BadPartitionSpec, table_partitioning
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.shards import BadShards, Shard, shard_problem
@@ -61,7 +61,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
                  mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
-                 capture: str = BINLOG_CAPTURE, work_conn_id: str | None = None,
+                 capture: str = Capture.BINLOG, work_conn_id: str | None = None,
                  statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
                  read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -118,10 +118,10 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         # the source's own way is the binlog).
         ways = {t.source: self._capture(t, h) for t in resolution.tables
                 if isinstance(h := headers[t.source], RawHeader)}
-        binlog = BINLOG_CAPTURE in (set(ways.values()) or {self.capture})
+        binlog = Capture.BINLOG in (set(ways.values()) or {self.capture})
         # A table read from the binlog that a cascading foreign key changes would drift: the server logs no row
         # event for those changes (``core.foreign_keys``). One statement for all of them; none when all are diffs.
-        from_binlog = [table for table, way in ways.items() if way == BINLOG_CAPTURE]
+        from_binlog = [table for table, way in ways.items() if way == Capture.BINLOG]
         cascades = cascade_refusals(hook.foreign_key_columns(from_binlog), ways) if from_binlog else {}
         warnings: list[str] = []
         refused = None
@@ -177,7 +177,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
                              changelog=changelog, history=history, shard=shard)
     def _capture(self, table: TableConfig, header: RawHeader) -> str:
         """How the table's changes are found: its entry's way, else the source's; by a diff when it has no key."""
-        return DIFF_CAPTURE if header.whole_row else table.capture or self.capture
+        return Capture.DIFF if header.whole_row else table.capture or self.capture
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,7 @@ class Inspection:
 
 def how_captured(table: CapturedTable) -> str:
     """The table's key and its way in, as the check's log line and the pre-flight say them."""
-    way = ("from the binlog" if table.capture == BINLOG_CAPTURE else
+    way = ("from the binlog" if table.capture == Capture.BINLOG else
            "by a diff with its last version's row digests (capture: diff)")
     return f"{_key_told(table)}, {way}"
 

@@ -9,19 +9,12 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_cdc_provider.compat import AirflowFailException, max_map_length
 from airflow_cdc_provider.core.assets import beside_events, event_extra, hive_asset_uri
-from airflow_cdc_provider.core.contract import (
-    Captured,
-    Extraction,
-    MergeInput,
-    SourcePlan,
-    TableOutcome,
-    TablePlan,
-)
-from airflow_cdc_provider.core.ledger import NOTHING, Ledger, RunRef
+from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableOutcome, TablePlan
+from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace
 from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec, written_lineage
+from airflow_cdc_provider.core.modes import Mode, Status
 from airflow_cdc_provider.core.outcomes import (
-    IDLE,
     deal,
     gap_warning,
     merge_commit,
@@ -103,7 +96,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             raise AirflowFailException("The plan task did not finish (see its log, or the check's): nothing was "
                                        "merged.")
         plan = SourcePlan.model_validate(self.plan)
-        with self._leased(context, [t for t in plan.tables if t.mode != NOTHING], plan.run):
+        with self._leased(context, [t for t in plan.tables if t.mode != Mode.NOTHING], plan.run):
             return self._merge(context, plan)
 
     def _merge(self, context: Any, plan: SourcePlan) -> list[list[dict[str, Any]]]:
@@ -131,12 +124,12 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         for outcome in ordered:
             self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                           f" (version {outcome.version})" if outcome.version is not None else "")
-            if outcome.status == IDLE:  # done here: an idle table gets no task of its own
+            if outcome.status == Status.IDLE:  # done here: an idle table gets no task of its own
                 finish_table(plan.table(outcome.source).table_dir, plan.run, self.keep_versions, store)
         context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
         # One task per table the run wrote or failed (a few tables per task past Airflow's max_map_length); idle
         # and untouched tables cost no task.
-        written = [o.to_xcom() for o in ordered if o.status not in (IDLE, NOTHING)]
+        written = [o.to_xcom() for o in ordered if o.status not in (Status.IDLE, Status.NOTHING)]
         return table_task_batches(written, max_map_length())
 
     def _submit(self, context: Any, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
@@ -162,7 +155,7 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
             gap = gap_warning(result, spec)
             if gap is not None:
                 self.log.warning("%s: %s", table.source, gap)
-            if result.status == "committed":
+            if result.status == Status.COMMITTED:
                 self._committed.append((merge_input, spec))
                 failpoint("merge.task.committed")
                 Ledger(table.table_dir, store).commit(table.plan, merge_commit(table, spec, result))
@@ -242,7 +235,7 @@ class CdcTableOperator(BaseOperator):
         store = work_store(self.work_dir, self.work_conn_id)
         finished = []
         for outcome in outcomes:
-            if outcome.status == "failed":
+            if outcome.status == Status.FAILED:
                 continue
             failpoint("table.finish")
             released, removed = finish_table(TableDir(work_dir=self.work_dir, hive_table=outcome.hive_table,
@@ -250,7 +243,7 @@ class CdcTableOperator(BaseOperator):
                                              RunRef(dag_id=run.dag_id, run_id=run.run_id), self.keep_runs, store)
             self.log.info("%s → %s: %s. %s", outcome.source, outcome.hive_table, outcome.status, outcome.reason)
             self.log.info("Lock released: %s; removed %d old run directories", released, len(removed))
-            if outcome.status == "committed" and self.asset_alias:  # a new version: downstream DAGs may go on
+            if outcome.status == Status.COMMITTED and self.asset_alias:  # a new version: downstream DAGs may go on
                 uri = hive_asset_uri(self.metastore_uri, outcome.hive_table)
                 context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=event_extra(outcome))
                 self.log.info("Asset event for %s: version %s", uri, outcome.version)
@@ -259,7 +252,7 @@ class CdcTableOperator(BaseOperator):
                     context["outlet_events"][AssetAlias(self.asset_alias)].add(Asset(uri=uri), extra=extra)
                     self.log.info("Asset event for %s: version %s", uri, outcome.version)
             finished.append({**outcome.to_xcom(), "released": released})
-        failed = [o for o in outcomes if o.status == "failed"]
+        failed = [o for o in outcomes if o.status == Status.FAILED]
         if failed:
             raise AirflowFailException("; ".join(f"{o.source} → {o.hive_table} failed in this run: {o.error}"
                                                  for o in failed))

@@ -10,16 +10,8 @@ from airflow.sdk import BaseOperator
 from airflow_cdc_provider.core.catalog import StoredCatalog
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, Reread, SourcePlan, TablePlan
 from airflow_cdc_provider.core.holder import Owner
-from airflow_cdc_provider.core.ledger import (
-    INCREMENTAL,
-    NOTHING,
-    Committed,
-    Ledger,
-    RunPlan,
-    RunRef,
-    plan_run,
-    run_target,
-)
+from airflow_cdc_provider.core.ledger import Committed, Ledger, RunPlan, RunRef, plan_run, run_target
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.planning import fresh_snapshot_of, may_snapshot_instead, snapshots_instead, take_locks
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_conditions, reread_for
@@ -131,7 +123,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
             self.log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left "
                           "out, %d gone", len(planned), len(result.snapshots), len(result.incrementals),
-                          len(result.diffs), len(result.of_mode(NOTHING)), len(check.skipped), len(check.gone))
+                          len(result.diffs), len(result.of_mode(Mode.NOTHING)), len(check.skipped), len(check.gone))
             return result.to_xcom()
         finally:
             hand_over(taken, run, self.lock_lease_seconds, owner, self.log)
@@ -162,7 +154,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         if plan.warning:
             self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
         self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
-        if plan.mode == NOTHING:
+        if plan.mode == Mode.NOTHING:
             ledger.release(run)
         else:
             ledger.save_run_plan(plan)
@@ -203,7 +195,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         the server is asked where each incremental table's binlog goes on only when an option may act on it."""
         if not may_snapshot_instead(self.on_purged_binlog, self.on_server_change):
             return {}
-        watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == INCREMENTAL}
+        watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == Mode.INCREMENTAL}
         if not watermarks:
             return {}
         facts = self._source_hook().binlog_facts(list(watermarks.values()))

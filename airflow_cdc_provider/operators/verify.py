@@ -24,6 +24,7 @@ from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.ledger import Committed, Ledger
 from airflow_cdc_provider.core.merge import VersionRefused
+from airflow_cdc_provider.core.modes import VerifyStatus
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import Unreadable, read_position
 from airflow_cdc_provider.core.types import ColumnType
@@ -265,30 +266,30 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
         differing = list(result.differing)
         if not differing:
-            return TableVerification(**base, status="clean", seconds=seconds)
+            return TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds)
         listed = differing[: job.detail_limit]
         started = time.monotonic()
         served = hook.bucket_rows(header, job.buckets, listed, job.slice)
         end = hook.current_watermark()
         copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
         if committed.watermark is None:
-            return TableVerification(**base, status="not_verified", seconds=seconds, reason=(
+            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
                 f"{len(differing)} buckets differ, and the version was read without the binlog (capture: diff): "
                 "writes in flight cannot be told from differences. The next diff-mode run compares the whole "
                 "table with its rows' digests."))
         start = read_position(committed.watermark, hook.binlog_facts([committed.watermark]))
         if isinstance(start, Unreadable):
-            return TableVerification(**base, status="not_verified", seconds=seconds, reason=(
+            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
                 f"{len(differing)} buckets differ, and the binlog from the version's watermark cannot be read to "
                 f"tell writes in flight from differences: {start.message}"))
         try:
             with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
                 changed = changed_keys(hook, header, start, end, work, charsets=hook.column_charsets)
         except CdcError as exc:
-            return TableVerification(**base, status="not_verified", reason=str(exc), seconds=seconds)
+            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, reason=str(exc), seconds=seconds)
         seconds["detail"] = round(time.monotonic() - started, 3)
-        return judged(TableVerification(**base, status="clean", seconds=seconds), differing, job.detail_limit,
-                      served, copied, changed)
+        return judged(TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds), differing,
+                      job.detail_limit, served, copied, changed)
 
     def _log(self, found: TableVerification) -> None:
         what = f"{found.source} → {found.hive_table} version {found.version}" + (
@@ -296,10 +297,10 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
         if found.history_buckets:
             self.log.error("The open rows of %s differ from %s in %d buckets: %s", history_table(found.hive_table),
                            what, len(found.history_buckets), list(found.history_buckets)[:20])
-        if found.status == "clean":
+        if found.status == VerifyStatus.CLEAN:
             self.log.info("%s is equal to the source: %d rows in %d buckets (%d keys written meanwhile left out)",
                           what, found.rows, found.buckets, found.in_flight)
-        elif found.status == "not_verified":
+        elif found.status == VerifyStatus.NOT_VERIFIED:
             self.log.warning("%s was not verified: %s", what, found.reason)
         else:
             self.log.error("%s differs from the source in %d keys (%d buckets)%s: %s", what, found.differences,

@@ -45,16 +45,7 @@ from airflow_cdc_provider.core.history import (
     next_days,
 )
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import (
-    DIFF,
-    HEAL,
-    SNAPSHOT,
-    VERSION_FILE,
-    LedgerConflict,
-    Origin,
-    VersionInfo,
-    choose_origin,
-)
+from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, Origin, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import (
     EMPTY_PARTITIONS,
     LISTED_FILE,
@@ -73,6 +64,7 @@ from airflow_cdc_provider.core.merge import (
     version_dir_problem,
     versions_to_remove,
 )
+from airflow_cdc_provider.core.modes import Action, Mode, Status
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
 from airflow_cdc_provider.failpoints import failpoint
@@ -206,7 +198,7 @@ def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
     """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns. Without
     a fills file (a heal's added columns), the rows that predate them hold NULL there: the heal read again every
     row that holds a value in one (``core.diff.heal_digest``)."""
-    if not spec.fill_sources or (not spec.fills_file and spec.plan.mode != HEAL):
+    if not spec.fill_sources or (not spec.fills_file and spec.plan.mode != Mode.HEAL):
         return None, {}
     if not spec.fills_file:
         return None, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
@@ -309,21 +301,21 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
                             current.dropped_days, table_columns, current.partitioning)
         HadoopFiles(spark, location).write_text(f"{location}/{LISTED_FILE}", "", overwrite=True)
-    if origin.action == "skip":
-        return TableMerge(status="unchanged", reason=origin.reason, version=current.version if current else None,
+    if origin.action == Action.SKIP:
+        return TableMerge(status=Status.UNCHANGED, reason=origin.reason, version=current.version if current else None,
                           location=location)
-    if origin.action == "merge" and current is not None:
+    if origin.action == Action.MERGE and current is not None:
         check_datetime_zone(current.datetime_zone, spec)
     layout = spec.partitioning
     if current is not None:
-        check_layout(current.partitioning, spec, load=origin.action == "load")
+        check_layout(current.partitioning, spec, load=origin.action == Action.LOAD)
     fills = _fills(spark, spec)
-    if origin.action == "load":
+    if origin.action == Action.LOAD:
         columns = spec.hive_columns  # a snapshot defines the table's columns anew
     else:
         columns = next_columns(table_columns, spec.hive_columns, set(fills[1]), f"{spec.database}.{spec.table}")
     # A shard's load defines its own rows anew, never the table: the others' are in it.
-    redefine = spec.shard is None and current is not None and origin.action == "load" and (
+    redefine = spec.shard is None and current is not None and origin.action == Action.LOAD and (
         table_columns != columns or current.partitioning != layout)
     added = [c for c in columns if current is not None and not redefine and c not in table_columns]
 
@@ -342,7 +334,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's (shard's) versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
-    if origin.action == "merge" and layout is None and (origin.version is None or not existing.get(origin.version)):
+    if origin.action == Action.MERGE and layout is None and (
+            origin.version is None or not existing.get(origin.version)):
         raise LedgerConflict(
             f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
             "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
@@ -361,20 +354,20 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     touched: set[str] = set()
     if layout is None:
         old = (spark.read.parquet(files.version_path(origin.version))
-               if origin.action == "merge" and origin.version is not None else None)
+               if origin.action == Action.MERGE and origin.version is not None else None)
         frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
         frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
     else:
         if location is not None and not redefine:
             partitions_now = partitions_of(spark, spec.database, spec.table)
         # The partitions this run rewrites: those its rows land in and those they left; a load rewrites them all.
-        touched = _touched(spark, spec, layout, bool(partitions_now)) if origin.action == "merge" else set()
+        touched = _touched(spark, spec, layout, bool(partitions_now)) if origin.action == Action.MERGE else set()
         # A load replaces every partition. Columns added in the range have their fill (a default, a renamed
         # column's values) in every row, so every partition is rewritten too: a partition left alone would show
         # them as NULL.
-        if origin.action == "load" or fills[1]:
+        if origin.action == Action.LOAD or fills[1]:
             touched |= set(partitions_now)
-        read = sorted(touched & set(partitions_now)) if origin.action == "merge" else []
+        read = sorted(touched & set(partitions_now)) if origin.action == Action.MERGE else []
         old = _partitions_frame(spark, spec, layout, [partitions_now[value] for value in read]) if read else None
         if old is not None:
             old = old.observe(rows_before, count(lit(1)).alias("rows"))
@@ -389,8 +382,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     changes: list[PartitionChange] = []
     if layout is not None:
         changes = _partition_changes(spark, files, path, layout, touched, partitions_now,
-                                     check_within=origin.action == "merge")
-        if origin.action == "merge":
+                                     check_within=origin.action == Action.MERGE)
+        if origin.action == Action.MERGE:
             before_rows = current.rows if current is not None else None
             read_rows = int(rows_before.get["rows"]) if read else 0
             rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
@@ -503,7 +496,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         _remove_history_versions(files, spec, expired, {*existing, version}, recorded)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
-    return TableMerge(status="committed", version=version, location=path, rows=rows, origin=origin.version,
+    return TableMerge(status=Status.COMMITTED, version=version, location=path, rows=rows, origin=origin.version,
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
                       reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases,
                       partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
@@ -524,7 +517,7 @@ def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: st
     if current.partitioning is None:
         locations = [location]
     else:
-        locations = [where for value, where in current.partitions if origin.action == "load" or value in touched]
+        locations = [where for value, where in current.partitions if origin.action == Action.LOAD or value in touched]
     if not locations:
         return None
     if current.partitioning is None:
@@ -544,11 +537,11 @@ def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
 
     assert spec.changelog is not None
     settings = spec.changelog.settings
-    if settings.mode == "all" and spec.events_file and spec.plan.mode != SNAPSHOT and not (
+    if settings.mode == "all" and spec.events_file and spec.plan.mode != Mode.SNAPSHOT and not (
             spec.reread_rows or spec.replaced):
         changes = _every_event(spark, spec, columns, current)
     else:
-        if settings.mode == "all" and spec.plan.mode != SNAPSHOT:
+        if settings.mode == "all" and spec.plan.mode != Mode.SNAPSHOT:
             print("cdc-merge: rows read again from the source are no binlog events: this version's changelog holds "
                   "its net changes", flush=True)
         changes = net.where(lit(False)) if first_load and settings.snapshot == "none" else net
@@ -607,7 +600,7 @@ def _net(spark: Any, spec: MergeSpec, before: Any, columns: list[tuple[str, str]
         key_columns = [(name, hive) for name, hive in spec.hive_columns if name in key]
         frames.append((_hive_frame(spark, [spec.delete_file], key_columns, spec, POSITION_COLUMNS), False))
     last = last_changes(frames, columns)
-    if before is None or spec.plan.mode == SNAPSHOT:
+    if before is None or spec.plan.mode == Mode.SNAPSHOT:
         return net_changes(before, last, key, columns, first_load=first_load).persist(), ()
     # Only the rows whose key changed, and every row of a repaired bucket: the others are as they were. Read from
     # the version once, kept, and counted, so that Spark joins them knowing how few they are (``net_changes``).
@@ -694,12 +687,12 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
     else:
         if earlier is None:  # turned on now: the rows of the version the table is at are open from its day
             moment = current.as_of or spec.as_of
-            rows = _rows_before(spark, spec, current, location or "", Origin("load", None, ""), set(), columns,
+            rows = _rows_before(spark, spec, current, location or "", Origin(Action.LOAD, None, ""), set(), columns,
                                 (None, {}))
             held = initial_open(rows, columns, settings, version_day(moment, None, zone), moment, current.version)
         else:
             held = _history_rows(spark, spec, previous[OPEN_END], columns, fills)
-        if origin.action == "load" and earlier is not None:
+        if origin.action == Action.LOAD and earlier is not None:
             # A fresh snapshot brings the history level with the source whatever its open rows hold (verify
             # compares them with the table): its step's changes are from those rows, not from the table's version,
             # to the snapshot. They are the same changes while the history agrees with the table.
@@ -841,7 +834,7 @@ def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partit
             found.append(table.where(_bucket(spec).isin(list(spec.replaced))).select(held))
         if spec.reread_rows:
             keys = upserts.select([column(name) for name in spec.hive_key])
-            if spec.delete_file is not None and spec.plan.mode in (DIFF, HEAL):
+            if spec.delete_file is not None and spec.plan.mode in (Mode.DIFF, Mode.HEAL):
                 # A diff's deletes are keys alone: the partition each row was in is looked up as well.
                 key_columns = [(name, hive) for name, hive in spec.hive_columns if name in spec.hive_key]
                 keys = keys.unionByName(_hive_frame(spark, [spec.delete_file], key_columns, spec)
@@ -977,7 +970,7 @@ def run(job: MergeJob) -> MergeResult:
         except Exception as exc:  # this table's failure; the others still merge and commit
             message = getattr(exc, "desc", None) or str(exc)  # a Spark AnalysisException keeps its text in desc
             print(f"cdc-merge: {spec.database}.{spec.table} failed: {type(exc).__name__}: {message}", flush=True)
-            result = TableMerge(status="failed", error=f"{type(exc).__name__}: {message}")
+            result = TableMerge(status=Status.FAILED, error=f"{type(exc).__name__}: {message}")
         results[spec.result_key] = result.model_copy(
             update={"seconds": round(time.perf_counter() - started, 3)})
     return MergeResult(tables=results, session_seconds=clock.phases["session"])

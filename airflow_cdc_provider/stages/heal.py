@@ -35,7 +35,8 @@ from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import Healed, MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
-from airflow_cdc_provider.core.ledger import HEAL, Committed
+from airflow_cdc_provider.core.ledger import Committed
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.schema import SchemaChange, check_changes
 from airflow_cdc_provider.core.watermark import Watermark
@@ -132,7 +133,7 @@ def merge_input(heal: HealTarget, result: HealResult, located: Callable[[str], s
     found, header = result.found, heal.header
     healed = Healed(why=heal.why, upserts=found.upserts, deletes=found.deletes, compared_rows=found.compared_rows,
                     bytes_sent=found.bytes_sent, rows=found.rows)
-    return MergeInput(source=heal.source, mode=HEAL, upsert_files=(located(found.upsert_file),),
+    return MergeInput(source=heal.source, mode=Mode.HEAL, upsert_files=(located(found.upsert_file),),
                       delete_file=located(found.delete_file), columns=header.columns, key=header.identity,
                       end=result.watermark, as_of=found.as_of, source_columns=header.columns,
                       upserts=found.upserts, deletes=found.deletes, changes=found.changes,

@@ -628,14 +628,15 @@ def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, 
 
 def test_a_diff_mode_tables_changed_columns_are_put_to_its_policy_before_its_snapshot(schema, capture_conn,
                                                                                         tmp_path):
-    from airflow_cdc_provider.core.ledger import SNAPSHOT, Committed
+    from airflow_cdc_provider.core.ledger import Committed
+    from airflow_cdc_provider.core.modes import Mode
 
     (table,) = check([TableConfig(TableName(schema, "a"), "a", capture="diff")], capture_conn, tmp_path).tables
     # Its version had a column the source has no longer, and lacks none.
     committed = Committed(1, "/x/v000001", None, NOW, RUN, "snapshot", (*table.columns, ("gone", "int(11)")),
                           digests="/x/digests.parquet")
     plan = plan_run(RUN, committed, None, None, capture="diff", columns=table.columns)
-    assert plan.mode == SNAPSHOT
+    assert plan.mode == Mode.SNAPSHOT
 
     def snapshot(policy: str) -> Captured:
         planned = TablePlan(table=table.model_copy(update={"schema_changes": policy}), plan=plan,

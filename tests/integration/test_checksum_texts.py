@@ -145,7 +145,8 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
 
     from airflow_cdc_provider.core.config import VerifyConfig
     from airflow_cdc_provider.core.contract import CapturedTable, SourcePlan, TableOutcome, TablePlan, Verification
-    from airflow_cdc_provider.core.ledger import NOTHING, RunPlan, RunRef
+    from airflow_cdc_provider.core.ledger import RunPlan, RunRef
+    from airflow_cdc_provider.core.modes import Mode
     from airflow_cdc_provider.core.verify import VerifyState
     from airflow_cdc_provider.operators.verify import CdcVerifyOperator
     from airflow_cdc_provider.storage import WorkStore
@@ -154,8 +155,8 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
     store.write(table_dir.verify_state, VerifyState(runs_since=1))
     captured = CapturedTable(source=str(table), hive_table="ods.all_types", schema_changes="strict", key=header.key,
                              columns=header.columns)
-    plan = SourcePlan(run=run, tables=(TablePlan(table=captured, plan=RunPlan(run, NOTHING), table_dir=table_dir),))
-    outcome = TableOutcome(source=str(table), hive_table="ods.all_types", mode=NOTHING, status="nothing",
+    plan = SourcePlan(run=run, tables=(TablePlan(table=captured, plan=RunPlan(run, Mode.NOTHING), table_dir=table_dir),))
+    outcome = TableOutcome(source=str(table), hive_table="ods.all_types", mode=Mode.NOTHING, status="nothing",
                            rows=2 * len(CASES))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_VERIFY", json.dumps({"conn_type": "spark", "host": "local[2]"}))
 

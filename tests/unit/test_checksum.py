@@ -29,7 +29,8 @@ from airflow_cdc_provider.core.contract import (
     TablePlan,
     TableVerification,
 )
-from airflow_cdc_provider.core.ledger import INCREMENTAL, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.values import canonical_json, standard_wkb
 from airflow_cdc_provider.core.verify import (
     RepairRequest,
@@ -179,16 +180,16 @@ AT = dt.datetime(2026, 3, 1, 10, 0, tzinfo=dt.UTC)
 def _table(name: str) -> TablePlan:
     return TablePlan(table=CapturedTable(source=f"shop.{name}", hive_table=f"ods.{name}", schema_changes="strict",
                                          key=("id",), columns=COLUMNS),
-                     plan=RunPlan(RUN, INCREMENTAL, "why"), table_dir=TableDir(work_dir="/w", hive_table=f"ods.{name}"))
+                     plan=RunPlan(RUN, Mode.INCREMENTAL, "why"), table_dir=TableDir(work_dir="/w", hive_table=f"ods.{name}"))
 
 
 def _outcome(table: TablePlan, status: str) -> TableOutcome:
-    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=INCREMENTAL, status=status)
+    return TableOutcome(source=table.source, hive_table=table.table.hive_table, mode=Mode.INCREMENTAL, status=status)
 
 
 def _version(columns=COLUMNS) -> Committed:
     return Committed(4, "/wh/ods.db/orders/v000004", Watermark("binlog.000001", 900, server_id=1), AT, RUN,
-                     INCREMENTAL, columns)
+                     Mode.INCREMENTAL, columns)
 
 
 def test_a_table_is_due_for_verify_every_so_many_runs_or_when_forced_and_only_with_a_sound_outcome():

@@ -18,8 +18,9 @@ from airflow_cdc_provider.core.contract import (
     TableOutcome,
     TablePlan,
 )
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, LedgerConflict, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import Committed, LedgerConflict, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import check_datetime_zone, merge_spec
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.outcomes import deal, table_task_batches
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -38,13 +39,13 @@ def captured(source="shop.orders", hive_table="ods.orders") -> CapturedTable:
     return CapturedTable(source=source, hive_table=hive_table, schema_changes="strict", key=("id",), columns=COLUMNS)
 
 
-def table_plan(mode=INCREMENTAL, source="shop.orders", as_of=None) -> TablePlan:
-    plan = RunPlan(RUN, mode, "why", input_version=2 if mode == INCREMENTAL else None,
-                   start=wm(100) if mode == INCREMENTAL else None, stop_before=T0, start_columns=COLUMNS[:2],
+def table_plan(mode=Mode.INCREMENTAL, source="shop.orders", as_of=None) -> TablePlan:
+    plan = RunPlan(RUN, mode, "why", input_version=2 if mode == Mode.INCREMENTAL else None,
+                   start=wm(100) if mode == Mode.INCREMENTAL else None, stop_before=T0, start_columns=COLUMNS[:2],
                    as_of=as_of)
-    committed = Committed(2, "/wh/ods.db/orders/v000002", wm(100), T0, RUN, INCREMENTAL, COLUMNS[:2])
+    committed = Committed(2, "/wh/ods.db/orders/v000002", wm(100), T0, RUN, Mode.INCREMENTAL, COLUMNS[:2])
     return TablePlan(table=captured(source), plan=plan, table_dir=TableDir(work_dir="/w", hive_table="ods.orders"),
-                     committed=committed if mode == INCREMENTAL else None)
+                     committed=committed if mode == Mode.INCREMENTAL else None)
 
 
 RUN_DIR = TableDir(work_dir="/w", hive_table="ods.orders").run(RUN.key).root  # where table_plan()'s files are
@@ -61,15 +62,15 @@ def through_xcom(value):
 
 
 def test_every_value_survives_xcom_json_unchanged():
-    plan = SourcePlan(run=RUN, tables=(table_plan(), table_plan(SNAPSHOT, "shop.items")))
+    plan = SourcePlan(run=RUN, tables=(table_plan(), table_plan(Mode.SNAPSHOT, "shop.items")))
     extraction = Extraction(start=wm(100), end=wm(900), as_of=T0, events=4, tables=(
         TableExtraction(source="shop.orders", start=wm(100), end=wm(900), counts={"I": 1, "U": 0, "D": 0},
                         files=("/w/a.raw",), columns=COLUMNS),))
-    outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode=INCREMENTAL, status="committed",
+    outcome = TableOutcome(source="shop.orders", hive_table="ods.orders", mode=Mode.INCREMENTAL, status="committed",
                            version=3, watermark=wm(900))
     for value in (plan, extraction, Captured(inputs=(merge_input(),)), outcome):
         assert through_xcom(value) == value
-    assert [t.source for t in plan.snapshots] == ["shop.items"] and plan.table("shop.orders").mode == INCREMENTAL
+    assert [t.source for t in plan.snapshots] == ["shop.items"] and plan.table("shop.orders").mode == Mode.INCREMENTAL
 
 
 def test_a_table_is_idle_when_its_range_holds_no_row_and_no_column_change():
@@ -88,7 +89,7 @@ def test_values_refuse_what_they_do_not_know():
         MergeInput.model_validate({**merge_input().to_xcom(), "end": {"file": "nofile", "position": 4,
                                                                        "server_id": 1}})
     with pytest.raises(ValidationError):
-        TableOutcome(source="a.b", hive_table="o.b", mode=NOTHING, status="fine")
+        TableOutcome(source="a.b", hive_table="o.b", mode=Mode.NOTHING, status="fine")
 
 
 def test_merge_spec_from_the_plan_the_input_and_the_target():

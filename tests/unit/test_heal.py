@@ -12,9 +12,10 @@ from airflow_cdc_provider.core.assets import event_extra
 from airflow_cdc_provider.core.contract import BrokenChain, Captured, Extraction, Healed, MergeInput, TableFailure
 from airflow_cdc_provider.core.diff import heal_digest, row_digest
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import HEAL, INCREMENTAL, SNAPSHOT, RunRef, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import RunRef, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
 from airflow_cdc_provider.core.metrics import table_metrics
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.outcomes import NO_CAPTURE, merged, repair_settled_by, sort_tables
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.summary import summary_line
@@ -30,7 +31,7 @@ W950 = wm(950)
 
 
 def heal_input(table, end=W950, healed=HEALED) -> MergeInput:
-    return MergeInput(source=table.source, mode=HEAL, upsert_files=(f"{table.run_dir.heal}/upsert.parquet",),
+    return MergeInput(source=table.source, mode=Mode.HEAL, upsert_files=(f"{table.run_dir.heal}/upsert.parquet",),
                       delete_file=f"{table.run_dir.heal}/delete.parquet", columns=COLUMNS, key=("id",), end=end,
                       as_of=T1, source_columns=COLUMNS, upserts=2, deletes=1999, changes={"I": 1, "U": 1, "D": 1999},
                       start=wm(100), seconds={"heal": 3.5}, healed=healed)
@@ -39,12 +40,12 @@ def heal_input(table, end=W950, healed=HEALED) -> MergeInput:
 def test_a_healed_table_merges_onto_the_version_its_diff_compared_with_and_is_recorded_as_healed():
     table = table_plan("items")
     spec = merge_spec(table, heal_input(table), "/wh", None, 3)
-    assert (spec.plan.mode, spec.end, spec.plan.input_version) == (HEAL, wm(950), 2)
+    assert (spec.plan.mode, spec.end, spec.plan.input_version) == (Mode.HEAL, wm(950), 2)
     assert spec.plan.reason == f"healed by a diff: {HEALED.why}"
     # Its diff's deletes are keys alone: a partitioned table looks up the partitions they were in.
     assert spec.reread_rows
     committed = spec.committed(3, "/wh/ods.db/items/v000003")
-    assert (committed.mode, committed.watermark, committed.version) == (HEAL, wm(950), 3)
+    assert (committed.mode, committed.watermark, committed.version) == (Mode.HEAL, wm(950), 3)
     # Onto version 2 whatever the metastore points at: a later version (a run killed between its commit and its
     # ledger) holds changes the diff compared away.
     later = VersionInfo(version=3, watermark=wm(700), run=RunRef("d", "x"), input_version=2)
@@ -52,8 +53,8 @@ def test_a_healed_table_merges_onto_the_version_its_diff_compared_with_and_is_re
     assert (origin.action, origin.version) == ("merge", 2)
 
 
-@pytest.mark.parametrize("mode, end, healed", [(SNAPSHOT, wm(950), HEALED), (INCREMENTAL, None, HEALED),
-                                               (INCREMENTAL, wm(950), None)],
+@pytest.mark.parametrize("mode, end, healed", [(Mode.SNAPSHOT, wm(950), HEALED), (Mode.INCREMENTAL, None, HEALED),
+                                               (Mode.INCREMENTAL, wm(950), None)],
                          ids=["planned-as-a-snapshot", "no-binlog-moment", "no-reason"])
 def test_a_heal_input_that_cannot_be_one_is_refused(mode, end, healed):
     table = table_plan("items", mode=mode)
@@ -73,7 +74,7 @@ def test_the_merge_task_merges_heals_and_fails_the_tables_a_heal_could_not_bring
     ledgers = Ledgers()
     found = sort_tables(plan, None, extraction, None, ledgers.run_plan, ledgers.holder,
                         lambda t, i: merge_spec(t, i, "/wh", None, 3), heal=heal)
-    assert [(t.source, i.mode) for t, i, _ in found.merging] == [("shop.items", HEAL)]
+    assert [(t.source, i.mode) for t, i, _ in found.merging] == [("shop.items", Mode.HEAL)]
     assert found.decided["shop.parts"].error == "heal: its key changed"
     # Its heal never came (the heal task failed as a whole): failed, not left out.
     assert found.decided["shop.gone"].error == NO_CAPTURE
@@ -86,7 +87,7 @@ def test_a_healed_commit_says_so_in_its_outcome_summary_asset_event_and_metrics(
     spec = merge_spec(table, given, "/wh", None, 3)
     outcome = merged(table, given, spec, TableMerge(status="committed", version=3, location="/wh/v3", rows=2001,
                                                     reason="onto version 2", seconds=8.0))
-    assert (outcome.mode, outcome.healed, outcome.watermark) == (HEAL, HEALED, wm(950))
+    assert (outcome.mode, outcome.healed, outcome.watermark) == (Mode.HEAL, HEALED, wm(950))
     line = summary_line(outcome, T1 + dt.timedelta(seconds=30))
     assert line.startswith("shop.items → ods.items: committed heal binlog.000001:100 → binlog.000001:950, +1 ~1 "
                            "-1,999, version 3"), line
@@ -99,8 +100,8 @@ def test_a_healed_commit_says_so_in_its_outcome_summary_asset_event_and_metrics(
     assert (sent["cdc.heal.tables.ods.items"], sent["cdc.heal.upserts.ods.items"], sent["cdc.heal.deletes.ods.items"],
             sent["cdc.heal.bytes_sent.ods.items"]) == (1, 2, 1999, 16000)
     # A commit that is no heal carries none of it.
-    plain = merged(table, heal_input(table).model_copy(update={"mode": INCREMENTAL, "healed": None}),
-                   merge_spec(table, heal_input(table).model_copy(update={"mode": INCREMENTAL, "healed": None}),
+    plain = merged(table, heal_input(table).model_copy(update={"mode": Mode.INCREMENTAL, "healed": None}),
+                   merge_spec(table, heal_input(table).model_copy(update={"mode": Mode.INCREMENTAL, "healed": None}),
                               "/wh", None, 3),
                    TableMerge(status="committed", version=3, location="/wh/v3", rows=2001))
     assert event_extra(plain)["healed"] is None and "healed" not in summary_line(plain, T1)

@@ -8,10 +8,6 @@ import json
 import pytest
 
 from airflow_cdc_provider.core.ledger import (
-    DIFF,
-    INCREMENTAL,
-    NOTHING,
-    SNAPSHOT,
     Committed,
     Ledger,
     LedgerConflict,
@@ -23,6 +19,7 @@ from airflow_cdc_provider.core.ledger import (
     plan_run,
 )
 from airflow_cdc_provider.core.merge import next_columns, parse_version_dir, version_dir_name, versions_to_remove
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.storage import WorkStore
@@ -43,59 +40,59 @@ def wm(position: int, seq: int = 1) -> Watermark:
 
 
 def committed(version=3, position=400, as_of=T0, run=OTHER) -> Committed:
-    return Committed(version, f"/wh/ods.db/t/{version_dir_name(version)}", wm(position), as_of, run, INCREMENTAL)
+    return Committed(version, f"/wh/ods.db/t/{version_dir_name(version)}", wm(position), as_of, run, Mode.INCREMENTAL)
 
 
 def test_first_run_loads_a_snapshot():
     plan = plan_run(RUN, None, None, T0)
-    assert plan.mode == SNAPSHOT and plan.input_version is None and "initial load" in plan.reason
+    assert plan.mode == Mode.SNAPSHOT and plan.input_version is None and "initial load" in plan.reason
 
 
 def test_later_run_reads_changes_from_the_committed_watermark_to_its_interval_end():
     end = T0 + dt.timedelta(hours=1)
     plan = plan_run(RUN, committed(), None, end)
-    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (INCREMENTAL, 3, wm(400), end)
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (Mode.INCREMENTAL, 3, wm(400), end)
 
 
 def test_manual_run_has_no_stop_time():
     plan = plan_run(OTHER, committed(), None, None)
-    assert plan.mode == INCREMENTAL and plan.stop_before is None
+    assert plan.mode == Mode.INCREMENTAL and plan.stop_before is None
 
 
 def test_run_for_an_interval_already_committed_does_nothing():
     plan = plan_run(RUN, committed(as_of=T0), None, T0 - dt.timedelta(hours=1))
-    assert plan.mode == NOTHING
+    assert plan.mode == Mode.NOTHING
     assert "already committed" in plan.reason and "2026-03-01T10:00:00+00:00" in plan.reason
-    assert plan_run(RUN, committed(as_of=T0), None, T0).mode == NOTHING  # the same instant too
+    assert plan_run(RUN, committed(as_of=T0), None, T0).mode == Mode.NOTHING  # the same instant too
 
 
 def test_fresh_snapshot_parameter_wins_over_incremental():
-    assert plan_run(RUN, committed(), None, T0 + dt.timedelta(hours=1), fresh_snapshot=True).mode == SNAPSHOT
+    assert plan_run(RUN, committed(), None, T0 + dt.timedelta(hours=1), fresh_snapshot=True).mode == Mode.SNAPSHOT
 
 
 def test_rerun_repeats_the_recorded_plan_until_it_commits():
-    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), stop_before=T0)
+    recorded = RunPlan(RUN, Mode.INCREMENTAL, "x", input_version=2, start=wm(100), stop_before=T0)
     plan = plan_run(RUN, committed(version=5, position=900), recorded, T0 + dt.timedelta(days=1))
-    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (INCREMENTAL, 2, wm(100), T0)
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (Mode.INCREMENTAL, 2, wm(100), T0)
     assert "re-run" in plan.reason
 
 
 def test_rerun_of_a_run_that_committed_leaves_the_table():
-    recorded = RunPlan(RUN, INCREMENTAL, "x", input_version=2, start=wm(100), end=wm(300), output_version=3,
+    recorded = RunPlan(RUN, Mode.INCREMENTAL, "x", input_version=2, start=wm(100), end=wm(300), output_version=3,
                        as_of=T0)
     plan = plan_run(RUN, committed(version=3, position=300, run=RUN), recorded, None, fresh_snapshot=True)
-    assert plan.mode == NOTHING and "already committed by this run: version 3" in plan.reason
+    assert plan.mode == Mode.NOTHING and "already committed by this run: version 3" in plan.reason
 
 
 def test_commit_records_the_version_then_fills_in_the_runs_plan(tmp_path):
     ledger = ledger_in(tmp_path)
     plan = incremental()
     ledger.save_run_plan(plan)
-    ledger.commit(plan, Committed(4, "/wh/v000004", wm(900), T0, RUN, INCREMENTAL, (("id", "int(11)"),)))
+    ledger.commit(plan, Committed(4, "/wh/v000004", wm(900), T0, RUN, Mode.INCREMENTAL, (("id", "int(11)"),)))
     assert ledger.committed().version == 4 and ledger.committed().columns == (("id", "int(11)"),)
     recorded = ledger.run_plan(RUN)
     assert (recorded.output_version, recorded.end, recorded.as_of) == (4, wm(900), T0)
-    assert plan_run(RUN, ledger.committed(), recorded, None).mode == NOTHING
+    assert plan_run(RUN, ledger.committed(), recorded, None).mode == Mode.NOTHING
 
 
 def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_keeps_them():
@@ -111,7 +108,7 @@ def test_a_run_starts_from_the_columns_its_input_version_recorded_and_a_rerun_ke
 
 
 def test_plan_round_trips_through_json():
-    plan = RunPlan(RUN, INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
+    plan = RunPlan(RUN, Mode.INCREMENTAL, "why", input_version=2, start=wm(100), end=wm(300, 2), stop_before=T0,
                    output_version=3, as_of=T0)
     assert RunPlan.from_text(plan.to_text()) == plan
     c = committed()
@@ -124,7 +121,7 @@ def test_naive_times_are_refused():
 
 
 def incremental(input_version=3, start=400, run=RUN) -> RunPlan:
-    return RunPlan(run, INCREMENTAL, "", input_version=input_version, start=wm(start))
+    return RunPlan(run, Mode.INCREMENTAL, "", input_version=input_version, start=wm(start))
 
 
 def current(version, position, run=OTHER, input_version=None) -> VersionInfo:
@@ -162,7 +159,7 @@ def test_a_dropped_table_is_an_error_naming_the_fix():
 
 
 def test_snapshot_loads_unless_the_table_is_already_later():
-    snap = RunPlan(RUN, SNAPSHOT, "")
+    snap = RunPlan(RUN, Mode.SNAPSHOT, "")
     assert choose_origin(None, snap, wm(500)).action == "load"
     assert choose_origin(current(3, 400), snap, wm(500)).action == "load"
     assert choose_origin(current(3, 600), snap, wm(500)).action == "skip"
@@ -178,7 +175,7 @@ def test_after_a_failover_the_ranges_order_by_gtid():
     start = Watermark("binlog.000007", 400, server_id=11, gtid="0-11-20")
     inside = VersionInfo(4, Watermark("binlog.000007", 600, server_id=11, gtid="0-11-25"), OTHER, None)
     end = Watermark("binlog.000002", 355, server_id=12, gtid="0-12-31")
-    origin = choose_origin(inside, RunPlan(RUN, INCREMENTAL, "", input_version=3, start=start), end)
+    origin = choose_origin(inside, RunPlan(RUN, Mode.INCREMENTAL, "", input_version=3, start=start), end)
     assert (origin.action, origin.version) == ("merge", 4) and "overlap" in origin.reason
 
 
@@ -455,7 +452,7 @@ def test_ledger_files_the_previous_release_wrote_still_load(tmp_path):
         (tmp_path / "ods.t" / "ledger" / name).write_text(json.dumps(data, indent=1, sort_keys=True))
     lock = ledger.lock()
     assert (lock.run, lock.lease_until, lock.owner.pid) == (OTHER, T0 + dt.timedelta(minutes=4), 4242)
-    assert ledger.committed() == Committed(3, "file:/w/ods.db/t/v000003", wm(400), T0, OTHER, INCREMENTAL,
+    assert ledger.committed() == Committed(3, "file:/w/ods.db/t/v000003", wm(400), T0, OTHER, Mode.INCREMENTAL,
                                            (("id", "int(11)"),))
     assert ledger.run_plan(OTHER).output_version == 3
     # Written back, each keeps the shape it was read in (the lock's run still at the top level).
@@ -470,30 +467,30 @@ def test_ledger_files_the_previous_release_wrote_still_load(tmp_path):
 def test_a_diff_mode_table_is_compared_with_its_version_once_it_has_digests():
     digested = committed().model_copy(update={"watermark": None, "digests": "/work/ods.t/digests/r.parquet"})
     plan = plan_run(RUN, digested, None, T0 + dt.timedelta(hours=1), capture="diff")
-    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (DIFF, 3, None, None)
+    assert (plan.mode, plan.input_version, plan.start, plan.stop_before) == (Mode.DIFF, 3, None, None)
     # Captured from the binlog before: its version has no digests, which a snapshot reads.
     plan = plan_run(RUN, committed(), None, None, capture="diff")
-    assert plan.mode == SNAPSHOT and "no row digests" in plan.reason
+    assert plan.mode == Mode.SNAPSHOT and "no row digests" in plan.reason
     # And back to the binlog: a diff-mode version has no watermark to read it from.
     plan = plan_run(RUN, digested, None, None, capture="binlog")
-    assert plan.mode == SNAPSHOT and "no watermark" in plan.reason
-    assert plan_run(RUN, digested, None, None, True, capture="diff").mode == SNAPSHOT, "fresh_snapshot wins"
-    assert plan_run(RUN, digested, None, T0, capture="diff").mode == NOTHING, "an interval already reflected"
+    assert plan.mode == Mode.SNAPSHOT and "no watermark" in plan.reason
+    assert plan_run(RUN, digested, None, None, True, capture="diff").mode == Mode.SNAPSHOT, "fresh_snapshot wins"
+    assert plan_run(RUN, digested, None, T0, capture="diff").mode == Mode.NOTHING, "an interval already reflected"
 
 
 def test_a_diff_mode_table_whose_columns_changed_is_read_whole_again():
     columns = (("at", "datetime"), ("line", "text"))
     digested = committed().model_copy(update={"watermark": None, "digests": "/work/ods.t/digests/r.parquet",
                                               "columns": columns})
-    assert plan_run(RUN, digested, None, None, capture="diff", columns=columns).mode == DIFF
+    assert plan_run(RUN, digested, None, None, capture="diff", columns=columns).mode == Mode.DIFF
     plan = plan_run(RUN, digested, None, None, capture="diff", columns=(*columns, ("host", "varchar(20)")))
-    assert plan.mode == SNAPSHOT and "every row's digest changes with them" in plan.reason
+    assert plan.mode == Mode.SNAPSHOT and "every row's digest changes with them" in plan.reason
     assert plan.start_columns == columns, "what they were, for the table's policy to judge the change"
-    assert plan_run(RUN, digested, None, None, capture="diff").mode == DIFF, "columns not known: as before"
+    assert plan_run(RUN, digested, None, None, capture="diff").mode == Mode.DIFF, "columns not known: as before"
 
 
 def test_a_diff_merges_onto_the_version_it_compared_with_whatever_the_metastore_points_at():
-    diff = RunPlan(RUN, DIFF, "", input_version=3)
+    diff = RunPlan(RUN, Mode.DIFF, "", input_version=3)
     newer = VersionInfo(4, None, OTHER, 3)  # a diff run that died before its ledger was written
     for found in (current(3, 400), newer, current(5, 1200)):
         origin = choose_origin(found, diff, None)
@@ -501,7 +498,7 @@ def test_a_diff_merges_onto_the_version_it_compared_with_whatever_the_metastore_
     with pytest.raises(LedgerConflict, match="fresh_snapshot=true"):
         choose_origin(None, diff, None)
     # A snapshot of a diff-mode table has no position: it loads.
-    assert choose_origin(newer, RunPlan(RUN, SNAPSHOT, ""), None).action == "load"
+    assert choose_origin(newer, RunPlan(RUN, Mode.SNAPSHOT, ""), None).action == "load"
     # The binlog read onto a version read without it: the two cannot be ordered.
     with pytest.raises(LedgerConflict, match="read without the binlog"):
         choose_origin(newer, incremental(), wm(900))

@@ -18,8 +18,9 @@ from airflow_cdc_provider.core.contract import (
     TableFailure,
     TablePlan,
 )
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Committed, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.outcomes import advance, merge_commit, merged, repair_settled_by, sort_tables
 from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.core.watermark import Watermark
@@ -36,20 +37,20 @@ def wm(position: int) -> Watermark:
     return Watermark("binlog.000001", position, server_id=1, gtid="0-1-5")
 
 
-def table_plan(name: str, mode: str = INCREMENTAL, warning: str | None = None) -> TablePlan:
+def table_plan(name: str, mode: str = Mode.INCREMENTAL, warning: str | None = None) -> TablePlan:
     """A table of the run, ``shop.<name>`` → ``ods.<name>``; an incremental one has version 2 at position 100."""
-    incremental = mode == INCREMENTAL
+    incremental = mode == Mode.INCREMENTAL
     plan = RunPlan(RUN, mode, f"why {name}", input_version=2 if incremental else None,
                    start=wm(100) if incremental else None, stop_before=T1, warning=warning)
-    committed = Committed(2, f"/wh/ods.db/{name}/v000002", wm(100), T0, RUN, INCREMENTAL, COLUMNS)
+    committed = Committed(2, f"/wh/ods.db/{name}/v000002", wm(100), T0, RUN, Mode.INCREMENTAL, COLUMNS)
     return TablePlan(table=CapturedTable(source=f"shop.{name}", hive_table=f"ods.{name}", schema_changes="strict",
                                          key=("id",), columns=COLUMNS),
                      plan=plan, table_dir=TableDir(work_dir="/w", hive_table=f"ods.{name}"),
-                     committed=committed if mode != SNAPSHOT else None)
+                     committed=committed if mode != Mode.SNAPSHOT else None)
 
 
 def merge_input(table: TablePlan, reread: Reread | None = None) -> MergeInput:
-    snapshot = table.mode == SNAPSHOT
+    snapshot = table.mode == Mode.SNAPSHOT
     return MergeInput(source=table.source, mode=table.mode, upsert_files=(f"{table.run_dir.root}/u.parquet",),
                       delete_file=None if snapshot else f"{table.run_dir.root}/d.parquet", columns=COLUMNS, key=("id",), end=wm(900),
                       as_of=T1, source_columns=COLUMNS, upserts=3, deletes=0 if snapshot else 1, reread=reread,
@@ -86,11 +87,11 @@ def sort(plan: SourcePlan, snapshot=None, extraction=None, replay=None, ledgers:
 
 
 def test_a_table_planned_for_nothing_is_nothing_with_its_plans_reason_and_no_spark_work():
-    quiet = table_plan("quiet", NOTHING)
+    quiet = table_plan("quiet", Mode.NOTHING)
     found = sort(SourcePlan(run=RUN, tables=(quiet,)), Captured(), Extraction(), Captured())
     outcome = found.decided["shop.quiet"]
     assert (outcome.status, outcome.reason, outcome.hive_table, outcome.mode) == ("nothing", "why quiet", "ods.quiet",
-                                                                                 NOTHING)
+                                                                                 Mode.NOTHING)
     assert not found.merging and not found.advances
 
 
@@ -116,7 +117,7 @@ def test_an_idle_table_advances_its_watermark_on_the_version_it_has():
     assert outcome.seconds == {"extract": 0.5}
     [(table, committed)] = found.advances
     assert table is orders
-    assert committed == Committed(2, "/wh/ods.db/orders/v000002", wm(900), T1, RUN, INCREMENTAL, COLUMNS)
+    assert committed == Committed(2, "/wh/ods.db/orders/v000002", wm(900), T1, RUN, Mode.INCREMENTAL, COLUMNS)
     assert not found.merging
 
 
@@ -154,7 +155,7 @@ def test_a_table_whose_lock_another_run_holds_is_failed_and_not_merged():
 
 def test_an_input_that_cannot_be_merged_fails_its_table_with_the_reason():
     orders = table_plan("orders")
-    wrong = merge_input(table_plan("orders", SNAPSHOT))  # a snapshot's input for an incremental plan
+    wrong = merge_input(table_plan("orders", Mode.SNAPSHOT))  # a snapshot's input for an incremental plan
     found = sort(SourcePlan(run=RUN, tables=(orders,)), Captured(inputs=(wrong,)), None, None)
     assert found.decided["shop.orders"].status == "failed"
     assert found.decided["shop.orders"].error == ("merge: shop.orders was planned as incremental, but its merge "
@@ -162,7 +163,7 @@ def test_an_input_that_cannot_be_merged_fails_its_table_with_the_reason():
 
 
 def test_a_table_planned_for_work_whose_input_never_came_is_failed():
-    orders, items = table_plan("orders"), table_plan("items", SNAPSHOT)
+    orders, items = table_plan("orders"), table_plan("items", Mode.SNAPSHOT)
     found = sort(SourcePlan(run=RUN, tables=(orders, items)), Captured(inputs=(merge_input(items),)), None, None)
     outcome = found.decided["shop.orders"]
     assert (outcome.status, outcome.error) == ("failed", "its capture did not finish: see the snapshot, extract, "
@@ -171,7 +172,7 @@ def test_a_table_planned_for_work_whose_input_never_came_is_failed():
 
 
 def test_the_tables_with_changes_go_to_spark_with_their_specs_in_the_order_they_came():
-    orders, items, quiet = table_plan("orders"), table_plan("items", SNAPSHOT), table_plan("quiet")
+    orders, items, quiet = table_plan("orders"), table_plan("items", Mode.SNAPSHOT), table_plan("quiet")
     ledgers = Ledgers()
     found = sort(SourcePlan(run=RUN, tables=(orders, items, quiet)), Captured(inputs=(merge_input(items),)),
                  Extraction(as_of=T1, tables=(part(orders, 2), part(quiet, 0))), Captured(inputs=(merge_input(orders),)),
@@ -228,7 +229,7 @@ def test_a_commit_without_the_version_it_wrote_is_refused():
 
 
 def test_a_snapshot_settles_a_whole_repair_and_a_reread_only_its_buckets():
-    snapshot, orders = table_plan("items", SNAPSHOT), table_plan("orders")
+    snapshot, orders = table_plan("items", Mode.SNAPSHOT), table_plan("orders")
     assert repair_settled_by(snapshot, merge_input(snapshot)) == Replaced()
     assert repair_settled_by(orders, merge_input(orders, Reread(buckets=8, which=(1, 5)))) == Replaced((1, 5))
     assert repair_settled_by(orders, merge_input(orders, Reread(where="id > 3"))) is None  # a condition: no bucket

@@ -10,7 +10,8 @@ import pytest
 from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CapturedTable
 from airflow_cdc_provider.core.gtid import GtidPositionLost
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, Ledger, RunPlan, RunRef, TableBusy
+from airflow_cdc_provider.core.ledger import Ledger, RunPlan, RunRef, TableBusy
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.planning import fresh_snapshot_of, may_snapshot_instead, snapshots_instead, take_locks
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, read_positions
 from airflow_cdc_provider.core.watermark import Watermark
@@ -92,16 +93,16 @@ FACTS = BinlogFacts(HERE, FACTS_FILES, (("binlog_expire_logs_seconds", "86400"),
 
 
 def incremental(start: Watermark) -> RunPlan:
-    return RunPlan(run=RUN, mode=INCREMENTAL, reason="changes after version 3", input_version=3, start=start)
+    return RunPlan(run=RUN, mode=Mode.INCREMENTAL, reason="changes after version 3", input_version=3, start=start)
 
 
 PLANS = {"ods.kept": incremental(KEPT), "ods.purged": incremental(PURGED), "ods.moved": incremental(MOVED),
-         "ods.diverged": incremental(DIVERGED), "ods.new": RunPlan(run=RUN, mode=SNAPSHOT, reason="initial load"),
-         "ods.idle": RunPlan(run=RUN, mode=NOTHING, reason="already committed")}
+         "ods.diverged": incremental(DIVERGED), "ods.new": RunPlan(run=RUN, mode=Mode.SNAPSHOT, reason="initial load"),
+         "ods.idle": RunPlan(run=RUN, mode=Mode.NOTHING, reason="already committed")}
 
 
 def found_for(plans):
-    incrementals = {name: plan.resume_from for name, plan in plans.items() if plan.mode == INCREMENTAL}
+    incrementals = {name: plan.resume_from for name, plan in plans.items() if plan.mode == Mode.INCREMENTAL}
     return dict(zip(incrementals, read_positions(list(incrementals.values()), FACTS)))
 
 
@@ -118,7 +119,7 @@ def test_on_purged_binlog_snapshot_replans_only_the_table_whose_binlog_was_purge
     replanned = snapshots_instead(RUN, PLANS, found_for(PLANS), "snapshot", "fail")
     assert list(replanned) == ["ods.purged"]
     plan = replanned["ods.purged"]
-    assert (plan.run, plan.mode, plan.reason) == (RUN, SNAPSHOT, "a fresh snapshot: the binlog from the watermark was "
+    assert (plan.run, plan.mode, plan.reason) == (RUN, Mode.SNAPSHOT, "a fresh snapshot: the binlog from the watermark was "
                                                   "purged")
     assert plan.start is None and plan.input_version is None
     assert plan.warning == (

@@ -11,7 +11,8 @@ from airflow_cdc_provider.core.condition import Clause
 from airflow_cdc_provider.core.config import ConfigError
 from airflow_cdc_provider.core.contract import CapturedTable, Reread, TablePlan
 from airflow_cdc_provider.core.errors import BadRereadCondition
-from airflow_cdc_provider.core.ledger import INCREMENTAL, NOTHING, SNAPSHOT, RunPlan, RunRef
+from airflow_cdc_provider.core.ledger import RunPlan, RunRef
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import (
     held_buckets,
@@ -141,40 +142,40 @@ REPAIR = RepairRequest(buckets=40, which=(3, 17), version=5, run="scheduled__x")
 
 
 def test_an_incremental_run_reads_the_pending_repairs_buckets_again_with_the_reason():
-    reread = reread_for(INCREMENTAL, REPAIR, None)
+    reread = reread_for(Mode.INCREMENTAL, REPAIR, None)
     assert reread == Reread(buckets=40, which=(3, 17), where=None,
                             reason="a repair of the 2 buckets that verify found different in version 5")
-    assert not read_whole_by_snapshot(INCREMENTAL, REPAIR, None)
+    assert not read_whole_by_snapshot(Mode.INCREMENTAL, REPAIR, None)
 
 
 def test_an_incremental_run_reads_the_rows_of_a_condition_or_the_whole_table_again():
-    assert reread_for(INCREMENTAL, None, "id > 5") == Reread(where="id > 5",
+    assert reread_for(Mode.INCREMENTAL, None, "id > 5") == Reread(where="id > 5",
                                                              reason="the reread parameter: id > 5")
-    assert reread_for(INCREMENTAL, None, "") == Reread(where="", reason="the reread parameter: the whole table")
+    assert reread_for(Mode.INCREMENTAL, None, "") == Reread(where="", reason="the reread parameter: the whole table")
 
 
 def test_a_repair_and_a_condition_are_read_again_together_with_both_reasons():
-    reread = reread_for(INCREMENTAL, REPAIR, "id > 5")
+    reread = reread_for(Mode.INCREMENTAL, REPAIR, "id > 5")
     assert (reread.buckets, reread.which, reread.where) == (40, (3, 17), "id > 5")
     assert reread.reason == ("a repair of the 2 buckets that verify found different in version 5; the reread "
                              "parameter: id > 5")
 
 
 def test_nothing_asked_nothing_read_again():
-    assert reread_for(INCREMENTAL, None, None) is None
-    assert not read_whole_by_snapshot(SNAPSHOT, None, None)
+    assert reread_for(Mode.INCREMENTAL, None, None) is None
+    assert not read_whole_by_snapshot(Mode.SNAPSHOT, None, None)
 
 
 @pytest.mark.parametrize(("repair", "where"), [(REPAIR, None), (None, "id > 5"), (None, ""), (REPAIR, "")])
 def test_a_snapshot_reads_the_table_whole_so_nothing_asked_is_read_apart(repair, where):
-    assert reread_for(SNAPSHOT, repair, where) is None
-    assert read_whole_by_snapshot(SNAPSHOT, repair, where)  # which the plan task says
+    assert reread_for(Mode.SNAPSHOT, repair, where) is None
+    assert read_whole_by_snapshot(Mode.SNAPSHOT, repair, where)  # which the plan task says
 
 
 @pytest.mark.parametrize(("repair", "where"), [(REPAIR, None), (None, "id > 5")])
 def test_a_table_left_as_it_is_reads_nothing_again(repair, where):
-    assert reread_for(NOTHING, repair, where) is None
-    assert not read_whole_by_snapshot(NOTHING, repair, where)
+    assert reread_for(Mode.NOTHING, repair, where) is None
+    assert not read_whole_by_snapshot(Mode.NOTHING, repair, where)
 
 
 # --- what comes of it in the extraction -----------------------------------------------------------------------
@@ -186,7 +187,7 @@ COLUMNS = (("id", "int(11)"), ("note", "text"))
 def planned(start_columns) -> TablePlan:
     table = CapturedTable(source="shop.orders", hive_table="ods.orders", schema_changes="evolve", key=("id",),
                           columns=COLUMNS)
-    plan = RunPlan(run=RUN, mode=INCREMENTAL, input_version=3, start=Watermark("binlog.000003", 120, server_id=1),
+    plan = RunPlan(run=RUN, mode=Mode.INCREMENTAL, input_version=3, start=Watermark("binlog.000003", 120, server_id=1),
                    start_columns=start_columns)
     return TablePlan(table=table, plan=plan, table_dir=TableDir(work_dir="/work", hive_table="ods.orders"),
                      reread=Reread(where="", reason="the reread parameter: the whole table"))
