@@ -45,7 +45,7 @@ from airflow_cdc_provider.core.history import (
     next_days,
 )
 from airflow_cdc_provider.core.identifiers import quote_identifier
-from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, Origin, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo
 from airflow_cdc_provider.core.merge import (
     EMPTY_PARTITIONS,
     LISTED_FILE,
@@ -53,11 +53,8 @@ from airflow_cdc_provider.core.merge import (
     MergeResult,
     MergeSpec,
     TableMerge,
-    check_datetime_zone,
-    check_layout,
     history_partition_problem,
     layout_text,
-    next_columns,
     parse_version_dir,
     retention,
     version_dir_name,
@@ -67,6 +64,7 @@ from airflow_cdc_provider.core.merge import (
 from airflow_cdc_provider.core.modes import Action, Mode, Status
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
+from airflow_cdc_provider.core.version_plan import Switch, VersionPlan, plan_version
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark import shards
 from airflow_cdc_provider.spark.beside_tables import ensure_beside_table
@@ -194,20 +192,18 @@ class _Clock:
         print(f"cdc-merge: {self.label}{phase} {self.phases[phase]:.1f} s", flush=True)
 
 
-def _fills(spark: Any, spec: MergeSpec) -> tuple[Any, dict[str, list[str]]]:
-    """The one-row frame of added columns' constants (as ``__fill_<name>``), and each one's source columns. Without
-    a fills file (a heal's added columns), the rows that predate them hold NULL there: the heal read again every
-    row that holds a value in one (``core.diff.heal_digest``)."""
-    if not spec.fill_sources or (not spec.fills_file and spec.plan.mode != Mode.HEAL):
-        return None, {}
-    if not spec.fills_file:
-        return None, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
+def _fills(spark: Any, spec: MergeSpec, plan: VersionPlan) -> tuple[Any, dict[str, list[str]]]:
+    """The one-row frame of the plan's filled columns' constants (as ``__fill_<name>``), and each one's source
+    columns. Without a fills file (a heal's added columns), the rows that predate them hold NULL there: the heal
+    read again every row that holds a value in one (``core.diff.heal_digest``)."""
+    sources = {added: list(of) for added, of in plan.filled}
+    if not sources or not spec.fills_file:
+        return None, sources
     types = dict(spec.hive_columns)
-    names = [added.lower() for added, _ in spec.fill_sources]
     frame = _hive_frame(spark, [spec.fills_file], [(added, types[added.lower()]) for added, _ in spec.fill_sources],
                         spec)
-    frame = frame.select([column(name).alias(f"__fill_{name}") for name in names])
-    return frame, {added.lower(): [s.lower() for s in sources] for added, sources in spec.fill_sources}
+    frame = frame.select([column(name).alias(f"__fill_{name}") for name in sources])
+    return frame, sources
 
 
 def _upserts(spark: Any, spec: MergeSpec, columns: list[tuple[str, str]]) -> Any:
@@ -285,9 +281,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     application found so far, by name (each is looked up, or created, once per application)."""
     clock = _Clock(f"{spec.database}.{spec.table}: ")
     location, current, table_columns = _current(spark, spec)
-    origin = choose_origin(current, spec.plan, spec.end)
+    plan = plan_version(spec, current, tuple(table_columns))
     clock.lap("metastore read")
-    print(f"cdc-merge: {origin.action}: {origin.reason}", flush=True)
+    print(f"cdc-merge: {plan.action}: {plan.reason}", flush=True)
     if current is not None and location and _beside(spec) and not HadoopFiles(spark, location).exists(
             f"{location}/{LISTED_FILE}"):
         # A commit whose job died before the tables beside it listed the version: they list it now, before
@@ -301,23 +297,12 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
                             current.dropped_days, table_columns, current.partitioning)
         HadoopFiles(spark, location).write_text(f"{location}/{LISTED_FILE}", "", overwrite=True)
-    if origin.action == Action.SKIP:
-        return TableMerge(status=Status.UNCHANGED, reason=origin.reason, version=current.version if current else None,
+    if not plan.writes:
+        return TableMerge(status=Status.UNCHANGED, reason=plan.reason, version=current.version if current else None,
                           location=location)
-    if origin.action == Action.MERGE and current is not None:
-        check_datetime_zone(current.datetime_zone, spec)
     layout = spec.partitioning
-    if current is not None:
-        check_layout(current.partitioning, spec, load=origin.action == Action.LOAD)
-    fills = _fills(spark, spec)
-    if origin.action == Action.LOAD:
-        columns = spec.hive_columns  # a snapshot defines the table's columns anew
-    else:
-        columns = next_columns(table_columns, spec.hive_columns, set(fills[1]), f"{spec.database}.{spec.table}")
-    # A shard's load defines its own rows anew, never the table: the others' are in it.
-    redefine = spec.shard is None and current is not None and origin.action == Action.LOAD and (
-        table_columns != columns or current.partitioning != layout)
-    added = [c for c in columns if current is not None and not redefine and c not in table_columns]
+    fills = _fills(spark, spec, plan)
+    columns, redefine, added = list(plan.columns), plan.redefine, list(plan.added)
 
     table_root = f"{_database_location(spark, spec.database, databases).rstrip('/')}/{spec.table}"
     if spec.shard is not None and location is None:
@@ -334,10 +319,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         root = HadoopFiles(spark, location).parent(location)  # the directory of the table's (shard's) versions
     files = HadoopFiles(spark, root)
     existing = files.versions()
-    if origin.action == Action.MERGE and layout is None and (
-            origin.version is None or not existing.get(origin.version)):
+    if plan.merges and layout is None and (plan.origin_version is None or not existing.get(plan.origin_version)):
         raise LedgerConflict(
-            f"Version {origin.version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
+            f"Version {plan.origin_version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
             "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
         )
     version = max([*existing, current.version if current else 0]) + 1
@@ -353,21 +337,21 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     partitions_now: dict[str, str] = {}
     touched: set[str] = set()
     if layout is None:
-        old = (spark.read.parquet(files.version_path(origin.version))
-               if origin.action == Action.MERGE and origin.version is not None else None)
+        old = (spark.read.parquet(files.version_path(plan.origin_version))
+               if plan.merges and plan.origin_version is not None else None)
         frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
         frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
     else:
         if location is not None and not redefine:
             partitions_now = partitions_of(spark, spec.database, spec.table)
         # The partitions this run rewrites: those its rows land in and those they left; a load rewrites them all.
-        touched = _touched(spark, spec, layout, bool(partitions_now)) if origin.action == Action.MERGE else set()
+        touched = _touched(spark, spec, layout, bool(partitions_now)) if plan.merges else set()
         # A load replaces every partition. Columns added in the range have their fill (a default, a renamed
         # column's values) in every row, so every partition is rewritten too: a partition left alone would show
         # them as NULL.
-        if origin.action == Action.LOAD or fills[1]:
+        if plan.every_partition:
             touched |= set(partitions_now)
-        read = sorted(touched & set(partitions_now)) if origin.action == Action.MERGE else []
+        read = sorted(touched & set(partitions_now)) if plan.merges else []
         old = _partitions_frame(spark, spec, layout, [partitions_now[value] for value in read]) if read else None
         if old is not None:
             old = old.observe(rows_before, count(lit(1)).alias("rows"))
@@ -382,21 +366,20 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     changes: list[PartitionChange] = []
     if layout is not None:
         changes = _partition_changes(spark, files, path, layout, touched, partitions_now,
-                                     check_within=origin.action == Action.MERGE)
-        if origin.action == Action.MERGE:
+                                     check_within=plan.merges)
+        if plan.merges:
             before_rows = current.rows if current is not None else None
             read_rows = int(rows_before.get["rows"]) if read else 0
             rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
 
     logged = None
     recorded = None
-    # A fresh snapshot that changes a column's type starts the changelog and the history again; one that only lays
-    # the table out anew is compared with the version before, as any other.
-    anew = current is None or (redefine and table_columns != columns)
+    anew = plan.anew
     net = None
     if spec.changelog is not None or _scd2(spec):
         before = None if anew or current is None else _rows_before(
-            spark, spec, current, location or "", origin, touched, columns, fills)
+            spark, spec, current, location or "", None if plan.action is Action.LOAD else touched, columns, fills,
+            plan.origin_version)
         # The version's net changes, from the version the table is at now to this one: kept while both the
         # changelog and the history are written from them.
         net, kept = _net(spark, spec, before, columns, first_load=True)
@@ -405,7 +388,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         clock.lap("changes")
     if _scd2(spec):
         recorded = _write_history(spark, spec, files, version, net, columns, fills, current, location,
-                                  anew=anew, origin=origin)
+                                  anew=anew, load=plan.action is Action.LOAD)
         clock.lap("history")
     if net is not None:
         for frame in (net, *kept):
@@ -436,7 +419,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     # are switched first, all in one call (``commit_partitions``); then its version file is written, and the table
     # pointed at it. A job killed between the two leaves readers the new rows and the ledger the old watermark:
     # the run's re-run, or the next run, applies the range again onto them, which changes nothing twice.
-    if spec.shard is not None:
+    if plan.switch is Switch.SHARD and spec.shard is not None:  # the plan switches a shard's partition only
         # The table made and given the shard's columns first (other shards' rows read them as NULL), then the
         # shard's partition pointed at the new version: one metastore call, which no other shard's touches.
         shards.ensure_table(spark, spec, columns, table_root)
@@ -444,7 +427,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                           [PartitionChange(values=spec.shard.values, location=path)], spec.warehouse_dir,
                           empty_root=f"{root}/{EMPTY_PARTITIONS}/{version_dir_name(version)}")
         failpoint("merge.driver.switched")
-    elif location is None or redefine:
+    elif plan.switch is Switch.CREATE:
         if redefine:
             # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
             # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
@@ -488,7 +471,7 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
               "daylight-saving change): moved forward by the gap", flush=True)
     # A version a kept day is the snapshot of stays, whatever its age.
     pinned = {number for _, number in snapshot_days}
-    expired = versions_to_remove({**existing, version: True}, version, spec.keep_versions, origin.version)
+    expired = versions_to_remove({**existing, version: True}, version, spec.keep_versions, plan.origin_version)
     removed = [number for number in expired if number not in pinned]
     if spec.changelog is not None:
         _remove_unlisted_changes(spark, spec, files, removed)
@@ -496,35 +479,36 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         _remove_history_versions(files, spec, expired, {*existing, version}, recorded)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
-    return TableMerge(status=Status.COMMITTED, version=version, location=path, rows=rows, origin=origin.version,
+    return TableMerge(status=Status.COMMITTED, version=version, location=path, rows=rows, origin=plan.origin_version,
                       added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
-                      reason=origin.reason, removed_versions=tuple(removed), phases=clock.phases,
+                      reason=plan.reason, removed_versions=tuple(removed), phases=clock.phases,
                       partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
                       emptied_partitions=emptied, changelog=logged,
                       snapshot_days=tuple(day for day, number in snapshot_days if number == version),
                       history=recorded)
 
 
-def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: str, origin: Any, touched: set[str],
-                 columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]]) -> Any:
+def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: str, touched: set[str] | None,
+                 columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]],
+                 origin_version: int | None) -> Any:
     """The rows of the version the table is at (``current``, as its version file describes it, at ``location``)
-    that the run may change, as ``columns``: all of them for a load; for a merge, of a partitioned table those of
-    the partitions it rewrites. None when there are none to read.
+    that the run may change, as ``columns``: all of them (``touched`` None: a load); for a merge, of a partitioned
+    table those of the partitions it rewrites. None when there are none to read.
 
-    Read from that version, not from the merge's origin: a re-run merging onto its input version again finds
-    the table at its own earlier result, and the change from there to the new version is none. Columns added in
-    the range get their fill only in the origin itself, which predates them."""
+    Read from that version, not from the merge's origin (``origin_version``): a re-run merging onto its input
+    version again finds the table at its own earlier result, and the change from there to the new version is none.
+    Columns added in the range get their fill only in the origin itself, which predates them."""
     if current.partitioning is None:
         locations = [location]
     else:
-        locations = [where for value, where in current.partitions if origin.action == Action.LOAD or value in touched]
+        locations = [where for value, where in current.partitions if touched is None or value in touched]
     if not locations:
         return None
     if current.partitioning is None:
         rows = spark.read.parquet(location)
     else:
         rows = _partitions_frame(spark, spec, current.partitioning, locations)
-    return _as_columns(rows, columns, fills if current.version == origin.version else (None, {}))
+    return _as_columns(rows, columns, fills if current.version == origin_version else (None, {}))
 
 
 def _write_changes(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, net: Any,
@@ -665,7 +649,7 @@ def _scd2(spec: MergeSpec) -> bool:
 
 def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int, net: Any,
                    columns: list[tuple[str, str]], fills: tuple[Any, dict[str, list[str]]],
-                   current: VersionInfo | None, location: str | None, anew: bool, origin: Any) -> HistoryCommit:
+                   current: VersionInfo | None, location: str | None, anew: bool, load: bool) -> HistoryCommit:
     """Write what the version does to the SCD2 history (``spark.history``) into the history table's directory
     ``vNNNNNN``: the open rows after it, and the closed rows of its day (those closed before on the same day with
     them); returns what its version file records. Switched after the commit (``_switch_history``).
@@ -687,12 +671,11 @@ def _write_history(spark: Any, spec: MergeSpec, files: HadoopFiles, version: int
     else:
         if earlier is None:  # turned on now: the rows of the version the table is at are open from its day
             moment = current.as_of or spec.as_of
-            rows = _rows_before(spark, spec, current, location or "", Origin(Action.LOAD, None, ""), set(), columns,
-                                (None, {}))
+            rows = _rows_before(spark, spec, current, location or "", None, columns, (None, {}), None)
             held = initial_open(rows, columns, settings, version_day(moment, None, zone), moment, current.version)
         else:
             held = _history_rows(spark, spec, previous[OPEN_END], columns, fills)
-        if origin.action == Action.LOAD and earlier is not None:
+        if load and earlier is not None:
             # A fresh snapshot brings the history level with the source whatever its open rows hold (verify
             # compares them with the table): its step's changes are from those rows, not from the table's version,
             # to the snapshot. They are the same changes while the history agrees with the table.
