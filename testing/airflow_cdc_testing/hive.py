@@ -1,20 +1,23 @@
-"""Reading a Hive table back through its metastore, in a separate spark-submit (Derby admits one JVM at a time)."""
+"""Reading a Hive table back through its metastore: in a driver kept for the process's reads, which holds nothing of
+a table between two of them (Derby admits one JVM at a time); and spark-submit for one job."""
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import select
+import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
-
-READ_TABLE_JOB = str(Path(__file__).with_name("read_table_job.py"))
 
 
 def spark_env() -> dict[str, str]:
@@ -49,17 +52,62 @@ def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list
                      time_zone: str | None = None) -> dict[str, tuple[pa.Table, str]]:
     """For each ``database.table``: its rows (an Arrow table) and the location the metastore gives for it.
 
-    With ``time_zone``, read as a Spark reader in that zone does: timestamps as the text it shows."""
+    With ``time_zone``, read as a Spark reader in that zone does: timestamps as the text it shows. Read by this
+    process's reader (one driver JVM kept for all its reads, ``read_table_job --serve``)."""
+    global _reader
     with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
         outs = [os.path.join(tmp, f"t{i}.parquet") for i in range(len(tables))]
         pairs = [arg for table, out in zip(tables, outs) for arg in (table, out)]
         zone = ["--time-zone", time_zone] if time_zone else []
-        result = run_spark_job(READ_TABLE_JOB, *zone, warehouse_dir, metastore_uri or "", *pairs, work_dir=tmp,
-                               master="local[1]")
-        if result.returncode != 0:
-            raise RuntimeError(f"Reading {tables} failed:\n{result.stdout[-3000:]}\n{result.stderr[-5000:]}")
+        if _reader is None or _reader.process.poll() is not None:
+            _reader = _Reader()
+        _reader.read([*zone, warehouse_dir, metastore_uri or "", *pairs], tables)
         return {table: (pq.read_table(out), json.loads(Path(f"{out}.json").read_text())["location"])
                 for table, out in zip(tables, outs)}
+
+
+class _Reader:
+    """The driver that reads Hive tables for this process, started at its first read and kept until it exits."""
+
+    def __init__(self) -> None:
+        self.home = tempfile.mkdtemp(prefix="cdc-reader-")
+        self.log = Path(self.home) / "reader.log"
+        env = {**spark_env(), "PYSPARK_SUBMIT_ARGS": " ".join([
+            "--master", "local[1]", "--conf", "spark.ui.enabled=false",
+            "--driver-java-options", f"-Dderby.system.home={self.home}", "pyspark-shell"])}
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen([sys.executable, "-m", "airflow_cdc_testing.read_table_job", "--serve"],
+                                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+                                            bufsize=1, env=env, cwd=self.home)
+        self._lock = threading.Lock()
+        atexit.register(self.close)
+
+    def read(self, args: list[str], tables: list[str], timeout: float = 600) -> None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        with self._lock:
+            self.process.stdin.write(json.dumps(args) + "\n")
+            self.process.stdin.flush()
+            ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+            line = self.process.stdout.readline() if ready else ""
+            if not line:
+                self.process.kill()
+                raise RuntimeError(f"Reading {tables}: the reader gave no answer (exit {self.process.wait()}):\n"
+                                   f"{self.log.read_text(errors='replace')[-5000:]}")
+            error = json.loads(line).get("error")
+            if error:
+                raise RuntimeError(f"Reading {tables} failed:\n{error}\n{self.log.read_text(errors='replace')[-3000:]}")
+
+    def close(self) -> None:
+        if self.process.poll() is None and self.process.stdin is not None:
+            self.process.stdin.close()
+            try:
+                self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+
+_reader: _Reader | None = None
 
 
 def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str,
