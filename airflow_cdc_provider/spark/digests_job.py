@@ -32,7 +32,7 @@ from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.names import column
 from airflow_cdc_provider.spark.row_texts import column_text, first_64_bits, key_text, row_text, version_frame
-from airflow_cdc_provider.spark.session import hive_session
+from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 
 
 def _carried(name: str, column_type: str, job: DigestsJob) -> Any:
@@ -82,6 +82,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <URI of the digests jobs JSON>", file=sys.stderr)
         return 2
+    prefer_installed_pyspark()
     from pyspark import SparkConf, SparkContext
 
     files = HadoopFiles(SparkContext.getOrCreate(SparkConf()), "")

@@ -93,7 +93,7 @@ from airflow_cdc_provider.spark.partition_commit import (
     partitions_of,
 )
 from airflow_cdc_provider.spark.partitioning import partition_value
-from airflow_cdc_provider.spark.session import hive_session
+from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 from airflow_cdc_provider.spark.snapshots import day_partitions, ensure_table, sync_days
 
 
@@ -963,6 +963,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <URI of the merge job JSON>", file=sys.stderr)
         return 2
+    prefer_installed_pyspark()
     from pyspark import SparkConf, SparkContext
 
     started = dt.datetime.now(dt.UTC)

@@ -39,7 +39,7 @@ from airflow_cdc_provider.spark.names import column
 from airflow_cdc_provider.spark.row_texts import bucket_of as bucket_of
 from airflow_cdc_provider.spark.row_texts import first_64_bits, row_text, version_frame
 from airflow_cdc_provider.spark.row_texts import key_text as key_text
-from airflow_cdc_provider.spark.session import hive_session
+from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 
 
 def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
@@ -224,6 +224,7 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print(f"usage: {argv[0]} <URI of the verify jobs JSON>", file=sys.stderr)
         return 2
+    prefer_installed_pyspark()
     from pyspark import SparkConf, SparkContext
 
     files = HadoopFiles(SparkContext.getOrCreate(SparkConf()), "")
