@@ -287,16 +287,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if current is not None and location and _beside(spec) and not HadoopFiles(spark, location).exists(
             f"{location}/{LISTED_FILE}"):
         # A commit whose job died before the tables beside it listed the version: they list it now, before
-        # anything else (each step is idempotent). The mark says it was done, and saves the metastore calls.
-        if spec.changelog is not None and current.changelog is not None:
-            _add_changes(spark, spec, current.changelog, current.version, location, table_columns)
-        if _scd2(spec) and current.history is not None:
-            _switch_history(spark, spec, current.history, files_of=HadoopFiles(spark, location),
-                            columns=table_columns)
-        if _snapshots(spec):
-            _sync_snapshots(spark, spec, current.version, location, current.partitions, current.snapshot_days,
-                            current.dropped_days, table_columns, current.partitioning)
-        HadoopFiles(spark, location).write_text(f"{location}/{LISTED_FILE}", "", overwrite=True)
+        # anything else, by the same call that lists a version after its commit.
+        _publish(spark, spec, current, location, table_columns)
     if not plan.writes:
         return TableMerge(status=Status.UNCHANGED, reason=plan.reason, version=current.version if current else None,
                           location=location)
@@ -450,14 +442,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
             # in between is not recorded as committed; its retry merges again and adds them.
             spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
             print(f"cdc-merge: added the columns {added}", flush=True)
-    if logged is not None:
-        _add_changes(spark, spec, logged, version, path, columns)
-    if recorded is not None:
-        _switch_history(spark, spec, recorded, files_of=files, columns=columns)
-    if _snapshots(spec):
-        _sync_snapshots(spark, spec, version, path, partitions, snapshot_days, dropped_days, columns, layout)
     if _beside(spec):
-        files.write_text(f"{path}/{LISTED_FILE}", "", overwrite=True)
+        _publish(spark, spec, version_info(partitions), path, columns)
     clock.lap("commit")
     rewritten = sum(1 for c in changes if c.location is not None)
     emptied = len(changes) - rewritten
@@ -636,6 +622,22 @@ def _sync_snapshots(spark: Any, spec: MergeSpec, version: int, location: str, pa
         mine = sorted(day for day, number in days if number == version)
         print(f"cdc-merge: {spec.database}.{spec.history.snapshots}: the days {mine} are version {version}; dropped "
               f"{list(dropped)}", flush=True)
+
+
+def _publish(spark: Any, spec: MergeSpec, info: VersionInfo, location: str, columns: list[tuple[str, str]]) -> None:
+    """List the committed version ``info`` (at ``location``, with ``columns``) in the tables beside the table: its
+    changelog partition, the history partitions it switches, the days it is the snapshot of; then mark it listed.
+    Each step is idempotent: a merge that finds the version the table is at not marked (its job died after the
+    commit) calls this again before anything else, and the mark saves the metastore calls after that."""
+    files = HadoopFiles(spark, location)
+    if spec.changelog is not None and info.changelog is not None:
+        _add_changes(spark, spec, info.changelog, info.version, location, columns)
+    if _scd2(spec) and info.history is not None:
+        _switch_history(spark, spec, info.history, files_of=files, columns=columns)
+    if _snapshots(spec):
+        _sync_snapshots(spark, spec, info.version, location, info.partitions, info.snapshot_days, info.dropped_days,
+                        columns, info.partitioning)
+    files.write_text(f"{location}/{LISTED_FILE}", "", overwrite=True)
 
 
 def _beside(spec: MergeSpec) -> bool:
