@@ -14,7 +14,7 @@ from airflow_cdc_testing.hive import run_spark_job
 from airflow_cdc_provider.core.changelog import ChangelogSpec
 from airflow_cdc_provider.core.history import HistorySpec
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, PartitionedTarget, PlainTarget
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.workdir import TableDir
@@ -61,8 +61,9 @@ class Target:
             metastore_uri=None, plan=self.plan, end=end, as_of=as_of or dt.datetime.now(dt.UTC),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             capture_dir=str(out), upsert_files=tuple(upserts), delete_file=deletes,
-            partitioning=self.partitioning, left_partitions=left if self.partitioning else (),
-            changelog=self.changelog, history=self.history,
+            target=(PartitionedTarget(partitioning=self.partitioning, left_partitions=left,
+                                      changelog=self.changelog, history=self.history) if self.partitioning
+                    else PlainTarget(changelog=self.changelog, history=self.history)),
         )
         (out / "job.json").write_text(MergeJob(spec.warehouse_dir, None, (spec,), str(out / "result.json")).to_text())
         t0 = time.perf_counter()

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Collection, Sequence
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import model_validator
+from pydantic import Field, model_validator
 
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec, changelog_table
 from airflow_cdc_provider.core.contract import MergeInput, TablePlan
@@ -171,6 +171,41 @@ def versions_to_remove(versions: dict[int, bool], committed: int, keep: int,
                   and (v <= committed - keep or (v < committed and not complete)))
 
 
+class PlainTarget(Model):
+    """A Hive table that is its source's alone, each version written whole in a directory of its own; with the
+    tables beside it the merge keeps: its changelog (``core.changelog``) and its daily snapshots and SCD2 history
+    (``core.history``), None where there are none."""
+
+    kind: Literal["plain"] = "plain"
+    changelog: ChangelogSpec | None = None
+    history: HistorySpec | None = None
+
+
+class PartitionedTarget(Model):
+    """A Hive table partitioned by its configuration's spec (``partition_by:``): a version rewrites the partitions
+    its rows land in or left (``left_partitions``, ``MergeInput.left_partitions``) and points at the others where
+    they are; with the tables beside it, as a plain table's."""
+
+    kind: Literal["partitioned"] = "partitioned"
+    partitioning: Partitioning
+    left_partitions: tuple[str, ...] = ()
+    changelog: ChangelogSpec | None = None
+    history: HistorySpec | None = None
+
+
+class ShardTarget(Model):
+    """One shard of a Hive table partitioned by the shards (``core.shards``): the merge writes its rows only and
+    points its partition at them. It keeps no table beside it."""
+
+    kind: Literal["shard"] = "shard"
+    shard: Shard
+
+
+# Where a merge writes, one of three: a combination the configuration refuses (a partitioned shard, a shard with a
+# changelog) cannot be written.
+Target = Annotated[PlainTarget | PartitionedTarget | ShardTarget, Field(discriminator="kind")]
+
+
 class MergeSpec(Model):
     """Everything the merge job needs for one table, in plain values."""
 
@@ -204,24 +239,16 @@ class MergeSpec(Model):
     replaced: tuple[int, ...] = ()
     # Runtime SQL settings (``spark.sql.*``, the table's ``spark_conf:``) the job sets while it merges this table.
     spark_conf: tuple[tuple[str, str], ...] = ()
-    # A partitioned table's layout; the partitions rows left in the range (``MergeInput.left_partitions``); and
-    # whether the upserts hold rows read again from the source, whose partition before the run no event tells.
-    partitioning: Partitioning | None = None
-    left_partitions: tuple[str, ...] = ()
+    # Where the merge writes: the table whole, its partitions, or one shard's partition.
+    target: Target = PlainTarget()
+    # Whether the upserts hold rows read again from the source, whose partition before the run no event tells.
     reread_rows: bool = False
-    # The changelog table the merge writes the version's changes to (``core.changelog``); None: none.
-    changelog: ChangelogSpec | None = None
-    # The daily snapshots and SCD2 history the merge keeps of the table (``core.history``); None: none.
-    history: HistorySpec | None = None
     # Every row event of the range as changelog rows (``stages.events``), for a changelog of ``mode: all``; None
     # for any other table and for a snapshot.
     events_file: str | None = None
     # The row digests of the version this spec makes (diff mode, ``stages.diff``): recorded with the commit, for the
     # next run to compare the source with; the job does not read it.
     digests: str | None = None
-    # The shard of the Hive table this spec's source is (``core.shards``): the job writes its rows only, and points
-    # its partition at them. None: the Hive table is the source's alone.
-    shard: Shard | None = None
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -263,11 +290,29 @@ class MergeSpec(Model):
         versions_to_remove({}, 0, self.keep_versions)  # checks keep_versions
         if self.partitioning is not None and self.partitioning.column in {name.lower() for name in names}:
             raise ValueError(f"The partition column {self.partitioning.column!r} is a column of the table too.")
-        if self.left_partitions and self.partitioning is None:
-            raise ValueError("Partitions rows left are given for a table that is not partitioned.")
-        if self.shard is not None and (self.partitioning or self.changelog or self.history):
-            raise ValueError("A shard's Hive table is partitioned by the shards, without a changelog or a history.")
         return self
+
+    # What the target says, for the steps that ask one thing of it.
+    @property
+    def partitioning(self) -> Partitioning | None:
+        """A partitioned table's layout; None for a plain table and a shard (partitioned by the shards)."""
+        return self.target.partitioning if isinstance(self.target, PartitionedTarget) else None
+
+    @property
+    def left_partitions(self) -> tuple[str, ...]:
+        return self.target.left_partitions if isinstance(self.target, PartitionedTarget) else ()
+
+    @property
+    def shard(self) -> Shard | None:
+        return self.target.shard if isinstance(self.target, ShardTarget) else None
+
+    @property
+    def changelog(self) -> ChangelogSpec | None:
+        return None if isinstance(self.target, ShardTarget) else self.target.changelog
+
+    @property
+    def history(self) -> HistorySpec | None:
+        return None if isinstance(self.target, ShardTarget) else self.target.history
 
     def committed(self, version: int, location: str) -> Committed:
         """What the ledger records once the job committed this spec as ``version`` at ``location``."""
@@ -397,16 +442,29 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
                                if ColumnType.parse(ctype).base == "datetime"),
         buckets=merge_input.reread.buckets if merge_input.reread and merge_input.reread.which else 0,
         replaced=merge_input.reread.which if merge_input.reread else (),
-        spark_conf=table.table.spark_conf, partitioning=table.table.partitioning,
-        left_partitions=merge_input.left_partitions if table.table.partitioning else (),
+        spark_conf=table.table.spark_conf, target=merge_target(table, merge_input, name),
         # A diff's rows come with no before image: where a partitioned table held them is looked up.
         reread_rows=merge_input.reread is not None or merge_input.mode in (Mode.DIFF, Mode.HEAL),
-        changelog=(ChangelogSpec(table=changelog_table(name), settings=table.table.changelog)
-                   if table.table.changelog is not None else None),
-        history=HistorySpec.of(name, table.table.history) if table.table.history is not None else None,
         events_file=uri(merge_input.events_file) if merge_input.events_file else None,
-        digests=merge_input.digests_file, shard=table.table.shard,
+        digests=merge_input.digests_file,
     )
+
+
+def merge_target(table: TablePlan, merge_input: MergeInput, name: str) -> Target:
+    """Where the merge of ``table`` writes (``name``: its Hive table's name), from its configuration."""
+    captured = table.table
+    changelog = (ChangelogSpec(table=changelog_table(name), settings=captured.changelog)
+                 if captured.changelog is not None else None)
+    history = HistorySpec.of(name, captured.history) if captured.history is not None else None
+    if captured.shard is not None:
+        if captured.partitioning or changelog or history:
+            raise ValueError(f"{table.source} is a shard: its Hive table is partitioned by the shards, without a "
+                             "changelog or a history.")
+        return ShardTarget(shard=captured.shard)
+    if captured.partitioning is not None:
+        return PartitionedTarget(partitioning=captured.partitioning, left_partitions=merge_input.left_partitions,
+                                 changelog=changelog, history=history)
+    return PlainTarget(changelog=changelog, history=history)
 
 
 def layout_text(partitioning: Partitioning | None) -> str:

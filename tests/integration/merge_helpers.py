@@ -14,7 +14,7 @@ from airflow_cdc_testing.hive import read_hive_table, spark_env, spark_submit_co
 from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table
 from airflow_cdc_provider.core.history import HistorySettings, HistorySpec
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, plan_run
-from airflow_cdc_provider.core.merge import MergeJob, MergeSpec
+from airflow_cdc_provider.core.merge import MergeJob, MergeSpec, PlainTarget
 from airflow_cdc_provider.core.types import hive_type
 from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.spark import MERGE_JOB
@@ -52,7 +52,7 @@ class Table:
             metastore_uri=None, plan=plan, end=end, as_of=self.as_of, capture_dir=str(self.run_dir(run)),
             columns=tuple((n, hive_type(t)) for n, t in self.header.columns), key=self.header.key,
             upsert_files=tuple(upserts), delete_file=delete_file, keep_versions=self.keep_versions,
-            changelog=self.changelog, history=self.history,
+            target=PlainTarget(changelog=self.changelog, history=self.history),
         )
         job = MergeJob(self.warehouse, None, (spec,), str(self.tmp / f"result-{run.run_id}.json"))
         path = self.tmp / f"job-{run.run_id}.json"

@@ -128,11 +128,12 @@ def test_a_commit_gives_an_asset_event_to_each_table_beside_it_that_it_changed()
 
 def test_a_commit_with_history_writes_its_snapshots_and_history_tables_from_the_same_source():
     from airflow_cdc_provider.core.history import HistorySpec
-    from airflow_cdc_provider.core.merge import written_lineage
+    from airflow_cdc_provider.core.merge import PlainTarget, written_lineage
     from tests.unit.test_job_specs import spec
 
     plain = spec()
-    kept = plain.model_copy(update={"history": HistorySpec.of("orders", HistorySettings(daily=True, scd2=True))})
+    kept = plain.model_copy(update={"target": PlainTarget(
+        history=HistorySpec.of("orders", HistorySettings(daily=True, scd2=True)))})
     names = [w.target.name for w in written_lineage(kept, plain.source_columns, "mysql://db:3306", "hive://h:9083")]
     assert names == ["ods.orders", "ods.orders_snapshots", "ods.orders_history"]
     history = written_lineage(kept, plain.source_columns, "mysql://db:3306", "hive://h:9083")[2]

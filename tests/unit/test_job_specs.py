@@ -118,7 +118,7 @@ def test_the_spec_of_a_table_with_a_history_names_the_tables_its_settings_ask_fo
     for wrong in ({"snapshots": "orders_snapshots", "history": None, "settings": {"scd2": True}},
                   {"snapshots": None, "history": "Orders_History", "settings": {"scd2": True}}):
         with pytest.raises(ValidationError):
-            MergeSpec.model_validate_json(spec_with(history=wrong))
+            MergeSpec.model_validate_json(spec_with(target={"kind": "plain", "history": wrong}))
 
 
 def test_a_job_has_one_warehouse_and_a_result_file_it_may_write():

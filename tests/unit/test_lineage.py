@@ -82,12 +82,12 @@ def test_a_binlog_pass_is_named_by_dag_and_group_one_part_each():
 
 def test_a_commit_with_a_changelog_writes_the_table_and_its_changelog_table_from_the_same_source():
     from airflow_cdc_provider.core.changelog import ChangelogSettings, ChangelogSpec
-    from airflow_cdc_provider.core.merge import written_lineage
+    from airflow_cdc_provider.core.merge import PlainTarget, written_lineage
     from tests.unit.test_job_specs import spec
 
     plain = spec()
-    with_changelog = plain.model_copy(update={"changelog": ChangelogSpec(table="orders_changelog",
-                                                                         settings=ChangelogSettings())})
+    with_changelog = plain.model_copy(update={"target": PlainTarget(changelog=ChangelogSpec(
+        table="orders_changelog", settings=ChangelogSettings()))})
     (only,) = written_lineage(plain, plain.source_columns, "mysql://db:3306", "hive://hms:9083")
     table, changelog = written_lineage(with_changelog, plain.source_columns, "mysql://db:3306", "hive://hms:9083")
     assert table == only and changelog.source == table.source

@@ -38,16 +38,21 @@ def test_a_merge_spec_carries_the_layout_and_the_partitions_rows_left():
 
 
 @pytest.mark.parametrize(("changes", "says"), [
-    ({"left_partitions": ["0"]}, "not partitioned"),
+    ({"target": {"kind": "plain", "left_partitions": ["0"]}}, "target.plain.left_partitions"),
+    ({"target": {"kind": "partitioned", "left_partitions": ["0"]}}, "target.partitioned.partitioning"),
+    ({"target": {"kind": "shard", "shard": {"source_schema": "s", "source_table": "t"}, "changelog": None}},
+     "target.shard.changelog"),
 ])
-def test_a_spec_that_gives_partitions_to_an_unpartitioned_table_is_refused(changes, says):
+def test_a_spec_whose_target_cannot_be_is_refused(changes, says):
+    # Partitions rows left of a table that is not partitioned, a partitioned table without its layout, a shard
+    # with a changelog: the target's kinds do not hold them.
     with pytest.raises(ValidationError, match=says):
         MergeSpec.from_text(json.dumps({**json.loads(spec().to_text()), **changes}))
 
 
 def test_a_partition_column_named_like_a_column_of_the_table_is_refused_in_the_spec():
     text = json.loads(spec(layout("truncate(id, 100)")).to_text())
-    text["partitioning"]["spec"]["column"] = "id"
+    text["target"]["partitioning"]["spec"]["column"] = "id"
     with pytest.raises(ValidationError):
         MergeSpec.from_text(json.dumps(text))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_cdc_provider.core.ledger import LedgerConflict, VersionInfo
-from airflow_cdc_provider.core.merge import MergeSpec, merge_spec
+from airflow_cdc_provider.core.merge import MergeSpec, PartitionedTarget, PlainTarget, ShardTarget, merge_spec
 from airflow_cdc_provider.core.modes import Action, Mode
 from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec
 from airflow_cdc_provider.core.shards import Shard
@@ -18,9 +18,12 @@ LAYOUT = Partitioning(spec=PartitionSpec.parse("truncate(id, 10)"), source_colum
 OTHER_LAYOUT = Partitioning(spec=PartitionSpec.parse("bucket(id, 4)"), source_column="id", source_type="int(11)")
 
 
-def spec(mode: Mode = Mode.INCREMENTAL, **update) -> MergeSpec:
+def spec(mode: Mode = Mode.INCREMENTAL, partitioning: Partitioning | None = None, shard: Shard | None = None,
+         **update) -> MergeSpec:
     made = merge_spec(table_plan(mode), merge_input(mode), "/wh", None, 3)
-    return made.model_copy(update=update)
+    target = (ShardTarget(shard=shard) if shard else PartitionedTarget(partitioning=partitioning) if partitioning
+              else PlainTarget())
+    return made.model_copy(update={**update, "target": target})
 
 
 def version(position: int = 100, number: int = 2, **fields) -> VersionInfo:
