@@ -281,14 +281,14 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     application found so far, by name (each is looked up, or created, once per application)."""
     clock = _Clock(f"{spec.database}.{spec.table}: ")
     location, current, table_columns = _current(spark, spec)
-    plan = plan_version(spec, current, tuple(table_columns))
     clock.lap("metastore read")
-    print(f"cdc-merge: {plan.action}: {plan.reason}", flush=True)
     if current is not None and location and _beside(spec) and not HadoopFiles(spark, location).exists(
             f"{location}/{LISTED_FILE}"):
         # A commit whose job died before the tables beside it listed the version: they list it now, before
-        # anything else, by the same call that lists a version after its commit.
+        # anything else (whatever this run may be refused), by the same call that lists a version after its commit.
         _publish(spark, spec, current, location, table_columns)
+    plan = plan_version(spec, current, tuple(table_columns))
+    print(f"cdc-merge: {plan.action}: {plan.reason}", flush=True)
     if not plan.writes:
         return TableMerge(status=Status.UNCHANGED, reason=plan.reason, version=current.version if current else None,
                           location=location)
