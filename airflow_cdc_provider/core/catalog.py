@@ -131,7 +131,7 @@ def _collisions(chosen: dict[TableName, tuple[TableConfig, TableConfig | TablePa
         if len(sources) < 2:
             continue
         hive_table = f"{database}.{target}"
-        shardings = [chosen[s][0].shards for s in sources]
+        shardings = [chosen[s][0].settings.shards for s in sources]
         if all(shardings) and len({sharding.server is None for sharding in shardings if sharding}) == 1:
             continue  # shards of one Hive table (``core.shards``), as their entries say
 

@@ -21,9 +21,9 @@ import zoneinfo
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, ValidationError, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, JsonValue, ValidationError, field_validator
 
 from airflow_cdc_provider.core.changelog import ChangelogSettings, changelog_table
 from airflow_cdc_provider.core.errors import CdcError, InvalidIdentifier
@@ -450,7 +450,8 @@ class VerifyConfig(_Section):
 
 class TableEntry(_Section):
     """One entry of `tables:`: a table by name, or a pattern selecting many, resolved at each run
-    (``docs/configuration.md``). Read by ``_table_entry``; this model names its keys."""
+    (``docs/configuration.md``). Read by ``_table_entry``; this model names the keys that select the tables and
+    name their Hive tables, ``TableSettings`` those that set them."""
 
     source: str | None = Field(None, description="`schema.table`, or globs (`*` `?` `[..]`) on schema and "
                                "table such as `shop.*` (a part quoted with backticks is a name)")
@@ -460,30 +461,162 @@ class TableEntry(_Section):
                                "{table} (default {schema}_{table})")
     exclude: str | list[str] | None = Field(None, description="on a pattern: schema.table globs (regexes for a "
                                             "regex entry) taken out of what it selects")
-    schema_changes: Policy | None = Field(None, description="this table's policy, over `run: schema_changes`",
-                                          json_schema_extra={"choices": POLICY_CHOICES})
-    spark_conf: dict[str, str] | None = Field(None, description="runtime SQL settings (`spark.sql.*`) the merge "
-                                              "applies while it handles this table, over `spark: merge_conf`")
-    partition_by: str | None = Field(None, description="how the Hive table is partitioned: one transform of one "
-                                     "column, such as `day(created_at)`, `truncate(id, 1000000)` or `bucket(id, 64) "
-                                     "AS b` ([partitions.md](partitions.md)); null: not partitioned")
-    changelog: bool | dict[str, Any] | None = Field(None, description=CHANGELOG_MEANING + ", over `hive: changelog`"
-                                                    " (`false`: none; null: as `hive: changelog` says)",
-                                                    json_schema_extra={"type": CHANGELOG_TYPE, "keys": CHANGELOG_KEYS})
-    history: bool | dict[str, Any] | None = Field(None, description=HISTORY_MEANING + ", over `hive: history` "
-                                                  "(`false`: none; null: as `hive: history` says)",
-                                                  json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
-    capture: Capture | None = Field(None, description="how this table's changes are found, over `source: capture`",
-                                    json_schema_extra={"choices": CAPTURE_CHOICES})
-    shards: bool | dict[str, str] | None = Field(None, description="`true`: every table the entry selects is a "
-                                                 "shard of its one `target:`, which gets the columns _source_schema "
-                                                 "and _source_table (its partitions); `{server: name}`: and "
-                                                 "_source_server, for shards on several servers, each group naming "
-                                                 "its own ([sources.md](sources.md#shards))")
-    key: str | list[str] | None = Field(None, description="the columns that identify a row, for a table with no "
-                                        "primary key and no unique key on NOT NULL columns (or instead of its own): "
-                                        "NOT NULL columns, checked unique by each snapshot ([sources.md]"
-                                        "(sources.md#declared-keys)); null: the table's own key")
+
+
+def _parsed(parse: Any) -> Any:
+    """A table setting's parser as its field's validator, for a value read from a configuration
+    (``TableSettings.read``, whose context says where it was written, for the messages). A value given in code
+    is already of the field's type."""
+    return BeforeValidator(lambda value, info: parse(value, info.context["where"]) if info.context else value)
+
+
+def _shards(value: Any, where: str) -> Sharding | None:
+    """A table entry's `shards:`: `true`, or the name of the server its group reads (`shards: {server: eu}`)."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return Sharding()
+    server = value.get("server") if isinstance(value, dict) and set(value) <= {"server"} else None
+    if not isinstance(server, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", server):
+        raise ConfigError(f"`shards:` of {where} must be `true`, or name the server its tables come from, such as "
+                          f"`shards: {{server: eu_1}}` (letters, digits, _ . -; at most 64), got {value!r}: every "
+                          "table the entry selects goes into its one `target:`, with the shard's server, schema and "
+                          "table as columns (docs/sources.md).")
+    return Sharding(server=server)
+
+
+def _capture(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in CAPTURES:
+        raise ConfigError(f"`capture:` of {where} must be one of {', '.join(CAPTURES)}, got {value!r}: binlog reads "
+                          "the changes from the binlog, diff compares the table with its last version's row digests "
+                          "(docs/sources.md).")
+    return str(value)
+
+
+def _key(value: Any, where: str) -> tuple[str, ...] | None:
+    """A table entry's `key:`: a column name or a list of them, each once. Whether the table has them, NOT NULL,
+    is the check's to find (``core.keys.declared_key``), and whether their values are unique the snapshot's."""
+    if value is None:
+        return None
+    names = [value] if isinstance(value, str) else value
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and n.strip() and n == n.strip() for n in names)):
+        raise ConfigError(f"`key:` of {where} must be a column name or a list of column names, such as "
+                          f"`key: [order_id, line_no]`, got {value!r}.")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ConfigError(f"`key:` of {where} names {', '.join(repeated)} more than once: name each column once.")
+    return tuple(names)
+
+
+def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
+    try:
+        return tuple(spark_settings(value, per_table=True).items())
+    except _Invalid as exc:
+        raise ConfigError(f"`spark_conf:` of {where} {exc}") from None
+
+
+def _partition_by(value: Any, where: str) -> PartitionSpec | None:
+    """A table's `partition_by:` parsed when the configuration is read: its form is checked here, and whether it
+    fits the table's columns by the check (``operators.check``), which knows them."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigError(f"`partition_by:` of {where} must be a text such as 'day(created_at)' or 'bucket(id, 64) "
+                          f"AS b', got {value!r} ({type(value).__name__}). Quote it in the YAML.")
+    try:
+        return PartitionSpec.parse(value)
+    except BadPartitionSpec as exc:
+        raise ConfigError(f"`partition_by:` of {where}: {exc}") from None
+
+
+def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[False] | None:
+    """A table entry's `changelog:`: `false` is none, whatever `hive: changelog:` says; null (or no key) leaves it
+    to `hive: changelog:`. Whether it fits the table's columns is the check's to find (``operators.check``)."""
+    if value is None:
+        return None
+    try:
+        settings = changelog_settings(value)
+    except _Invalid as exc:
+        raise ConfigError(f"`changelog:` of {where} {exc}") from None
+    return False if settings is None else settings
+
+
+def _table_history(value: Any, where: str) -> HistorySettings | Literal[False] | None:
+    """A table entry's `history:`: `false` (or a mapping that turns both off) is none, whatever `hive: history:`
+    says; null (or no key) leaves it to `hive: history:`. Whether it fits the table's columns is the check's to
+    find (``operators.check``)."""
+    if value is None:
+        return None
+    try:
+        settings = history_settings(value)
+    except _Invalid as exc:
+        raise ConfigError(f"`history:` of {where} {exc}") from None
+    return False if settings is None else settings
+
+
+def _policy(value: Any, where: str) -> str | None:
+    if value is None:
+        return None
+    if value not in POLICIES:
+        raise ConfigError(f"`schema_changes:` of {where} must be one of {', '.join(POLICIES)}, got {value!r}. "
+                          "strict takes on added columns only; evolve keeps dropped and renamed columns too.")
+    return str(value)
+
+
+class TableSettings(BaseModel):
+    """What a table entry sets for its table, or for each table its pattern selects: each key declared once here,
+    with its type as read, its parser (the field's validator, whose messages name the entry) and its words for
+    the reference. Carried whole from the entry to the table it makes (``TableConfig.settings``)."""
+
+    # Not a ``core.model.Model``: a model with its own __init__ is validated through it, which drops the
+    # validation's context (where the entry was written) before the parsers see it.
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_changes: Annotated[Policy | None, _parsed(_policy)] = Field(
+        None, description="this table's policy, over `run: schema_changes`",
+        json_schema_extra={"choices": POLICY_CHOICES})
+    spark_conf: Annotated[tuple[tuple[str, str], ...], _parsed(_table_spark_conf)] = Field(
+        (), description="runtime SQL settings (`spark.sql.*`) the merge applies while it handles this table, over "
+        "`spark: merge_conf`", json_schema_extra={"type": "mapping of settings or null"})
+    partition_by: Annotated[PartitionSpec | None, _parsed(_partition_by)] = Field(
+        None, description="how the Hive table is partitioned: one transform of one column, such as `day(created_at)`, "
+        "`truncate(id, 1000000)` or `bucket(id, 64) AS b` ([partitions.md](partitions.md)); null: not partitioned",
+        json_schema_extra={"type": "string or null"})
+    changelog: Annotated[ChangelogSettings | Literal[False] | None, _parsed(_table_changelog)] = Field(
+        None, description=CHANGELOG_MEANING + ", over `hive: changelog` (`false`: none; null: as `hive: changelog` "
+        "says)", json_schema_extra={"type": CHANGELOG_TYPE, "keys": CHANGELOG_KEYS})
+    history: Annotated[HistorySettings | Literal[False] | None, _parsed(_table_history)] = Field(
+        None, description=HISTORY_MEANING + ", over `hive: history` (`false`: none; null: as `hive: history` says)",
+        json_schema_extra={"type": HISTORY_TYPE, "keys": HISTORY_KEYS})
+    capture: Annotated[Capture | None, _parsed(_capture)] = Field(
+        None, description="how this table's changes are found, over `source: capture`",
+        json_schema_extra={"choices": CAPTURE_CHOICES})
+    shards: Annotated[Sharding | None, _parsed(_shards)] = Field(
+        None, description="`true`: every table the entry selects is a shard of its one `target:`, which gets the "
+        "columns _source_schema and _source_table (its partitions); `{server: name}`: and _source_server, for "
+        "shards on several servers, each group naming its own ([sources.md](sources.md#shards))",
+        json_schema_extra={"type": "boolean or mapping of settings or null"})
+    key: Annotated[tuple[str, ...] | None, _parsed(_key)] = Field(
+        None, description="the columns that identify a row, for a table with no primary key and no unique key on "
+        "NOT NULL columns (or instead of its own): NOT NULL columns, checked unique by each snapshot ([sources.md]"
+        "(sources.md#declared-keys)); null: the table's own key", json_schema_extra={"type": "string or list of "
+        "strings or null"})
+
+    @classmethod
+    def read(cls, entry: dict[str, Any], where: str) -> TableSettings:
+        """The settings ``entry`` (a table entry of the configuration) gives; ``where`` names it in messages."""
+        try:
+            return cls.model_validate({name: entry[name] for name in cls.model_fields if name in entry},
+                                      context={"where": where})
+        except ValidationError as exc:
+            # A parser's own message, which names the key, the entry, the value and what it must be.
+            first = exc.errors()[0].get("ctx", {}).get("error")
+            if isinstance(first, ConfigError):
+                raise first from None
+            raise
 
 
 SECTIONS: dict[str, type[BaseModel]] = {"source": SourceConfig, "work": WorkConfig, "hive": HiveConfig,
@@ -511,16 +644,7 @@ LEGACY_KEYS: dict[str, tuple[str, str]] = {
 class TableConfig:
     source: TableName
     target: str  # the Hive table name, within HiveConfig.database
-    schema_changes: str | None = None  # this table's policy, else the configuration's
-    spark_conf: tuple[tuple[str, str], ...] = ()  # runtime SQL settings of the merge while it handles this table
-    partition_by: PartitionSpec | None = None  # how its Hive table is partitioned; the check binds it to the columns
-    # its changelog (`changelog:`); False: none; None: as `hive: changelog:` says
-    changelog: ChangelogSettings | Literal[False] | None = None
-    # what it was (`history:`); False: nothing; None: as `hive: history:` says
-    history: HistorySettings | Literal[False] | None = None
-    key: tuple[str, ...] | None = None  # the columns `key:` declares; None: the table's own primary or unique key
-    capture: str | None = None  # binlog or diff; None: as `source: capture:` says
-    shards: Sharding | None = None  # a shard of its Hive table, which other entries' tables share (``core.shards``)
+    settings: TableSettings = TableSettings()  # what its entry sets (`schema_changes:`, `partition_by:`, …)
 
     def hive_table(self, hive: HiveConfig) -> str:
         return f"{hive.database}.{self.target}"
@@ -528,16 +652,18 @@ class TableConfig:
     def changelog_settings(self, default: ChangelogSettings | None) -> ChangelogSettings | None:
         """The table's changelog: its entry's own `changelog:` (`false` for none), else ``default`` (`hive:
         changelog:`)."""
-        if self.changelog is None:
+        own = self.settings.changelog
+        if own is None:
             return default
-        return None if self.changelog is False else self.changelog
+        return None if own is False else own
 
     def history_settings(self, default: HistorySettings | None) -> HistorySettings | None:
         """The table's history: its entry's own `history:` (`false` for none), else ``default`` (`hive:
         history:`)."""
-        if self.history is None:
+        own = self.settings.history
+        if own is None:
             return default
-        return None if self.history is False else self.history
+        return None if own is False else own
 
     @property
     def group_id(self) -> str:
@@ -563,14 +689,7 @@ class TablePattern:
     regex: re.Pattern[str] | None = None
     exclude: tuple[str, ...] = ()  # against ``schema.table`` as above: globs, or full-match regexes for a regex entry
     target: str = DEFAULT_TARGET  # the Hive table name, a template with {schema} and {table}
-    schema_changes: str | None = None
-    spark_conf: tuple[tuple[str, str], ...] = ()
-    partition_by: PartitionSpec | None = None  # each table it selects is partitioned so
-    changelog: ChangelogSettings | Literal[False] | None = None  # as TableConfig's, for each table it selects
-    history: HistorySettings | Literal[False] | None = None  # alike
-    key: tuple[str, ...] | None = None  # alike
-    capture: str | None = None  # alike
-    shards: Sharding | None = None  # each table it selects is a shard of its one target
+    settings: TableSettings = TableSettings()  # what its entry sets, for each table it selects
 
     def __post_init__(self) -> None:
         if (self.regex is None) == (self.schema is None or self.table is None):
@@ -597,8 +716,7 @@ class TablePattern:
                 f"Set `target:` for {name} in an entry of its own (`- source: {name}` with `target: a_name`), "
                 f"or change the pattern's `target:`, or exclude {name} from it."
             ) from None
-        return TableConfig(name, target, self.schema_changes, self.spark_conf, self.partition_by, self.changelog,
-                           self.history, self.key, self.capture, self.shards)
+        return TableConfig(name, target, self.settings)
 
     def __str__(self) -> str:
         """The pattern as the user wrote it: ``shop.*``, ``*.orders`` or ``regex shop\\.o.*``."""
@@ -657,11 +775,11 @@ class CdcConfig(BaseModel):
         return any(isinstance(t, TablePattern) for t in self.tables)
 
     def policy(self, table: TableConfig) -> str:
-        return table.schema_changes or self.run.schema_changes
+        return table.settings.schema_changes or self.run.schema_changes
 
     def capture(self, table: TableConfig) -> str:
         """How ``table``'s changes are found: its entry's `capture:`, else `source: capture:`."""
-        return table.capture or self.source.capture
+        return table.settings.capture or self.source.capture
 
     @classmethod
     def from_dict(cls, data: Any, origin: str = "the configuration") -> CdcConfig:
@@ -860,10 +978,10 @@ def time_zone(value: Any, where: str) -> str:
     return str(value)
 
 
-_ENTRY_KEYS = set(TableEntry.model_fields)
+_ENTRY_KEYS = set(TableEntry.model_fields) | set(TableSettings.model_fields)
 _ENTRY_FORM = ("must be `source: schema.table` (a glob such as `shop.*` selects many tables) or `regex: 'shop\\.o.*'`, "
-               "with an optional `target:`, `schema_changes: strict|evolve`, `spark_conf:`, `partition_by:`, "
-               "`changelog:`, `history:`, `key:`, `capture:`, `shards:` and, on a pattern, `exclude:`")
+               f"with an optional `target:`, {', '.join(f'`{key}:`' for key in TableSettings.model_fields)} and, on "
+               "a pattern, `exclude:`")
 
 
 def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
@@ -882,16 +1000,9 @@ def _table_entry(entry: Any, origin: str) -> TableConfig | TablePattern:
             return _named_entry(selected, entry, origin)
         pattern = TablePattern(*selected)
     where = f"the pattern {pattern} in {origin}"
-    shards = _shards(entry.get("shards"), where)
+    settings = TableSettings.read(entry, where)
     return replace(pattern, exclude=_exclude(entry.get("exclude"), pattern.regex is not None, where),
-                   target=_template(entry.get("target"), where, shards is not None),
-                   schema_changes=_policy(entry.get("schema_changes"), where),
-                   spark_conf=_table_spark_conf(entry.get("spark_conf"), where),
-                   partition_by=_partition_by(entry.get("partition_by"), where),
-                   changelog=_table_changelog(entry.get("changelog"), where),
-                   history=_table_history(entry.get("history"), where),
-                   key=_key(entry.get("key"), where), capture=_capture(entry.get("capture"), where),
-                   shards=shards)
+                   target=_template(entry.get("target"), where, settings.shards is not None), settings=settings)
 
 
 def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> TableConfig:
@@ -904,99 +1015,7 @@ def _named_entry(source: TableName, entry: dict[str, Any], origin: str) -> Table
     except InvalidIdentifier as exc:
         hint = " ({schema} and {table} apply only to a pattern's target.)" if "{" in str(target) else ""
         raise ConfigError(f"{exc} Set `target:` for {source} in {origin}.{hint}") from None
-    where = f"{source} in {origin}"
-    return TableConfig(source, target, _policy(entry.get("schema_changes"), where),
-                       _table_spark_conf(entry.get("spark_conf"), where),
-                       _partition_by(entry.get("partition_by"), where), _table_changelog(entry.get("changelog"), where),
-                       _table_history(entry.get("history"), where), _key(entry.get("key"), where),
-                       _capture(entry.get("capture"), where), _shards(entry.get("shards"), where))
-
-
-def _shards(value: Any, where: str) -> Sharding | None:
-    """A table entry's `shards:`: `true`, or the name of the server its group reads (`shards: {server: eu}`)."""
-    if value is None or value is False:
-        return None
-    if value is True:
-        return Sharding()
-    server = value.get("server") if isinstance(value, dict) and set(value) <= {"server"} else None
-    if not isinstance(server, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", server):
-        raise ConfigError(f"`shards:` of {where} must be `true`, or name the server its tables come from, such as "
-                          f"`shards: {{server: eu_1}}` (letters, digits, _ . -; at most 64), got {value!r}: every "
-                          "table the entry selects goes into its one `target:`, with the shard's server, schema and "
-                          "table as columns (docs/sources.md).")
-    return Sharding(server=server)
-
-
-def _capture(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if value not in CAPTURES:
-        raise ConfigError(f"`capture:` of {where} must be one of {', '.join(CAPTURES)}, got {value!r}: binlog reads "
-                          "the changes from the binlog, diff compares the table with its last version's row digests "
-                          "(docs/sources.md).")
-    return str(value)
-
-
-def _key(value: Any, where: str) -> tuple[str, ...] | None:
-    """A table entry's `key:`: a column name or a list of them, each once. Whether the table has them, NOT NULL,
-    is the check's to find (``core.keys.declared_key``), and whether their values are unique the snapshot's."""
-    if value is None:
-        return None
-    names = [value] if isinstance(value, str) else value
-    if (not isinstance(names, list) or not names
-            or not all(isinstance(n, str) and n.strip() and n == n.strip() for n in names)):
-        raise ConfigError(f"`key:` of {where} must be a column name or a list of column names, such as "
-                          f"`key: [order_id, line_no]`, got {value!r}.")
-    repeated = sorted({n for n in names if names.count(n) > 1})
-    if repeated:
-        raise ConfigError(f"`key:` of {where} names {', '.join(repeated)} more than once: name each column once.")
-    return tuple(names)
-
-
-def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
-    try:
-        return tuple(spark_settings(value, per_table=True).items())
-    except _Invalid as exc:
-        raise ConfigError(f"`spark_conf:` of {where} {exc}") from None
-
-
-def _partition_by(value: Any, where: str) -> PartitionSpec | None:
-    """A table's `partition_by:` parsed when the configuration is read: its form is checked here, and whether it
-    fits the table's columns by the check (``operators.check``), which knows them."""
-    if value is None:
-        return None
-    if not isinstance(value, str):
-        raise ConfigError(f"`partition_by:` of {where} must be a text such as 'day(created_at)' or 'bucket(id, 64) "
-                          f"AS b', got {value!r} ({type(value).__name__}). Quote it in the YAML.")
-    try:
-        return PartitionSpec.parse(value)
-    except BadPartitionSpec as exc:
-        raise ConfigError(f"`partition_by:` of {where}: {exc}") from None
-
-
-def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[False] | None:
-    """A table entry's `changelog:`: `false` is none, whatever `hive: changelog:` says; null (or no key) leaves it
-    to `hive: changelog:`. Whether it fits the table's columns is the check's to find (``operators.check``)."""
-    if value is None:
-        return None
-    try:
-        settings = changelog_settings(value)
-    except _Invalid as exc:
-        raise ConfigError(f"`changelog:` of {where} {exc}") from None
-    return False if settings is None else settings
-
-
-def _table_history(value: Any, where: str) -> HistorySettings | Literal[False] | None:
-    """A table entry's `history:`: `false` (or a mapping that turns both off) is none, whatever `hive: history:`
-    says; null (or no key) leaves it to `hive: history:`. Whether it fits the table's columns is the check's to
-    find (``operators.check``)."""
-    if value is None:
-        return None
-    try:
-        settings = history_settings(value)
-    except _Invalid as exc:
-        raise ConfigError(f"`history:` of {where} {exc}") from None
-    return False if settings is None else settings
+    return TableConfig(source, target, TableSettings.read(entry, f"{source} in {origin}"))
 
 
 def _parse_source(text: Any, origin: str) -> TableName | tuple[str, str]:
@@ -1073,12 +1092,3 @@ def _template(value: Any, where: str, shards: bool = False) -> str:
 
 def _selection(pattern: TablePattern) -> tuple[Any, ...]:
     return (pattern.schema, pattern.table, pattern.regex and pattern.regex.pattern, pattern.exclude)
-
-
-def _policy(value: Any, where: str) -> str | None:
-    if value is None:
-        return None
-    if value not in POLICIES:
-        raise ConfigError(f"`schema_changes:` of {where} must be one of {', '.join(POLICIES)}, got {value!r}. "
-                          "strict takes on added columns only; evolve keeps dropped and renamed columns too.")
-    return str(value)

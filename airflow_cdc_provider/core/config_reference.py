@@ -13,7 +13,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from airflow_cdc_provider.core.config import LEGACY_KEYS, SECTIONS, TableEntry
+from airflow_cdc_provider.core.config import LEGACY_KEYS, SECTIONS, TableEntry, TableSettings
 
 COMMAND = "python -m airflow_cdc_provider.core.config_reference > docs/configuration.md"
 
@@ -131,7 +131,7 @@ def reference() -> str:
                "Hive table (Hive names ignore case) are reported and left out, all but a named one or the one the "
                "last run copied there; two named ones are refused. An entry needs `source` or "
                "`regex`; the keys of a table entry apply to that table, or to each table the pattern selects."), "",
-              *_rows(TableEntry, None)]
+              *_rows(TableEntry, None), *_rows(TableSettings, None)[2:]]  # one table: the header once
     return "\n".join(lines) + "\n"
 
 

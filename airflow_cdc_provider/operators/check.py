@@ -113,7 +113,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         found = hook.base_tables(schemas)
         resolution = resolve(self.tables, found, previous, self.hive)
         headers = hook.raw_headers([t.source for t in resolution.tables],
-                                   {t.source: t.key for t in resolution.tables if t.key})
+                                   {t.source: t.settings.key for t in resolution.tables if t.settings.key})
         # The binlog's settings and privileges count when a table is read from it (or when none is found yet and
         # the source's own way is the binlog).
         ways = {t.source: self._capture(t, h) for t in resolution.tables
@@ -154,30 +154,30 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         if isinstance(header, CdcError):
             return header
         try:
-            partitioning = table_partitioning(str(table.source), table.partition_by, header.columns,
+            partitioning = table_partitioning(str(table.source), table.settings.partition_by, header.columns,
                                               self.hive.time_zone)
             changelog = table_changelog(str(table.source), table.changelog_settings(self.hive.changelog),
                                         header.columns)
             history = table_history(str(table.source), table.history_settings(self.hive.history), header.columns,
                                     partitioning.column if partitioning else None)
             if header.whole_row:
-                whole_row_table(str(table.source), table.capture, changelog is not None, history is not None)
+                whole_row_table(str(table.source), table.settings.capture, changelog is not None, history is not None)
             shard = None
-            if table.shards is not None:
-                shard = Shard(server=table.shards.server, source_schema=table.source.schema,
+            if table.settings.shards is not None:
+                shard = Shard(server=table.settings.shards.server, source_schema=table.source.schema,
                               source_table=table.source.table)
                 shard_problem(str(table.source), shard, header.columns, partitioning is not None,
                               changelog is not None, history is not None)
         except (BadPartitionSpec, BadChangelog, BadHistory, NoUsableKey, BadShards) as exc:
             return exc
         return CapturedTable(source=str(table.source), hive_table=table.hive_table(self.hive),
-                             schema_changes=table.schema_changes or self.schema_changes, key=header.key,
-                             key_declared=bool(table.key), capture=self._capture(table, header),
-                             columns=header.columns, spark_conf=table.spark_conf, partitioning=partitioning,
+                             schema_changes=table.settings.schema_changes or self.schema_changes, key=header.key,
+                             key_declared=bool(table.settings.key), capture=self._capture(table, header),
+                             columns=header.columns, spark_conf=table.settings.spark_conf, partitioning=partitioning,
                              changelog=changelog, history=history, shard=shard)
     def _capture(self, table: TableConfig, header: RawHeader) -> str:
         """How the table's changes are found: its entry's way, else the source's; by a diff when it has no key."""
-        return Capture.DIFF if header.whole_row else table.capture or self.capture
+        return Capture.DIFF if header.whole_row else table.settings.capture or self.capture
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from airflow.sdk.exceptions import AirflowFailException
 from airflow_cdc_testing.cluster import free_port
 
 from airflow_cdc_provider.core.changelog import POSITION_COLUMNS, ChangelogSettings
-from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern, TableSettings
 from airflow_cdc_provider.core.contract import Captured, CheckResult, Extraction, SourcePlan, TablePlan
 from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
@@ -46,6 +46,16 @@ def schema(mariadb):
                     f"INSERT INTO {name}.b VALUES (1, 'x', 10), (2, 'y', 20)")
     yield name
     mariadb.execute(f"DROP DATABASE {name}")
+
+
+def named(schema: str, table: str, **settings) -> TableConfig:
+    """The entry of one table by name, its Hive table named alike, with ``settings``."""
+    return TableConfig(TableName(schema, table), table, TableSettings(**settings))
+
+
+def every(schema: str, **settings) -> TablePattern:
+    """The pattern of every table of ``schema``, with ``settings``."""
+    return TablePattern(schema=schema, table="*", settings=TableSettings(**settings))
 
 
 def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None, history=None) -> CheckResult:
@@ -95,17 +105,17 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     # (AirflowFailException: no retry) when the table is named; a pattern's match is left out.
     with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key and no unique key on "
                                                    "NOT NULL columns, and its entry asks for `capture: binlog`"):
-        check([TableConfig(TableName(schema, "log"), "log", capture="binlog"), TablePattern(schema=schema, table="*")],
+        check([named(schema, "log", capture="binlog"), TablePattern(schema=schema, table="*")],
               capture_conn, tmp_path)
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path, changelog=ChangelogSettings())
     assert f"{schema}.log" in {t.source for t in checked.skipped} and "given a `changelog:`" in next(
         t.reason for t in checked.skipped if t.source == f"{schema}.log")
     with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
-        check([TableConfig(TableName(schema, "nothere"), "nothere")], capture_conn, tmp_path)
+        check([named(schema, "nothere")], capture_conn, tmp_path)
     # A `partition_by:` that does not fit the table's columns refuses the table alike: a pattern's match is left
     # out (b has no id), the others go on; a named table fails the check (a's v is no date).
     by_id = PartitionSpec.parse("truncate(id, 10)")
-    checked = check([TablePattern(schema=schema, table="*", partition_by=by_id)], capture_conn, tmp_path)
+    checked = check([every(schema, partition_by=by_id)], capture_conn, tmp_path)
     assert [t.source for t in checked.tables] == [f"{schema}.a"]
     assert checked.tables[0].partitioning == by_id.resolve(checked.tables[0].columns)
     (b,) = [s for s in checked.skipped if s.source == f"{schema}.b"]
@@ -114,13 +124,13 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
                                "does not have (its columns: k1, k2, n)")
     with pytest.raises(AirflowFailException, match=f"The table {schema}.a cannot be partitioned as its `partition_by:` "
                                                    "says: .*cannot partition by the column 'v' of type varchar"):
-        check([TableConfig(TableName(schema, "a"), "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
+        check([named(schema, "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
               tmp_path)
     # A `changelog:` alike: c has a column `dt`, its changelog table's day column; and a_changelog's Hive table
     # would be a's changelog table, so a pattern leaves both out.
     mariadb.execute(f"CREATE TABLE {schema}.c (id INT PRIMARY KEY, dt DATE)",
                     f"CREATE TABLE {schema}.a_changelog (id INT PRIMARY KEY)")
-    checked = check([TablePattern(schema=schema, table="*", changelog=ChangelogSettings())], capture_conn, tmp_path)
+    checked = check([every(schema, changelog=ChangelogSettings())], capture_conn, tmp_path)
     assert [(t.source, t.changelog) for t in checked.tables] == [(f"{schema}.b", ChangelogSettings())]
     why = {s.source: s.reason for s in checked.skipped}
     assert why[f"{schema}.c"].startswith(f"The table {schema}.c cannot have the changelog its `changelog:` (or `hive: "
@@ -131,17 +141,17 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     assert f"{schema}.a_changelog" in why
     # Named tables take `hive: changelog:` unless their entry says otherwise; one that cannot fails the check.
     day = ChangelogSettings(day_column="day")
-    checked = check([TableConfig(TableName(schema, "c"), "c", changelog=day),
-                     TableConfig(TableName(schema, "a"), "a", changelog=False), TableConfig(TableName(schema, "b"), "b")],
+    checked = check([named(schema, "c", changelog=day),
+                     named(schema, "a", changelog=False), named(schema, "b")],
                     capture_conn, tmp_path, changelog=ChangelogSettings(snapshot="none"))
     assert {t.source: t.changelog for t in checked.tables} == {
         f"{schema}.a": None, f"{schema}.b": ChangelogSettings(snapshot="none"), f"{schema}.c": day}
     with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the changelog .*the column"):
-        check([TableConfig(TableName(schema, "c"), "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
+        check([named(schema, "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
     # A `history:` alike: d has a column `is_current`, which the history table adds; c's `dt` is the snapshots'.
     mariadb.execute(f"CREATE TABLE {schema}.d (id INT PRIMARY KEY, is_current TINYINT)")
     scd2 = HistorySettings(scd2=True)
-    checked = check([TablePattern(schema=schema, table="*", history=scd2)], capture_conn, tmp_path)
+    checked = check([every(schema, history=scd2)], capture_conn, tmp_path)
     assert {t.source: t.history for t in checked.tables} == {
         f"{schema}.{name}": scd2 for name in ("a", "a_changelog", "b", "c")}
     why = {s.source: s.reason for s in checked.skipped}
@@ -149,11 +159,11 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     assert why[f"{schema}.d"].startswith(f"The table {schema}.d cannot have the history its `history:` (or `hive: history:`) "
                                "asks for: the table has the column(s) is_current, which its history tables add")
     daily = HistorySettings(daily=True)
-    checked = check([TableConfig(TableName(schema, "c"), "c", history=False), TableConfig(TableName(schema, "d"), "d")],
+    checked = check([named(schema, "c", history=False), named(schema, "d")],
                     capture_conn, tmp_path, history=daily)
     assert {t.source: t.history for t in checked.tables} == {f"{schema}.c": None, f"{schema}.d": daily}
     with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the history .*the column"):
-        check([TableConfig(TableName(schema, "c"), "c")], capture_conn, tmp_path, history=daily)
+        check([named(schema, "c")], capture_conn, tmp_path, history=daily)
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
@@ -237,9 +247,8 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
                     "(3, NULL, ''), (4, '2026-01-04 10:00', ''), (5, '2026-01-05 10:00', ''), "
                     "(6, '2026-01-06 10:00', ''), (7, '2026-01-07 10:00', '')",
                     f"INSERT INTO {schema}.gone VALUES (1, '2026-01-01')")
-    checked = check([TableConfig(TableName(schema, "ev"), "ev", partition_by=PartitionSpec.parse("day(at)")),
-                     TableConfig(TableName(schema, "gone"), "gone", schema_changes="evolve",
-                                 partition_by=PartitionSpec.parse("month(at)")),
+    checked = check([named(schema, "ev", partition_by=PartitionSpec.parse("day(at)")),
+                     named(schema, "gone", schema_changes="evolve", partition_by=PartitionSpec.parse("month(at)")),
                      TablePattern(schema=schema, table="a")], capture_conn, tmp_path, time_zone="Asia/Shanghai")
     ev, gone, a = (f"{schema}.{t}" for t in ("ev", "gone", "a"))
     assert [(t.source, t.partitioning.time_zone if t.partitioning else None) for t in checked.tables] == [
@@ -631,7 +640,7 @@ def test_a_diff_mode_tables_changed_columns_are_put_to_its_policy_before_its_sna
     from airflow_cdc_provider.core.ledger import Committed
     from airflow_cdc_provider.core.modes import Mode
 
-    (table,) = check([TableConfig(TableName(schema, "a"), "a", capture="diff")], capture_conn, tmp_path).tables
+    (table,) = check([named(schema, "a", capture="diff")], capture_conn, tmp_path).tables
     # Its version had a column the source has no longer, and lacks none.
     committed = Committed(1, "/x/v000001", None, NOW, RUN, "snapshot", (*table.columns, ("gone", "int(11)")),
                           digests="/x/digests.parquet")

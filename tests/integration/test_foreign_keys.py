@@ -9,7 +9,7 @@ import pytest
 from airflow.sdk import DAG
 from airflow.sdk.exceptions import AirflowFailException
 
-from airflow_cdc_provider.core.config import CdcConfig, HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.config import CdcConfig, HiveConfig, TableConfig, TablePattern, TableSettings
 from airflow_cdc_provider.core.contract import CheckResult
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -43,7 +43,7 @@ def check(entries, conn_id, tmp_path) -> CheckResult:
 
 
 def named(schema: str, table: str, **options) -> TableConfig:
-    return TableConfig(TableName(schema, table), table, **options)
+    return TableConfig(TableName(schema, table), table, TableSettings(**options))
 
 
 def test_a_child_of_a_cascading_key_read_from_the_binlog_is_refused_and_the_compression_told(

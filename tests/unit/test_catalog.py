@@ -12,7 +12,7 @@ from airflow_cdc_provider.core.catalog import (
     resolve,
 )
 from airflow_cdc_provider.core.changelog import ChangelogSettings
-from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig
+from airflow_cdc_provider.core.config import ConfigError, HiveConfig, TableConfig, TableSettings
 from airflow_cdc_provider.core.history import HistorySettings
 from airflow_cdc_provider.core.identifiers import TableName
 from tests.conftest import read_config
@@ -30,7 +30,7 @@ def run(tables, found, previous=None, **rest):
 
 
 def targets(resolution):
-    return {str(t.source): (t.target, t.schema_changes) for t in resolution.tables}
+    return {str(t.source): (t.target, t.settings.schema_changes) for t in resolution.tables}
 
 
 def test_named_tables_found_and_missing():
@@ -188,7 +188,7 @@ def test_a_table_whose_changelog_table_would_be_another_tables_hive_table_is_lef
     # Two named ones: refused (the configuration's reading refuses them first).
     with pytest.raises(ConfigError, match="^The changelog table of shop.a would be ods.a_changelog, the Hive table "
                                           "shop.b is copied into"):
-        resolve([TableConfig(TableName("shop", "a"), "a", changelog=ChangelogSettings()),
+        resolve([TableConfig(TableName("shop", "a"), "a", settings=TableSettings(changelog=ChangelogSettings())),
                  TableConfig(TableName("shop", "b"), "a_changelog")], names("shop.a", "shop.b"), {}, HIVE)
     # A changelog table's name that Hive refuses: the table is left out.
     r = run([{"source": "shop.*", "target": "x" * 117 + "_{table}", "changelog": True}], ["shop.a", "shop.bb"])
@@ -222,7 +222,7 @@ def test_a_table_whose_snapshots_or_history_table_would_be_another_tables_hive_t
     # Two named ones: refused.
     with pytest.raises(ConfigError, match="^The history table of shop.a would be ods.a_history, the Hive table "
                                           "shop.b is copied into"):
-        resolve([TableConfig(TableName("shop", "a"), "a", history=HistorySettings(scd2=True)),
+        resolve([TableConfig(TableName("shop", "a"), "a", settings=TableSettings(history=HistorySettings(scd2=True))),
                  TableConfig(TableName("shop", "b"), "a_history")], names("shop.a", "shop.b"), {}, HIVE)
     # A name Hive refuses: the table is left out.
     r = run([{"source": "shop.*", "target": "x" * 119 + "_{table}", "history": {"daily": True}}], ["shop.a"])

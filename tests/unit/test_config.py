@@ -10,6 +10,7 @@ from airflow_cdc_provider.core.config import (
     HiveConfig,
     TableConfig,
     TablePattern,
+    TableSettings,
     expectation,
 )
 from airflow_cdc_provider.core.errors import InvalidIdentifier
@@ -108,7 +109,7 @@ tables:
     assert tables[2] == TablePattern("shop", "order_*")
     assert tables[3] == TablePattern("*", "orders")
     assert tables[4] == TablePattern("shop", "*", exclude=("shop.tmp_*",), target="raw_{table}",
-                                     schema_changes="evolve")
+                                     settings=TableSettings(schema_changes="evolve"))
     assert tables[5].regex.pattern == r"shop\.(orders|customers)_\d+" and tables[5].exclude == (r"shop\.orders_0+",)
     assert [str(t) for t in tables[2:]] == ["shop.order_*", "*.orders", "shop.*", r"regex shop\.(orders|customers)_\d+"]
 
@@ -190,7 +191,8 @@ def test_regex_is_a_full_match_against_schema_dot_table():
 def test_target_template_and_table_config():
     (pattern,) = entries({"source": "*.orders_*", "target": "raw_{schema}__{table}", "schema_changes": "evolve"})
     assert pattern.table_config(TableName("Shop", "orders_1")) == TableConfig(TableName("Shop", "orders_1"),
-                                                                              "raw_shop__orders_1", "evolve")
+                                                                              "raw_shop__orders_1",
+                                                                              TableSettings(schema_changes="evolve"))
     (default,) = entries("shop.*")
     assert default.table_config(TableName("shop", "a")).target == "shop_a"
     assert default.table_config(TableName("shop", "a")).hive_table(HiveConfig(warehouse_dir="/srv/cdc/warehouse")) == "ods.shop_a"
@@ -401,7 +403,7 @@ def test_sections_and_the_earlier_flat_keys_read_the_same():
     assert config.spark.merge_settings() == {"spark.executor.memory": "4g", "spark.executor.instances": "6",
                                              "spark.sql.adaptive.enabled": "true"}
     assert config.spark.verify_settings() == {"spark.executor.memory": "2g", "spark.executor.instances": "3"}
-    assert config.tables[0].spark_conf == (("spark.sql.shuffle.partitions", "64"),)
+    assert config.tables[0].settings.spark_conf == (("spark.sql.shuffle.partitions", "64"),)
 
 
 def test_the_reread_parameter_is_off_unless_the_configuration_allows_it():
@@ -520,16 +522,16 @@ def test_a_tables_spark_conf_holds_runtime_sql_settings_only(entry, message):
 
 def test_a_patterns_spark_conf_goes_to_each_table_it_selects():
     (pattern,) = entries({"source": "shop.*", "spark_conf": {"spark.sql.shuffle.partitions": 8}})
-    assert pattern.table_config(TableName("shop", "a")).spark_conf == (("spark.sql.shuffle.partitions", "8"),)
+    assert pattern.table_config(TableName("shop", "a")).settings.spark_conf == (("spark.sql.shuffle.partitions", "8"),)
 
 
 
 def test_key_is_read_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
     named, pattern, plain = entries({"source": "shop.lines", "key": ["order_id", "line_no"]},
                                     {"source": "crm.log_*", "key": "id"}, "shop.a")
-    assert named.key == ("order_id", "line_no")
-    assert pattern.table_config(TableName("crm", "log_2026")).key == ("id",)
-    assert plain.key is None
+    assert named.settings.key == ("order_id", "line_no")
+    assert pattern.table_config(TableName("crm", "log_2026")).settings.key == ("id",)
+    assert plain.settings.key is None
 
 
 @pytest.mark.parametrize(("value", "message"), [
@@ -548,9 +550,10 @@ def test_a_bad_key_is_refused_naming_the_entry_the_file_and_the_value(value, mes
 def test_partition_by_is_parsed_on_an_entry_and_goes_with_a_pattern_to_each_table_it_selects():
     named, pattern, plain = entries({"source": "shop.orders", "partition_by": "day(created_at)"},
                                     {"source": "crm.*", "partition_by": "bucket(id, 64) AS b"}, "shop.a")
-    assert named.partition_by == PartitionSpec.parse("day(created_at)")
-    assert pattern.table_config(TableName("crm", "contacts")).partition_by == PartitionSpec.parse("bucket(id, 64) AS b")
-    assert plain.partition_by is None
+    assert named.settings.partition_by == PartitionSpec.parse("day(created_at)")
+    contacts = pattern.table_config(TableName("crm", "contacts"))
+    assert contacts.settings.partition_by == PartitionSpec.parse("bucket(id, 64) AS b")
+    assert plain.settings.partition_by is None
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -583,11 +586,13 @@ tables:
     changelog: {mode: net}
 """
     a, b, c, d, e, pattern = read_config(yaml.safe_load(text)).tables
-    assert a.changelog == ChangelogSettings() == ChangelogSettings(mode="net", snapshot="insert", day_column="dt")
-    assert b.changelog == ChangelogSettings(snapshot="none", day_column="day")
-    assert c.changelog is False, "an entry's `false` is kept: it overrides `hive: changelog:`"
-    assert d.changelog is None and e.changelog is None, "no key, or an empty one, leaves it to `hive: changelog:`"
-    assert pattern.table_config(TableName("crm", "contacts")).changelog == ChangelogSettings()
+    assert a.settings.changelog == ChangelogSettings() == ChangelogSettings(mode="net", snapshot="insert",
+                                                                             day_column="dt")
+    assert b.settings.changelog == ChangelogSettings(snapshot="none", day_column="day")
+    assert c.settings.changelog is False, "an entry's `false` is kept: it overrides `hive: changelog:`"
+    assert d.settings.changelog is None and e.settings.changelog is None, \
+        "no key, or an empty one, leaves it to `hive: changelog:`"
+    assert pattern.table_config(TableName("crm", "contacts")).settings.changelog == ChangelogSettings()
     # Without `hive: changelog:`, only the tables that ask for one have a changelog.
     hive = read_config(yaml.safe_load(text)).hive
     assert hive.changelog is None
@@ -685,14 +690,16 @@ tables:
     default = config.hive.history
     assert default == HistorySettings(daily=True, keep_days=400)
     a, b, c, d, e, crm, web = config.tables
-    assert a.history == HistorySettings(scd2=True, granularity="run", hard_deletes="new_record")
-    assert b.history is False and c.history is False, "`false`, or both off, overrides `hive: history:`"
-    assert d.history is None and e.history is None, "no key, or an empty one, leaves it to `hive: history:`"
-    assert [t.history_settings(default) for t in (a, b, c, d, e)] == [a.history, None, None, default, default]
+    assert a.settings.history == HistorySettings(scd2=True, granularity="run", hard_deletes="new_record")
+    assert b.settings.history is False and c.settings.history is False, \
+        "`false`, or both off, overrides `hive: history:`"
+    assert d.settings.history is None and e.settings.history is None, \
+        "no key, or an empty one, leaves it to `hive: history:`"
+    assert [t.history_settings(default) for t in (a, b, c, d, e)] == [a.settings.history, None, None, default, default]
     assert crm.table_config(TableName("crm", "x")).history_settings(default) == HistorySettings(
         daily=True, scd2=True, day_column="day")
     assert web.table_config(TableName("web", "x")).history_settings(default) == default
-    assert [t.history_settings(None) for t in (a, d)] == [a.history, None], "no default: only those that ask"
+    assert [t.history_settings(None) for t in (a, d)] == [a.settings.history, None], "no default: only those that ask"
     for none in (False, None):
         assert read_config({"tables": ["shop.a"], "hive": {"history": none}}).hive.history is None
     # Given in code, the settings are taken as they are.
@@ -805,3 +812,37 @@ def test_capture_is_the_sources_unless_an_entry_says_and_a_bad_one_is_refused():
     assert read_config({"tables": ["shop.a"]}).capture(read_config({"tables": ["shop.a"]}).tables[0]) == "binlog"
     with pytest.raises(ConfigError, match=r"`capture:` of shop.a in cdc.yaml must be one of binlog, diff, got 'diffs'"):
         read_config({"tables": [{"source": "shop.a", "capture": "diffs"}]}, "cdc.yaml")
+
+
+def test_each_table_setting_is_declared_once_and_the_reference_the_entry_forms_and_the_refusal_agree():
+    """A table setting is one field of TableSettings: its type, parser and words. The reference lists it, a named
+    entry and a pattern read it alike into the same settings, and a wrong key's message names it."""
+    import dataclasses
+
+    from airflow_cdc_provider.core.config import TableEntry
+    from airflow_cdc_provider.core.config_reference import reference
+
+    settings = list(TableSettings.model_fields)
+    section = reference().split("## `tables:`")[1]
+    listed = [line.split("`")[1] for line in section.splitlines() if line.startswith("| `")]
+    assert listed == [*TableEntry.model_fields, *settings]
+    for holder in (TableConfig, TablePattern):  # carried whole: none of them a field of the entry's table again
+        assert not {f.name for f in dataclasses.fields(holder)} & set(settings), holder
+
+    every = {"schema_changes": "evolve", "spark_conf": {"spark.sql.shuffle.partitions": "8"},
+             "partition_by": "day(created_at)", "changelog": True, "history": {"scd2": True}, "capture": "diff",
+             "shards": {"server": "eu"}, "key": ["id"]}
+    assert sorted(every) == sorted(settings), "a value for each setting"
+    named, pattern = entries({"source": "shop.a", "target": "all_a", **every},
+                             {"source": "crm.*", "target": "all_b", **every})
+    assert isinstance(named, TableConfig) and isinstance(pattern, TablePattern)
+    made = pattern.table_config(TableName("crm", "a")).settings
+    assert named.settings == made == pattern.settings
+    assert all(getattr(made, name) != field.default for name, field in TableSettings.model_fields.items()), made
+
+    with pytest.raises(ConfigError) as refused:
+        entries({"source": "shop.a", "partition": "day(created_at)"})
+    assert all(f"`{name}:`" in str(refused.value) for name in settings), str(refused.value)
+    # A setting's own parser speaks for it, naming the entry and the file.
+    with pytest.raises(ConfigError, match=r"`key:` of the pattern crm\.\* in the configuration must be a column name"):
+        entries({"source": "crm.*", "key": [""]})
