@@ -8,7 +8,7 @@ connections the configuration names, as the tasks do. It checks
 
 - the source: the login, the binlog's settings (its compression told), the capture user's privileges (missing,
   and beyond what capture needs), each table's key and column types, and the foreign keys with a cascading action
-  a table read from the binlog is the child of: the check task's own logic (``CaptureCheckOperator.inspect``);
+  a table read from the binlog is the child of: the check task's own logic (``stages.check.inspect``);
 - the work directory: who owns it and who may write it, as the tasks require (``storage``);
 - Spark: its connection, the ``spark-submit`` the merge would run, and the Java it needs (17 or later);
 - Hive: a metastore service answers at its address, or the embedded metastore's warehouse can be written.
@@ -84,18 +84,16 @@ def preflight(config: CdcConfig, origin: str = "the configuration") -> Report:
 
 def _source(config: CdcConfig, report: Report) -> None:
     from airflow_cdc_provider.compat import AirflowNotFoundException
-    from airflow_cdc_provider.operators.check import CaptureCheckOperator, how_captured
+    from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
+    from airflow_cdc_provider.stages.check import CheckDefaults, how_captured, inspect
 
     source = config.source
-    check = CaptureCheckOperator(task_id="preflight", tables=config.tables, hive=config.hive,
-                                 work_dir=config.work.dir, mysql_conn_id=source.mysql_conn_id,
-                                 schema_changes=config.run.schema_changes, capture=source.capture,
-                                 statement_timeout_seconds=source.statement_timeout_seconds,
-                                 read_timeout_seconds=source.read_timeout_seconds)
+    defaults = CheckDefaults(hive=config.hive, schema_changes=config.run.schema_changes, capture=source.capture)
     try:
-        hook = check._source_hook()
+        hook = MySqlSourceHook(source.mysql_conn_id, statement_timeout_seconds=source.statement_timeout_seconds,
+                               read_timeout_seconds=source.read_timeout_seconds)
         flavor = hook.flavor  # the first statement: the login
-        found = check.inspect(hook, {})
+        found = inspect(hook, config.tables, defaults, {})
     except AirflowNotFoundException:
         report.add("problem", "source", f"The connection {source.mysql_conn_id!r} does not exist. Create it with "
                    "conn_type `mysql` (host, port, the capture user's login and password), or set `source: "

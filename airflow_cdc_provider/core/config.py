@@ -520,7 +520,7 @@ def _table_spark_conf(value: Any, where: str) -> tuple[tuple[str, str], ...]:
 
 def _partition_by(value: Any, where: str) -> PartitionSpec | None:
     """A table's `partition_by:` parsed when the configuration is read: its form is checked here, and whether it
-    fits the table's columns by the check (``operators.check``), which knows them."""
+    fits the table's columns by the check (``stages.check``), which knows them."""
     if value is None:
         return None
     if not isinstance(value, str):
@@ -534,7 +534,7 @@ def _partition_by(value: Any, where: str) -> PartitionSpec | None:
 
 def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[False] | None:
     """A table entry's `changelog:`: `false` is none, whatever `hive: changelog:` says; null (or no key) leaves it
-    to `hive: changelog:`. Whether it fits the table's columns is the check's to find (``operators.check``)."""
+    to `hive: changelog:`. Whether it fits the table's columns is the check's to find (``stages.check``)."""
     if value is None:
         return None
     try:
@@ -547,7 +547,7 @@ def _table_changelog(value: Any, where: str) -> ChangelogSettings | Literal[Fals
 def _table_history(value: Any, where: str) -> HistorySettings | Literal[False] | None:
     """A table entry's `history:`: `false` (or a mapping that turns both off) is none, whatever `hive: history:`
     says; null (or no key) leaves it to `hive: history:`. Whether it fits the table's columns is the check's to
-    find (``operators.check``)."""
+    find (``stages.check``)."""
     if value is None:
         return None
     try:

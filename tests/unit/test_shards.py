@@ -21,7 +21,7 @@ def test_a_patterns_shards_share_its_target_and_a_mix_is_still_a_clash():
                  ["shop_00.orders_00", "shop_00.orders_01", "shop_01.orders_00", "shop_01.items"])
     assert sorted(str(t.source) for t in r.tables) == ["shop_00.orders_00", "shop_00.orders_01",
                                                        "shop_01.orders_00"]
-    assert {t.target for t in r.tables} == {"orders"} and {t.shards for t in r.tables} == {Sharding()}
+    assert {t.target for t in r.tables} == {"orders"} and {t.settings.shards for t in r.tables} == {Sharding()}
     assert not r.unusable
     # Two entries sharing the target: shards when both say so, each naming its server or neither.
     r = resolved([{"source": "a.orders", "target": "orders", "shards": {"server": "eu"}},
@@ -42,7 +42,7 @@ def test_a_bad_shards_value_is_refused_naming_the_entry_and_the_forms(value):
     with pytest.raises(ConfigError, match=r"`shards:` of the pattern shop.\* in .* must be `true`, or name the "
                                           r"server its tables come from, such as `shards: \{server: eu_1\}`"):
         read_config({"tables": [{"source": "shop.*", "target": "orders", "shards": value}]})
-    assert read_config({"tables": [{"source": "shop.*", "shards": False}]}).tables[0].shards is None
+    assert read_config({"tables": [{"source": "shop.*", "shards": False}]}).tables[0].settings.shards is None
 
 
 def test_a_shard_is_its_partition_and_its_own_directory():
