@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import functools
 import os
-import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -23,33 +21,20 @@ from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import (
-    BrokenChain,
     Captured,
     Extraction,
     MergeInput,
     SourcePlan,
-    TableExtraction,
     TableFailure,
     TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.merge import layout_problem
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.modes import Capture, Mode
 from airflow_cdc_provider.core.planning import HEALS
-from airflow_cdc_provider.core.progress import Progress, binlog_offset, binlog_share, key_share
+from airflow_cdc_provider.core.progress import Progress, key_share
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.reread import (
-    held_buckets,
-    replaced,
-    replay_order,
-    reread_clause,
-    reread_waits,
-    second_pass_needed,
-)
-from airflow_cdc_provider.core.resume import Unreadable, UnreadableKind, read_positions
 from airflow_cdc_provider.core.schema import SchemaChange, check_changes
-from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.core.workdir import DELETE_FILE, DIGESTS_FILE, EVENTS_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -57,24 +42,13 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.stages.binlog_pass import PassSettings, binlog_pass
 from airflow_cdc_provider.stages.diff import diff_table
 from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import (
-    ChainBroken,
-    ExtractResult,
-    added_columns_of,
-    extract,
     fills_of,
-    reported,
 )
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.stages.reread import (
-    RereadResult,
-    buckets_of,
-    drop_keys,
-    raw_uids,
-    reread,
-)
 from airflow_cdc_provider.stages.snapshot import SnapshotResult, snapshot
 from airflow_cdc_provider.storage import WorkStore
 
@@ -277,195 +251,18 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         with self._leased(context, plan.incrementals, plan.run):
-            return self._extract(plan.incrementals)
+            done = binlog_pass(self._source_hook(), plan.incrementals,
+                               lambda root: work_store(root, self.work_conn_id), self.settings, self.log)
+        if done.extraction.end is not None:
+            send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], done.read_bytes,
+                                        done.extraction.events))
+        return done.extraction.to_xcom()
 
-    def _extract(self, tables: Sequence[TablePlan]) -> dict[str, Any]:
-        if not tables:
-            self.log.info("No table reads the binlog in this run.")
-            return Extraction().to_xcom()
-        hook = self._source_hook()
-        failed: list[TableFailure] = []
-        broken: list[BrokenChain] = []
-        starts = self._starts(hook, tables, failed, broken)
-        readable = [t for t in tables if t.source in starts]
-        if not readable:
-            return Extraction(failed=tuple(failed), broken=tuple(broken)).to_xcom()
-        start = min(starts.values())
-        started = dt.datetime.now(dt.UTC)
-        clock = time.monotonic()
-        # Every table of a run shares its target moment.
-        stop_before = min((t.plan.stop_before for t in readable if t.plan.stop_before), default=None)
-        as_of = min(stop_before, started) if stop_before else started
-        store = work_store(readable[0].run_dir.root, self.work_conn_id)
-        targets = {t.source: t.run_dir.raw for t in readable}
-        with contextlib.ExitStack() as staged:  # on an object store, uploaded when the pass has ended
-            local = {name: staged.enter_context(store.staging(target)) for name, target in targets.items()}
-            # Read again before the range's high watermark is taken, after the tables' watermarks: inside the range.
-            rereads = self._reread(hook, readable, local, failed)
-            readable = [t for t in readable if not any(f.source == t.source for f in failed)]
-            result, high, sizes = self._binlog_pass(hook, readable, start, starts, stop_before, local)
-            if second_pass_needed(result.end, high, rereads):
-                self._drop_newer(hook, readable, rereads, result.end, high, local)
-        end = self._range_end(hook, result.end, high)
-        self._report(start, end, sizes, len(readable), result.events)
-        outcomes = [self._outcome(t, result, rereads.get(t.source), starts[t.source], end, clock,
-                                  functools.partial(store.location_of, staging_dir=local[t.source],
-                                                    location=targets[t.source]))
-                    for t in readable]
-        extracted = [o for o in outcomes if isinstance(o, TableExtraction)]
-        failed += [o for o in outcomes if isinstance(o, TableFailure)]
-        broken += [o for o in outcomes if isinstance(o, BrokenChain)]
-        changed = sum(1 for t in extracted if t.changed)
-        self.log.info("%d tables changed in the range, %d idle, %d failed, %d to heal", changed,
-                      len(extracted) - changed, len(failed), len(broken))
-        return Extraction(start=start, end=end, as_of=as_of, events=result.events, tables=tuple(extracted),
-                          failed=tuple(failed), broken=tuple(broken)).to_xcom()
-
-    def _starts(self, hook: MySqlSourceHook, tables: Sequence[TablePlan], failed: list[TableFailure],
-                broken: list[BrokenChain]) -> dict[str, Watermark]:
-        """Where the binlog is read from for each table (``core.resume``): its watermark, or the same GTID
-        position on this server after a failover. A table that cannot be read from its watermark goes into
-        ``failed``, or into ``broken`` when its binlog was purged and ``on_purged_binlog`` heals."""
-        starts = {}
-        for table in tables:  # a layout that changed needs a fresh snapshot, and no reading of the binlog
-            if table.committed is None:  # nothing recorded to compare with: the merge checks the version it finds
-                continue
-            problem = layout_problem(table.table.hive_table, table.committed.partitioning, table.table.partitioning)
-            if problem:
-                self.log.error("%s is left out of this run: %s", table.source, problem)
-                failed.append(TableFailure(source=table.source, stage="extract", error=problem))
-        tables = [t for t in tables if not any(f.source == t.source for f in failed)]
-        watermarks = [t.plan.resume_from for t in tables]
-        for table, where in zip(tables, read_positions(watermarks, hook.binlog_facts(watermarks))):
-            if isinstance(where, Unreadable) and where.kind is UnreadableKind.PURGED and self.on_purged_binlog == HEALS:
-                self.log.warning("%s cannot be read from its watermark, and is healed by a diff (on_purged_binlog: "
-                                 "heal): %s", table.source, where.reason)
-                broken.append(BrokenChain(source=table.source, why=where.reason))
-                continue
-            if isinstance(where, Unreadable):
-                self.log.error("%s cannot be read from its watermark: %s", table.source, where.message)
-                failed.append(TableFailure(source=table.source, stage="extract", error=where.message))
-                continue
-            if where != table.plan.resume_from:
-                self.log.warning("%s: the watermark %s was taken on another server (server id %s); its GTID "
-                                 "position is at %s on this one (server id %s), and the binlog is read from there",
-                                 table.source, table.plan.resume_from, table.plan.resume_from.server_id, where,
-                                 where.server_id)
-            starts[table.source] = where
-        return starts
-
-    def _binlog_pass(self, hook: MySqlSourceHook, tables: list[TablePlan], start: Watermark,
-                     starts: dict[str, Watermark], stop_before: dt.datetime | None,
-                     local: dict[str, Any]) -> tuple[ExtractResult, Watermark, list[tuple[int, int]]]:
-        """The one binlog pass (``stages.extract``) from ``start`` to the server's position now (the range's
-        high watermark, taken here), or to ``stop_before``; with the binlog files' sizes, by which its progress
-        and the bytes read are measured."""
-        headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in tables]
-        high = hook.current_watermark()
-        sizes = [(split_binlog_file(f.name)[1], f.size) for f in hook.binlogs()]
-        progress = Progress(f"binlog pass for {len(tables)} tables", self.log.info, every=self.progress_seconds,
-                            unit="row events")
-        result = extract(hook, headers, start, high, local, stop_before=stop_before,
-                         definitions=[_header(t) for t in tables],
-                         schema_changes={t.source: t.table.schema_changes for t in tables},
-                         defaults=hook.added_column_defaults, starts=starts, charsets=hook.column_charsets,
-                         partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
-                         before_images=_every_event(tables), decoders=self.decoders,
-                         progress=lambda events, at: progress.update(
-                             events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
-        progress.finish(result.events)
-        return result, high, sizes
-
-    @staticmethod
-    def _range_end(hook: MySqlSourceHook, end: Watermark, high: Watermark) -> Watermark:
-        """The range's end with its GTID state: a pass cut at ``stop_before`` ends at a position whose GTID state
-        the server is asked for; one that ran to the high watermark has it already."""
-        return end if end == high else hook.watermark_at(end.file, end.position)
-
-    def _report(self, start: Watermark, end: Watermark, sizes: list[tuple[int, int]], tables: int,
-                events: int) -> None:
-        """The pass in the log and in the metrics: its range, its row events and the bytes of binlog read."""
-        read_bytes = binlog_offset(end.coordinate, sizes) - binlog_offset(start.coordinate, sizes)
-        self.log.info("One binlog pass from %s to %s for %d tables: %d row events in %d bytes", start, end,
-                      tables, events, read_bytes)
-        send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], read_bytes, events))
-
-    def _outcome(self, table: TablePlan, result: ExtractResult, done: RereadResult | None, start: Watermark,
-                 end: Watermark, clock: float,
-                 located: Callable[[str], str]) -> TableExtraction | TableFailure | BrokenChain:
-        """What the pass made of one table: its raw files (the re-read rows first) and counts, or why the range
-        left it out: a failure, or a broken chain for the heal task (``on_broken_chain: heal``)."""
-        name = table.source
-        error = result.failed.get(name)
-        if isinstance(error, ChainBroken) and self.on_broken_chain == HEALS:
-            self.log.warning("%s: its binlog chain broke in the range, and the heal task brings it level by a diff: "
-                             "%s", name, error.why)
-            return BrokenChain(source=name, why=error.why)
-        if name in result.failed:
-            self.log.error("%s is left out of this run: %s", name, result.failed[name])
-            return TableFailure(source=name, stage="extract", error=str(result.failed[name]))
-        for change in result.schema_changes[name]:
-            self.log.warning("Schema change taken on (schema_changes: %s): %s", table.table.schema_changes,
-                             change.headline())
-        files = replay_order(done.files if done else [], result.files[name])
-        return TableExtraction(
-            source=name, start=start, end=end, counts=result.counts[name],
-            files=tuple(located(f) for f in files), columns=result.headers[name].columns,
-            schema_changes=tuple(reported(c) for c in result.schema_changes[name]),
-            fills=added_columns_of(result.fills[name]), reread=replaced(table.reread, done.held if done else None),
-            reread_rows=done.rows if done else 0, seconds=round(time.monotonic() - clock, 3),
-            left_partitions=result.left_partitions[name])
-
-    def _reread(self, hook: MySqlSourceHook, tables: list[TablePlan], local: dict[str, Any],
-                failed: list[TableFailure]) -> dict[str, RereadResult]:
-        """Read the rows each table's plan asks for again (``stages.reread``) into its raw directory."""
-        done: dict[str, RereadResult] = {}
-        for table in tables:
-            ask = table.reread
-            if ask is None:
-                continue
-            if reread_waits(table):
-                self.log.warning("%s: its columns changed since its version, so the rows asked for (%s) are read "
-                                 "again by the next run, once this one has merged the change", table.source,
-                                 ask.reason)
-                continue
-            header = _header(table)
-            with hook.streaming_reads() as reads:
-                try:
-                    # Parsed again here from the plan's text: what reaches the server is only ever the provider's SQL.
-                    condition = reread_clause(header, ask.buckets, ask.which, ask.where, hook.flavor.is_mariadb)
-                    done[table.source] = reread(reads, header, condition, local[table.source], self.read_buffer)
-                except CdcError as exc:
-                    self.log.error("%s: %s", table.source, exc)
-                    failed.append(TableFailure(source=table.source, stage="reread", error=str(exc)))
-                    continue
-            self.log.info("%s: %d rows read again from the source (%s)", table.source, done[table.source].rows,
-                          ask.reason)
-        return done
-
-    def _drop_newer(self, hook: MySqlSourceHook, tables: list[TablePlan], rereads: dict[str, RereadResult],
-                    end: Watermark, high: Watermark, local: dict[str, Any]) -> None:
-        """The range ends before the rows were read again (at its ``stop_before``): a re-read row the binlog
-        changed after the range's end is newer than the range, and is dropped; the next run's range has it. A
-        bucket to replace that holds such a key is held back (``core.reread.held_buckets``)."""
-        plans = {t.source: t for t in tables}
-        headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
-        with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-            after = extract(hook, headers, end, high, os.path.join(scratch, "raw"),
-                            definitions=headers, schema_changes="evolve", charsets=hook.column_charsets)
-            for n, header in enumerate(headers):
-                newer_files = after.files.get(header.table, [])
-                dropped = drop_keys(rereads[header.table].files, raw_uids(newer_files))
-                rereads[header.table].rows -= dropped
-                self.log.info("%s: %d re-read rows were changed after the range's end and are left to the next "
-                              "run", header.table, dropped)
-                ask = plans[header.table].reread
-                if ask is not None and ask.which:  # only buckets asked for are looked for: the others cost nothing
-                    changed = buckets_of(newer_files, header, ask.buckets, os.path.join(scratch, str(n)))
-                    held = rereads[header.table].held = held_buckets(ask, changed)
-                    if held:
-                        self.log.info("%s: buckets %s changed after the range's end and are repaired by a later run",
-                                      header.table, sorted(held))
+    @property
+    def settings(self) -> PassSettings:
+        return PassSettings(on_broken_chain=self.on_broken_chain, on_purged_binlog=self.on_purged_binlog,
+                            decoders=self.decoders, read_buffer=self.read_buffer,
+                            progress_seconds=self.progress_seconds)
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):

@@ -30,8 +30,8 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
-from airflow_cdc_provider.operators.verify import settle_repair
 from airflow_cdc_provider.spark import MERGE_JOB
+from airflow_cdc_provider.stages.verify import settle_repair
 from airflow_cdc_provider.storage import WorkStore
 
 

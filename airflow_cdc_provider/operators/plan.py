@@ -25,8 +25,8 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
-from airflow_cdc_provider.operators.verify import pending_repair
 from airflow_cdc_provider.stages.reread import validate_where
+from airflow_cdc_provider.stages.verify import pending_repair
 from airflow_cdc_provider.storage import WorkStore
 
 

@@ -3,51 +3,21 @@ source keeps being written (``core.verify``, ``docs/verify.md``)."""
 
 from __future__ import annotations
 
-import tempfile
-import threading
-import time
-from dataclasses import dataclass
 from typing import Any
 
 from airflow_cdc_provider.compat import AirflowFailException
-from airflow_cdc_provider.core.checksum import kind_of
 from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import (
     SourcePlan,
     TableOutcome,
-    TablePlan,
-    TableVerification,
     Verification,
-    VerifySlice,
 )
-from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.history import history_table
-from airflow_cdc_provider.core.ledger import Committed, Ledger
-from airflow_cdc_provider.core.merge import VersionRefused
-from airflow_cdc_provider.core.modes import VerifyStatus
-from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.resume import Unreadable, read_position
-from airflow_cdc_provider.core.types import ColumnType
 from airflow_cdc_provider.core.verify import (
-    BucketSum,
-    Count,
-    RepairRequest,
-    Replaced,
-    SourceSums,
-    VerifyJob,
-    VerifyJobs,
-    VerifyResult,
     VerifyState,
     count_runs,
     difference_message,
-    judged,
-    key_slice,
     repair_request,
-    slice_buckets,
-    sums_of,
-    verifiable,
 )
-from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -55,34 +25,10 @@ from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
-from airflow_cdc_provider.stages.verify import changed_keys
+from airflow_cdc_provider.stages.verify import CopyPlace, tell, verify_tables
 from airflow_cdc_provider.storage import WorkStore
 
 VERIFICATION_KEY = "verification"
-
-
-@dataclass
-class _Check:
-    """One table under verify: its version, the job of its Spark half, and the server's half once summed."""
-
-    table: TablePlan
-    committed: Committed
-    header: RawHeader
-    job: VerifyJob
-    sums: dict[int, BucketSum] | None = None
-    seconds: float = 0.0
-
-
-def pending_repair(store: WorkStore, table: TableDir) -> RepairRequest | None:
-    """The buckets the table's last verify found different and no run has read again yet, or None."""
-    return store.read(table.repair, RepairRequest)
-
-
-def settle_repair(store: WorkStore, table: TableDir, replaced: Replaced) -> None:
-    """A commit read the table whole, or buckets of it, again: the pending repair goes once nothing of it is left."""
-    pending = pending_repair(store, table)
-    if pending is not None and replaced.covers(pending):
-        store.delete(table.repair)
 
 
 class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
@@ -139,7 +85,11 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
                           "waiting longest); the others come in later runs.", len(checked), len(counted),
                           self.verify.tables_per_run)
         if due:
-            verification = Verification(tables=tuple(self._verify(context, checked, outcomes, store)))
+            self._require_spark_connection()
+            verification = Verification(tables=tuple(verify_tables(
+                self._source_hook(), checked, outcomes, store, self.verify,
+                CopyPlace(self.warehouse_dir, self.metastore_uri, self.time_zone),
+                lambda jobs: self._spark_submit(context, jobs), self.log)))
         else:
             self.log.info("No table is due for verify in this run (whole every %s runs, or with the verify "
                           "parameter; no rolling verify: verify.slices is 0).", self.verify.every or "no")
@@ -150,7 +100,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             repair = repair_request(found, run_key)
             if repair is not None:
                 store.write(table.table_dir.repair, repair)
-            self._log(found)
+            tell(found, self.log)
         # Only now that each due table's check has completed is it counted as verified: a task that failed
         # before (its Spark application, the server) leaves the counts, and its retry verifies the same tables.
         for count in counted:
@@ -164,145 +114,3 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             raise AirflowFailException(difference_message(different))
         return value
 
-    def _verify(self, context: Any, counted: list[Count], outcomes: dict[str, TableOutcome],
-                store: WorkStore) -> list[TableVerification]:
-        hook = self._source_hook()
-        mariadb = hook.flavor.is_mariadb
-        found: dict[str, TableVerification] = {}
-        checks: list[_Check] = []
-        tables = [count.table for count in counted]
-        for count in counted:
-            table, part = count.table, count.slice
-            committed = verifiable(table, Ledger(table.table_dir, store).committed())
-            if isinstance(committed, TableVerification):  # why it cannot be verified
-                found[table.source] = committed
-                continue
-            header = RawHeader(table.source, table.table.columns, table.table.key)
-            # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
-            rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
-            if part is not None:
-                part = self._key_slice(hook, header, part)
-            buckets = slice_buckets(rows, self.verify.bucket_rows, part)
-            job = VerifyJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
-                            table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
-                            buckets=buckets, result_file=store.uri(table.run_dir.verify_result),
-                            location=committed.location, time_zone=self.time_zone,
-                            source_file=store.uri(table.run_dir.verify_source_sums),
-                            detail_limit=self.verify.detail_buckets, shard=table.table.shard, slice=part)
-            checks.append(_Check(table, committed, header, job))
-        if not checks:
-            return [found[t.source] for t in tables]
-        self._require_spark_connection()
-        job_file = checks[0].table.run_dir.verify_jobs
-        for check in checks:
-            store.delete(check.job.result_file)
-            store.delete(check.table.run_dir.verify_source_sums)
-        store.write(job_file, VerifyJobs(jobs=tuple(check.job for check in checks)))
-        # The two halves at once: the Spark application sums the copies while the server sums the sources, one
-        # table after the other; the application waits for each table's sums file to compare.
-        submitted: list[BaseException] = []
-
-        def submit() -> None:
-            try:
-                self._spark_submit(context, store.uri(job_file))
-            except BaseException as exc:  # raised below, in the task's thread
-                submitted.append(exc)
-
-        spark = threading.Thread(target=submit, name="cdc-verify-spark")
-        spark.start()
-        failed: BaseException | None = None
-        for check in checks:
-            if failed is None:
-                started = time.monotonic()
-                try:
-                    check.sums = hook.bucket_sums(check.header, check.job.buckets, part=check.job.slice)
-                except BaseException as exc:
-                    failed = exc
-                check.seconds = time.monotonic() - started
-            if check.sums is None:  # the application gives up on this table rather than wait
-                store.write(check.table.run_dir.verify_source_sums, SourceSums(error="the server's sums failed"))
-                continue
-            store.write(check.table.run_dir.verify_source_sums, SourceSums(sums=sums_of(check.sums)))
-            self.log.info("%s: %d buckets summed at the source (%d rows)%s in %.1f s", check.table.source,
-                          len(check.sums), sum(s.rows for s in check.sums.values()),
-                          f", {check.job.slice} of its {check.job.buckets}" if check.job.slice else "",
-                          check.seconds)
-        spark.join()
-        if failed is not None:
-            raise failed
-        if submitted:
-            raise submitted[0]
-        results = {}
-        for check in checks:
-            written = store.read(check.job.result_file, VerifyResult)
-            if written is None:  # a retry of the task submits the job again
-                raise RuntimeError(f"The verify application ended without writing {check.job.result_file}; see "
-                                   "its log above.")
-            results[check.table.source] = written
-        refused = [result.refused for result in results.values() if result.refused]
-        if refused:  # a version file the merge did not write: the task fails, without retries (they would read it)
-            raise VersionRefused(" ".join(refused))
-        for check in checks:
-            found[check.table.source] = self._compare(hook, check, results[check.table.source]).model_copy(
-                update={"history_buckets": results[check.table.source].history_differing or ()})
-        return [found[t.source] for t in tables]
-
-    @staticmethod
-    def _key_slice(hook: MySqlSourceHook, header: RawHeader, part: VerifySlice) -> VerifySlice:
-        """The slice as a range of a one-column integer key's values when it can be one (two index lookups): the
-        server then reads only that range. Not for a BIGINT UNSIGNED key, held in Hive as a decimal."""
-        ctype = dict(header.columns)[header.key[0]] if len(header.key) == 1 else ""
-        if not ctype or kind_of(ctype) != "int" or (ColumnType.parse(ctype).base == "bigint"
-                                                    and ColumnType.parse(ctype).unsigned):
-            return part
-        bounds = hook.integer_key_bounds(header)
-        return key_slice(part.index, part.of, *bounds) if bounds is not None else part
-
-    def _compare(self, hook: MySqlSourceHook, check: _Check, result: VerifyResult) -> TableVerification:
-        table, committed, header, job = check.table, check.committed, check.header, check.job
-        base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
-                "watermark": committed.watermark, "buckets": job.buckets, "slice": job.slice,
-                "rows": sum(s.rows for s in (check.sums or {}).values())}
-        seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
-        differing = list(result.differing)
-        if not differing:
-            return TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds)
-        listed = differing[: job.detail_limit]
-        started = time.monotonic()
-        served = hook.bucket_rows(header, job.buckets, listed, job.slice)
-        end = hook.current_watermark()
-        copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
-        if committed.watermark is None:
-            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
-                f"{len(differing)} buckets differ, and the version was read without the binlog (capture: diff): "
-                "writes in flight cannot be told from differences. The next diff-mode run compares the whole "
-                "table with its rows' digests."))
-        start = read_position(committed.watermark, hook.binlog_facts([committed.watermark]))
-        if isinstance(start, Unreadable):
-            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
-                f"{len(differing)} buckets differ, and the binlog from the version's watermark cannot be read to "
-                f"tell writes in flight from differences: {start.message}"))
-        try:
-            with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
-                changed = changed_keys(hook, header, start, end, work, charsets=hook.column_charsets)
-        except CdcError as exc:
-            return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, reason=str(exc), seconds=seconds)
-        seconds["detail"] = round(time.monotonic() - started, 3)
-        return judged(TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds), differing,
-                      job.detail_limit, served, copied, changed)
-
-    def _log(self, found: TableVerification) -> None:
-        what = f"{found.source} → {found.hive_table} version {found.version}" + (
-            f" ({found.slice}, rolling verify)" if found.slice else "")
-        if found.history_buckets:
-            self.log.error("The open rows of %s differ from %s in %d buckets: %s", history_table(found.hive_table),
-                           what, len(found.history_buckets), list(found.history_buckets)[:20])
-        if found.status == VerifyStatus.CLEAN:
-            self.log.info("%s is equal to the source: %d rows in %d buckets (%d keys written meanwhile left out)",
-                          what, found.rows, found.buckets, found.in_flight)
-        elif found.status == VerifyStatus.NOT_VERIFIED:
-            self.log.warning("%s was not verified: %s", what, found.reason)
-        else:
-            self.log.error("%s differs from the source in %d keys (%d buckets)%s: %s", what, found.differences,
-                           len(found.differing_buckets), f"; {found.reason}" if found.reason else "",
-                           ", ".join(f"{k.key} ({k.kind})" for k in found.keys))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators import capture as capture_module
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
+from airflow_cdc_provider.stages import binlog_pass as binlog_pass_module
 from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
@@ -166,6 +168,10 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
         check([named(schema, "c")], capture_conn, tmp_path, history=daily)
 
 
+# Where each stage is called from: the snapshot task's module, and the binlog pass's.
+STAGE_HOMES = {"snapshot": capture_module, "extract": binlog_pass_module}
+
+
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
     """The arguments the capture operators hand each stage, recorded as the stages run."""
     calls: list[tuple[str, tuple, dict]] = []
@@ -177,7 +183,8 @@ def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple
         return recorded
 
     for name in names:
-        monkeypatch.setattr(capture_module, name, recorder(name, getattr(capture_module, name)))
+        home = STAGE_HOMES[name]
+        monkeypatch.setattr(home, name, recorder(name, getattr(home, name)))
     return calls
 
 
@@ -461,6 +468,7 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
     from airflow_cdc_provider.core.records import key_uid
     from airflow_cdc_provider.core.reread import reread_clause
     from airflow_cdc_provider.operators.plan import CdcPlanOperator
+    from airflow_cdc_provider.stages.binlog_pass import PassSettings, read_again
     from airflow_cdc_provider.stages.reread import raw_uids, reread
 
     checked = check([TablePattern(schema=schema, table="a")], capture_conn, tmp_path)
@@ -475,7 +483,6 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
 
     hook = MySqlSourceHook(capture_conn)
     (table,) = source_plan(checked, tmp_path, committed={a: hook.current_watermark()}).tables
-    extract = MySqlBinlogExtractOperator(task_id="e", plan={}, mysql_conn_id=capture_conn)
     since = mariadb.track_binlog_dumps()  # the general log, from now
     with pytest.raises(AirflowFailException, match=r"set `run: allow_reread: true` in the configuration"):
         plan("id = 1", allow=False)
@@ -487,7 +494,7 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
         # The extract task's read of a plan that holds it anyway (a plan written by hand): that table fails alone.
         failed: list = []
         asked = table.model_copy(update={"reread": Reread(where=attack, reason="test")})
-        assert extract._reread(hook, [asked], {a: str(tmp_path / "raw")}, failed) == {}
+        assert read_again(hook, [asked], {a: str(tmp_path / "raw")}, failed, PassSettings(), logging.getLogger()) == {}
         assert [(f.source, f.stage) for f in failed] == [(a, "reread")] and found in failed[0].error
     assert not work.exists(), "a refused parameter takes no lock and writes nothing"
     sent = sent_by(mariadb, since, capture_conn)
