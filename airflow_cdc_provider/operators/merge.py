@@ -9,18 +9,12 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_cdc_provider.compat import AirflowFailException, max_map_length
 from airflow_cdc_provider.core.assets import beside_events, event_extra, hive_asset_uri
-from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableOutcome, TablePlan
-from airflow_cdc_provider.core.ledger import Ledger, RunRef
+from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableOutcome
+from airflow_cdc_provider.core.ledger import RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace
-from airflow_cdc_provider.core.merge import MergeJob, MergeResult, MergeSpec, merge_spec, written_lineage
+from airflow_cdc_provider.core.merge import MergeSpec, written_lineage
 from airflow_cdc_provider.core.modes import Mode, Status
 from airflow_cdc_provider.core.outcomes import (
-    deal,
-    gap_warning,
-    merge_commit,
-    merged,
-    repair_settled_by,
-    sort_tables,
     table_task_batches,
 )
 from airflow_cdc_provider.core.workdir import TableDir
@@ -31,7 +25,7 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import MERGE_JOB
-from airflow_cdc_provider.stages.verify import settle_repair
+from airflow_cdc_provider.stages.merge_run import MergeSettings, finish_table, merge_run
 from airflow_cdc_provider.storage import WorkStore
 
 
@@ -105,65 +99,17 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
                                   for v in (self.snapshot, self.replay, self.heal))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
         store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
-        self._store = store
-        found = sort_tables(
-            plan, snapshot, extraction, replay, recorded=lambda t: Ledger(t.table_dir, store).run_plan(plan.run),
-            holder=lambda t: Ledger(t.table_dir, store).holder(),
-            spec=lambda t, i: merge_spec(t, i, self.warehouse_dir, self.metastore_uri, self.keep_versions,
-                                         self.time_zone, uri=store.uri), heal=heal)
-        for table, advanced in found.advances:  # an idle table's commit is the ledger's alone
-            Ledger(table.table_dir, store).commit(table.plan, advanced)
-        outcomes = dict(found.decided)
-        if found.merging:
-            self._require_spark_connection()
-            for n, batch in enumerate(deal(found.merging, self.applications), start=1):
-                outcomes.update(self._submit(context, batch, n))
-        else:
-            self.log.info("No table has changes to merge: no Spark application was started.")
-        ordered = [outcomes[t.source] for t in plan.tables]
-        for outcome in ordered:
-            self.log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
-                          f" (version {outcome.version})" if outcome.version is not None else "")
-            if outcome.status == Status.IDLE:  # done here: an idle table gets no task of its own
-                finish_table(plan.table(outcome.source).table_dir, plan.run, self.keep_versions, store)
-        context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in ordered])
+        settings = MergeSettings(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+                                 keep_versions=self.keep_versions, time_zone=self.time_zone,
+                                 applications=self.applications)
+        done = merge_run(plan, (snapshot, extraction, replay, heal), store, settings,
+                         lambda job: self._spark_submit(context, job), self.log, ready=self._require_spark_connection)
+        self._committed = done.committed
+        context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in done.outcomes])
         # One task per table the run wrote or failed (a few tables per task past Airflow's max_map_length); idle
         # and untouched tables cost no task.
-        written = [o.to_xcom() for o in ordered if o.status not in (Status.IDLE, Status.NOTHING)]
+        written = [o.to_xcom() for o in done.outcomes if o.status not in (Status.IDLE, Status.NOTHING)]
         return table_task_batches(written, max_map_length())
-
-    def _submit(self, context: Any, batch: list[tuple[TablePlan, MergeInput, MergeSpec]],
-                number: int) -> dict[str, TableOutcome]:
-        # The job file lives beside the first table's run files; its result, beside it, names each table.
-        store, run_dir = self._store, batch[0][0].run_dir
-        result_file = run_dir.merge_result(number)
-        store.delete(result_file)
-        job = MergeJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
-                       tables=tuple(spec for _, _, spec in batch), result_file=store.uri(result_file))
-        job_file = run_dir.merge_job(number)
-        store.write(job_file, job)
-        self.log.info("Merging %d tables in one Spark application: %s", len(batch),
-                      ", ".join(f"{s.database}.{s.table}" for _, _, s in batch))
-        self._spark_submit(context, store.uri(job_file))
-        written = store.read(result_file, MergeResult)
-        if written is None:  # a retry of the task submits the job again
-            raise RuntimeError(f"The merge application ended without writing its result {job.result_file}; see "
-                               "its log above.")
-        outcomes = {}
-        for table, merge_input, spec in batch:
-            result = written.tables[spec.result_key]
-            gap = gap_warning(result, spec)
-            if gap is not None:
-                self.log.warning("%s: %s", table.source, gap)
-            if result.status == Status.COMMITTED:
-                self._committed.append((merge_input, spec))
-                failpoint("merge.task.committed")
-                Ledger(table.table_dir, store).commit(table.plan, merge_commit(table, spec, result))
-                read_again = repair_settled_by(table, merge_input)
-                if read_again is not None:  # the rows verify found different were read again: none is left
-                    settle_repair(store, table.table_dir, read_again)
-            outcomes[table.source] = merged(table, merge_input, spec, result)
-        return outcomes
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's question, once the task succeeded: each table this attempt committed, read
@@ -181,29 +127,6 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
 
 
 OUTCOMES_KEY = "outcomes"
-
-
-def finish_table(table: TableDir, run: RunRef, keep_runs: int, store: WorkStore) -> tuple[bool, list[str]]:
-    """Release the table's lock held by ``run`` and remove the files of its older runs (the newest
-    ``keep_runs`` stay: a re-run needs its own) and the row digests of versions no longer committed. Returns
-    whether the lock was released, and what was removed."""
-    ledger = Ledger(table, store)
-    # A diff-mode table's row digests: only the committed version's serve (a run's that did not commit is redone
-    # by its re-run, which reads the source again). Removed while the lock is held: the next run's are its own.
-    committed = ledger.committed() if ledger.holder() == run else None
-    kept = committed.digests if committed is not None else None
-    if kept is not None:
-        for name in store.file_names(table.digests):
-            found = table.digests_file(name.removesuffix(".parquet"))
-            if found != kept:
-                store.delete(found)
-    released = ledger.release(run)
-    removed = []
-    for name, _ in store.subdirectories(table.runs)[keep_runs:]:  # newest first
-        if name != run.key:
-            store.remove_tree(table.run(name).root)
-            removed.append(name)
-    return released, removed
 
 
 class CdcTableOperator(BaseOperator):

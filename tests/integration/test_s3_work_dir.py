@@ -19,7 +19,7 @@ from airflow_cdc_provider.core.workdir import TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
-from airflow_cdc_provider.operators.merge import finish_table
+from airflow_cdc_provider.stages.merge_run import finish_table
 from tests.conftest import S3_CONN_ID
 from tests.integration.capture_helpers import apply_changes, source_rows
 from tests.integration.test_capture_operators import NOW, check, schema, source_plan  # noqa: F401 (a fixture)
