@@ -42,7 +42,7 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
-from airflow_cdc_provider.stages.binlog_pass import PassSettings, binlog_pass
+from airflow_cdc_provider.stages.binlog_pass import PassSettings, binlog_pass, every_event
 from airflow_cdc_provider.stages.diff import diff_table
 from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import (
@@ -312,7 +312,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                                     # a changelog row says which binlog change it comes from
                                     positions=table.table.changelog is not None)
                     # A changelog of every event: the range's row events in binlog order, beside the upsert file.
-                    events = (write_events(raw, out / EVENTS_FILE, fills) if part.source in _every_event([table])
+                    events = (write_events(raw, out / EVENTS_FILE, fills) if part.source in every_event([table])
                               else None)
                     files = [store.location_of(f, out, target) if f else None
                              for f in (result.upsert_file, result.delete_file, result.fills_file,
@@ -354,11 +354,6 @@ def _digests_staging(store: WorkStore, table: TablePlan) -> Iterator[Path | None
         written = local / DIGESTS_FILE
         if written.exists():
             os.replace(written, local / name)
-
-
-def _every_event(tables: Sequence[TablePlan]) -> set[str]:
-    """The tables whose changelog has every row event (``mode: all``): their updates' before images are kept."""
-    return {t.source for t in tables if t.table.changelog is not None and t.table.changelog.mode == "all"}
 
 
 def _taken_at(result: SnapshotResult) -> dt.datetime:

@@ -143,8 +143,8 @@ def _header(table: TablePlan) -> RawHeader:
     return RawHeader(table.source, table.table.columns, table.table.key)
 
 
-def _every_event(tables: Iterable[TablePlan]) -> set[str]:
-    """The tables whose changelog keeps every row event: their raw files keep each update's before image."""
+def every_event(tables: Iterable[TablePlan]) -> set[str]:
+    """The tables whose changelog has every row event (``mode: all``): their updates' before images are kept."""
     return {t.source for t in tables if t.table.changelog is not None and t.table.changelog.mode == "all"}
 
 
@@ -197,7 +197,7 @@ def _pass(source: PassSource, tables: list[TablePlan], start: Watermark, starts:
                      schema_changes={t.source: t.table.schema_changes for t in tables},
                      defaults=source.added_column_defaults, starts=starts, charsets=source.column_charsets,
                      partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
-                     before_images=_every_event(tables), decoders=settings.decoders,
+                     before_images=every_event(tables), decoders=settings.decoders,
                      progress=lambda events, at: progress.update(
                          events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
     progress.finish(result.events)
