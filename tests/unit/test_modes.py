@@ -49,3 +49,25 @@ def test_a_merge_input_cannot_be_of_the_mode_nothing_nor_a_merge_result_idle():
                                    "key": ["id"], "end": None, "as_of": "2026-05-01T00:00:00Z", "source_columns": []})
     with pytest.raises(ValueError, match="committed"):
         TableMerge.model_validate({"status": "idle"})
+
+
+def test_no_mode_capture_action_or_status_is_compared_as_a_string_in_the_provider():
+    """The rule, checked over the provider's source: a run's mode, a capture kind, a merge's action and a status are
+    compared as members (``Mode.SNAPSHOT``), never as their strings (``== "snapshot"``), so that a renamed or new
+    member is found by the type checker, not missed by a typo."""
+    import re
+    from pathlib import Path
+
+    from airflow_cdc_provider.core.modes import Action, Capture
+
+    words = sorted({m.value for enum in (Mode, Capture, Action, Status, VerifyStatus) for m in enum})
+    word = "|".join(words)
+    compared = re.compile(rf"""(==|!=)\s*["']({word})["']|["']({word})["']\s*(==|!=)|"""
+                          rf"""\bin\s*[(\[{{]\s*["']({word})["']""")
+    package = Path(__file__).resolve().parents[2] / "airflow_cdc_provider"
+    found = [f"{path.relative_to(package)}:{n}: {line.strip()}" for path in sorted(package.rglob("*.py"))
+             if path.name != "modes.py" for n, line in enumerate(path.read_text().splitlines(), start=1)
+             if compared.search(line)]
+    assert not found, "compare with the enum's member instead:\n" + "\n".join(found)
+    # The rule finds what it is meant to.
+    assert compared.search('if outcome.status == "committed":') and compared.search('mode in ("snapshot", "diff")')
