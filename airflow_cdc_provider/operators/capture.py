@@ -8,34 +8,23 @@ tables are done, so that its retry redoes only what is missing.
 
 from __future__ import annotations
 
-import contextlib
-import datetime as dt
-import os
 import time
-from collections.abc import Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.contract import (
-    Captured,
     Extraction,
     MergeInput,
     SourcePlan,
     TableFailure,
-    TablePlan,
 )
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
-from airflow_cdc_provider.core.modes import Capture, Mode
+from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.planning import HEALS
-from airflow_cdc_provider.core.progress import Progress, key_share
-from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.schema import SchemaChange, check_changes
-from airflow_cdc_provider.core.workdir import DELETE_FILE, DIGESTS_FILE, EVENTS_FILE, UPSERT_FILE
+from airflow_cdc_provider.core.workdir import DELETE_FILE, EVENTS_FILE, UPSERT_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -43,30 +32,16 @@ from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTab
 from airflow_cdc_provider.operators.metrics import send_metrics
 from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
 from airflow_cdc_provider.stages.binlog_pass import PassSettings, binlog_pass, every_event
-from airflow_cdc_provider.stages.diff import diff_table
 from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import (
     fills_of,
 )
 from airflow_cdc_provider.stages.replay import replay
-from airflow_cdc_provider.stages.snapshot import SnapshotResult, snapshot
-from airflow_cdc_provider.storage import WorkStore
-
-
-class TablesFailed(Exception):
-    """Some tables failed for a reason a retry may cure; the task's retry redoes just them."""
-
-
-def _finish(log: Any, stage: str, results: list[MergeInput | TableFailure], transient: list[str]) -> Captured:
-    if transient:
-        raise TablesFailed(f"The {stage} of {', '.join(transient)} failed (see above); the task's retry redoes "
-                           "only these tables.")
-    return Captured(inputs=tuple(r for r in results if isinstance(r, MergeInput)),
-                    failed=tuple(r for r in results if isinstance(r, TableFailure)))
-
-
-def _header(table: TablePlan) -> RawHeader:
-    return RawHeader(table.source, table.table.columns, table.table.key)
+from airflow_cdc_provider.stages.snapshot_run import (
+    SnapshotSettings,
+    finish_stage,
+    snapshot_run,
+)
 
 
 class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
@@ -110,98 +85,14 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         with self._leased(context, [*plan.snapshots, *plan.diffs], plan.run):
-            return self._snapshot([*plan.snapshots, *plan.diffs])
+            return snapshot_run(self._source_hook(), [*plan.snapshots, *plan.diffs],
+                                lambda root: work_store(root, self.work_conn_id), self.settings, self.log).to_xcom()
 
-    def _snapshot(self, tables: Sequence[TablePlan]) -> dict[str, Any]:
-        if not tables:
-            self.log.info("No table needs a snapshot or a diff in this run.")
-            return Captured().to_xcom()
-        hook = self._source_hook()
-        # The connection and the server's flavor looked up once, here, rather than by each thread.
-        _ = hook.address, hook.flavor
-        transient: list[str] = []
+    @property
+    def settings(self) -> SnapshotSettings:
+        return SnapshotSettings(concurrency=self.concurrency, chunk_rows=self.chunk_rows, readers=self.readers,
+                                read_buffer=self.read_buffer, progress_seconds=self.progress_seconds)
 
-        def load(table: TablePlan) -> MergeInput | TableFailure:
-            started = time.monotonic()
-            try:
-                if table.mode == Mode.DIFF:
-                    return self._diff(hook, table, started)
-                header = _header(table)
-                if table.plan.start_columns is not None:
-                    # A diff-mode table whose columns changed (``core.ledger.plan_run``): its policy takes the change
-                    # on, or refuses it before anything is read, as the binlog's extraction does.
-                    check_changes([SchemaChange(table=table.source, at="this run's check of the source", ddl=None,
-                                                before=table.plan.start_columns, after=header.columns)],
-                                  table.table.schema_changes, header.key)
-                store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.snapshot
-                diff_mode = table.table.capture == Capture.DIFF
-                digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None
-                with store.staging(target) as local, _digests_staging(store, table) as digests_dir:
-                    result = snapshot(hook, header, local, self.chunk_rows, self._progress(hook, header),
-                                      self.read_buffer, key_declared=table.table.key_declared, readers=self.readers,
-                                      digests=digests_dir / DIGESTS_FILE if digests_dir else None)
-                files = tuple(store.location_of(f, local, target) for f in result.files)
-            except CdcError as exc:
-                self.log.error("Snapshot of %s failed: %s", table.source, exc)
-                return TableFailure(source=table.source, stage="snapshot", error=str(exc))
-            except Exception:
-                self.log.exception("Snapshot of %s failed", table.source)
-                transient.append(table.source)
-                return TableFailure(source=table.source, stage="snapshot", error="see the task log")
-            self.log.info("Snapshot of %s: %d rows in %d chunks (resumed after chunk %d), watermark %s",
-                          table.source, result.rows, result.chunks, result.resumed_after_chunk, result.watermark)
-            if result.ranges:
-                self.log.info("Snapshot of %s: read in %d key ranges on %d connections at once", table.source,
-                              result.ranges, result.readers)
-            return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=files,
-                              columns=header.columns, key=header.identity, end=result.watermark,
-                              as_of=_taken_at(result), source_columns=header.columns,
-                              upserts=result.rows, changes={"I": result.rows}, digests_file=digests,
-                              seconds={"snapshot": round(time.monotonic() - started, 3)})
-
-        with ThreadPoolExecutor(max_workers=max(1, self.concurrency), thread_name_prefix="snapshot") as pool:
-            results = list(pool.map(load, tables))
-        return _finish(self.log, "snapshot", results, transient).to_xcom()
-
-    def _diff(self, hook: MySqlSourceHook, table: TablePlan, started: float) -> MergeInput:
-        """A diff-mode table's changes since its committed version, found by its rows' digests (``stages.diff``)."""
-        header = _header(table)
-        committed = table.committed
-        if committed is None or committed.digests is None:
-            raise CdcError(f"{table.source} was planned for a diff, but its committed version has no row digests. "
-                           "Trigger a run with fresh_snapshot=true.")
-        store, target = work_store(table.run_dir.root, self.work_conn_id), table.run_dir.root
-        digests = table.table_dir.digests_file(table.plan.run.key)
-        with store.fetched([committed.digests]) as (kept,), store.staging(target) as local, \
-                _digests_staging(store, table) as digests_dir:
-            assert digests_dir is not None
-            found = diff_table(hook, header, kept, local, self.read_buffer, digests_out=digests_dir / DIGESTS_FILE)
-        self.log.info("Diff of %s with version %d: %d rows changed or new, %d deleted; %d rows' digests compared in "
-                      "levels %s; %d bytes sent by the server; as of %s", table.source, committed.version,
-                      found.upserts, found.deletes, found.compared_rows, found.levels, found.bytes_sent,
-                      found.as_of.isoformat())
-        return MergeInput(source=table.source, mode=Mode.DIFF, upsert_files=(store.location_of(found.upsert_file, local,
-                                                                                            target),),
-                          delete_file=store.location_of(found.delete_file, local, target), columns=header.columns,
-                          key=header.identity, end=None, as_of=found.as_of, source_columns=header.columns,
-                          upserts=found.upserts, deletes=found.deletes, digests_file=digests, changes=found.changes,
-                          start=None, seconds={"diff": round(time.monotonic() - started, 3)})
-
-    def _progress(self, hook: MySqlSourceHook, header: RawHeader) -> Any:
-        """Each chunk's report to the table's ``Progress``: the share by the integer key's range, else by the
-        server's estimate of the rows."""
-        bounds = hook.integer_key_bounds(header)
-        estimate = hook.estimated_rows(header.table) if bounds is None else 0
-        progress = Progress(f"snapshot of {header.table}", self.log.info, every=self.progress_seconds)
-
-        def chunk_done(rows: int, last_key: list[Any] | None) -> None:
-            if bounds is not None:
-                share = key_share(*bounds, int(last_key[0]) if last_key else None)
-            else:
-                share = rows / estimate if estimate else None
-            progress.update(rows, share)
-
-        return chunk_done
 
 
 class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
@@ -338,27 +229,4 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
                 start=part.start, seconds={"extract": part.seconds,
                                            "replay": round(time.monotonic() - started, 3)},
                 left_partitions=part.left_partitions, events_file=files[3]))
-        return _finish(self.log, "replay", results, transient).to_xcom()
-
-
-@contextlib.contextmanager
-def _digests_staging(store: WorkStore, table: TablePlan) -> Iterator[Path | None]:
-    """Where a diff-mode table's row digests are written this run (``TableDir.digests_file``; renamed there from
-    ``DIGESTS_FILE`` once written), or None for a table read from the binlog."""
-    if table.table.capture != Capture.DIFF:
-        yield None
-        return
-    name = table.table_dir.digests_file(table.plan.run.key).rsplit("/", 1)[-1]
-    with store.staging(table.table_dir.digests) as local:
-        yield local
-        written = local / DIGESTS_FILE
-        if written.exists():
-            os.replace(written, local / name)
-
-
-def _taken_at(result: SnapshotResult) -> dt.datetime:
-    """The moment a snapshot reflects: when its watermark was taken."""
-    if result.taken_at is None:  # a snapshot resumed from progress an earlier release kept
-        raise CdcError(f"The snapshot's progress file does not say when its watermark {result.watermark} was taken, "
-                       "so the moment its rows reflect is not known. Trigger a run with fresh_snapshot=true.")
-    return dt.datetime.fromisoformat(result.taken_at)
+        return finish_stage(self.log, "replay", results, transient).to_xcom()

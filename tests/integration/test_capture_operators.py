@@ -26,10 +26,10 @@ from airflow_cdc_provider.core.partitioning import NULL_PARTITION, PartitionSpec
 from airflow_cdc_provider.core.records import RawHeader, parse_record
 from airflow_cdc_provider.core.workdir import EVENTS_FILE, UPSERT_FILE, TableDir
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.operators import capture as capture_module
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.stages import binlog_pass as binlog_pass_module
+from airflow_cdc_provider.stages import snapshot_run as snapshot_run_module
 from tests.conftest import conn_env
 from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
@@ -168,8 +168,8 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
         check([named(schema, "c")], capture_conn, tmp_path, history=daily)
 
 
-# Where each stage is called from: the snapshot task's module, and the binlog pass's.
-STAGE_HOMES = {"snapshot": capture_module, "extract": binlog_pass_module}
+# Where each stage is called from: the snapshot stage's run, and the binlog pass.
+STAGE_HOMES = {"snapshot": snapshot_run_module, "extract": binlog_pass_module}
 
 
 def received_by_stages(monkeypatch, names=("snapshot", "extract")) -> list[tuple[str, tuple, dict]]:
