@@ -119,14 +119,20 @@ def test_a_killed_holder_whose_child_still_runs_is_refused_until_the_child_ends(
 def test_a_killed_holder_whose_group_id_went_to_a_new_process_is_taken_over_at_once(tmp_path):
     """Process ids wrap (32,768 by default), and a group's id is handed out again once the group has ended: a
     new session leader with the dead holder's group id is not a process the holder started."""
-    messages = []
-    ledger = _ledger(tmp_path, log=messages.append)
-    holder, _ = hold(tmp_path)  # in a session of its own: its group's id is its own
-    group = ledger.lock().owner.group
-    assert group == holder.pid and ledger.lock().owner.group_started == ledger.lock().owner.started
-    os.killpg(group, signal.SIGKILL)  # the whole group, as a user kills a run's process group
-    holder.wait()
-    squatter = with_pid(group)
+    why_not = ""
+    for attempt in range(3):  # another process of the host may take the freed id first: then a new holder
+        messages: list[str] = []
+        ledger = _ledger(tmp_path / str(attempt), log=messages.append)
+        holder, _ = hold(tmp_path / str(attempt))  # in a session of its own: its group's id is its own
+        group = ledger.lock().owner.group
+        assert group == holder.pid and ledger.lock().owner.group_started == ledger.lock().owner.started
+        os.killpg(group, signal.SIGKILL)  # the whole group, as a user kills a run's process group
+        holder.wait()
+        squatter, why_not = with_pid(group)
+        if squatter is not None:
+            break
+    else:
+        pytest.fail(f"could not hand a dead holder's group id to a new process, three times; the last: {why_not}")
     try:
         assert os.getpgid(squatter) == group  # a live process in a group with the holder's group id
         take(ledger)
@@ -137,30 +143,50 @@ def test_a_killed_holder_whose_group_id_went_to_a_new_process_is_taken_over_at_o
 
 
 # Starts ``sleep`` in a session of its own with the process id it is given, which must be free (the kernel's next
-# id is set just below it, as root, and the start tried again when another process took it first), and exits:
-# the sleep is left to this host's reaper, as a process of another program would be.
+# id is set just below it, as root, and the start tried again for a while when another process took it first),
+# and exits: the sleep is left to this host's reaper, as a process of another program would be.
 WITH_PID = textwrap.dedent("""
-    import os, subprocess, sys
+    import os, subprocess, sys, time
     pid, last = int(sys.argv[1]), "/proc/sys/kernel/ns_last_pid"
-    for _ in range(200):
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
         with open(last, "w") as f:
             f.write(str(pid - 1))
-        process = subprocess.Popen(["sleep", "600"], start_new_session=True)
+        process = subprocess.Popen(["sleep", "600"], start_new_session=True, stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # not this helper's pipes
         if process.pid == pid:
             sys.exit(0)
         process.kill()
         process.wait()
-    sys.exit(f"could not start a process with id {pid}: other processes kept taking it")
+    sys.exit(f"could not start a process with id {pid} in 20 s: other processes kept taking it")
 """)
 
 
-def with_pid(pid: int) -> int:
-    """A process of another program, not started by this one, with the process id ``pid``, leading a group."""
+def holders_of(pid: int) -> list[str]:
+    """The processes that keep ``pid`` taken as their id, group or session (the kernel hands an id out again only
+    when none is left), each as its /proc/<id>/stat line."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            line = stat.read_text()
+        except OSError:  # ended meanwhile
+            continue
+        fields = line[line.rindex(")") + 2:].split()  # after the command, which may hold spaces
+        if pid in (int(stat.parent.name), int(fields[2]), int(fields[3])):
+            found.append(line.strip())
+    return found
+
+
+def with_pid(pid: int) -> tuple[int | None, str]:
+    """A process of another program, not started by this one, with the process id ``pid``, leading a group; or
+    None and why not: what the helper said, and which processes hold the id."""
     if not os.access("/proc/sys/kernel/ns_last_pid", os.W_OK):
         pytest.fail("/proc/sys/kernel/ns_last_pid is not writable: this test hands out a chosen process id, "
                     "which needs root")
-    subprocess.run([sys.executable, "-c", WITH_PID, str(pid)], check=True)
-    return pid
+    done = subprocess.run([sys.executable, "-c", WITH_PID, str(pid)], capture_output=True, text=True)
+    if done.returncode == 0:
+        return pid, ""
+    return None, f"{done.stderr.strip()[-2000:]}; the processes holding id {pid}: {holders_of(pid)}"
 
 
 def test_a_task_that_ended_hands_its_lock_over_to_the_lease(tmp_path):
