@@ -33,7 +33,7 @@ from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
 from airflow_cdc_provider.core.watermark import Watermark  # noqa: E402
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract, in_one_directory  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 
 NARROW = "id INT PRIMARY KEY, name VARCHAR(40), amount DECIMAL(12,2), updated_at DATETIME(3), qty INT"
@@ -97,8 +97,8 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
     bare_rows, bare_s = bare_decode(source, start, table)
     for decoders, target in ((0, "1.0x"), (2, "1.6x")):
         t0 = time.perf_counter()
-        result = extract(source.hook, [header_of(server, table)], start, high, work / f"raw-{name}-{decoders}",
-                         decoders=decoders)
+        tables = in_one_directory([header_of(server, table)], work / f"raw-{name}-{decoders}")
+        result = extract(source.hook, tables, start, high, decoders=decoders)
         ours_s = time.perf_counter() - t0
         ours_rows = sum(result.counts[str(table)].values())
         assert ours_rows == bare_rows == rows, (ours_rows, bare_rows, rows)
@@ -126,8 +126,9 @@ def bench_compressed(server, source, work, rows):
         for attempt in range(5):
             for compressed, (table, start, high) in ranges.items():
                 t0 = time.perf_counter()
-                result = extract(source.hook, [header_of(server, table)], start, high,
-                                 work / f"raw-packed{int(compressed)}-{decoders}-{attempt}", decoders=decoders)
+                tables = in_one_directory([header_of(server, table)],
+                                          work / f"raw-packed{int(compressed)}-{decoders}-{attempt}")
+                result = extract(source.hook, tables, start, high, decoders=decoders)
                 times[compressed] = min(times[compressed], time.perf_counter() - t0)
                 counts = result.counts[str(table)]
         print(f"extract compressed narrow, {decoders} decoder processes: {sum(counts.values()):,} records, "

@@ -37,7 +37,7 @@ import pyarrow.parquet as pq  # noqa: E402
 
 from airflow_cdc_provider.core.changelog import ChangelogSpec, changelog_table  # noqa: E402
 from airflow_cdc_provider.core.partitioning import Partitioning, PartitionSpec  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import TableRange, extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 from bench.merge_bench import bench_table, change  # noqa: E402
@@ -121,8 +121,8 @@ def run(work: Path, rows: int, fraction: float, rounds: int, width: int) -> None
             outs = [target.begin() for target in targets]
             assert len({str(t.plan.start) for t in targets}) == 1, "the targets are at different watermarks"
             high = source.current_watermark()
-            extracted = extract(source.hook, [header], targets[0].plan.start, high, outs[0] / "raw",
-                                partitionings={header.table: layout} if layout else None)
+            extracted = extract(source.hook, [TableRange(header, outs[0] / "raw", partitioning=layout or None)],
+                                targets[0].plan.start, high)
             positions = {"positions": True} if POSITIONS else {}
             replayed = replay(extracted.files[header.table], outs[0] / "upsert.parquet", outs[0] / "delete.parquet",
                               **positions)

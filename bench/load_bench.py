@@ -30,7 +30,7 @@ from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 from capture_bench import Source, header_of  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract, in_one_directory  # noqa: E402
 
 WRITERS = 4
 TABLE = TableName("bench", "load")
@@ -112,7 +112,7 @@ def main() -> None:
                 continue
             out = work / f"pass-{passes}"
             t0 = time.perf_counter()
-            result = extract(source.hook, [header], start, high, out)
+            result = extract(source.hook, in_one_directory([header], out), start, high)
             busy += time.perf_counter() - t0
             records += sum(result.counts[str(TABLE)].values())
             passes += 1

@@ -47,7 +47,7 @@ from airflow_cdc_provider.core.records import RawHeader  # noqa: E402
 from airflow_cdc_provider.core.types import arrow_table, file_schema, hive_type  # noqa: E402
 from airflow_cdc_provider.core.workdir import TableDir  # noqa: E402
 from airflow_cdc_provider.spark import MERGE_JOB  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract, in_one_directory  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 from airflow_cdc_provider.storage import WorkStore  # noqa: E402
@@ -129,7 +129,7 @@ class Incremental:
             upserts, deletes, end, read = snap.files, None, snap.watermark, snap.rows
         else:
             high = self.source.current_watermark()
-            extracted = extract(self.source.hook, [self.header], plan.start, high, out / "raw")
+            extracted = extract(self.source.hook, in_one_directory([self.header], out / "raw"), plan.start, high)
             parts["extract"] = time.perf_counter() - t0
             replayed = replay(extracted.files[self.header.table], out / "upsert.parquet", out / "delete.parquet")
             parts["replay"] = time.perf_counter() - t0 - parts["extract"]

@@ -33,7 +33,7 @@ from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
 from airflow_cdc_provider.core.partitioning import PartitionSpec  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import TableRange, extract  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
@@ -109,8 +109,8 @@ class Table:
         assert plans["partitioned"].start == plans["unpartitioned"].start
         high = self.source.current_watermark()
         layout = self.targets["partitioned"].partitioning
-        extracted = extract(self.source.hook, [self.header], plans["partitioned"].start, high,
-                            outs["partitioned"] / "raw", partitionings={self.header.table: layout})
+        table = TableRange(self.header, outs["partitioned"] / "raw", partitioning=layout)
+        extracted = extract(self.source.hook, [table], plans["partitioned"].start, high)
         extract_s = time.perf_counter() - t0
         out = outs["partitioned"]
         replayed = replay(extracted.files[self.header.table], out / "upsert.parquet", out / "delete.parquet")

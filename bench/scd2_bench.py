@@ -27,7 +27,7 @@ from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
 
 from airflow_cdc_provider.core.history import HistorySettings, HistorySpec  # noqa: E402
 from airflow_cdc_provider.core.identifiers import TableName  # noqa: E402
-from airflow_cdc_provider.stages.extract import extract  # noqa: E402
+from airflow_cdc_provider.stages.extract import extract, in_one_directory  # noqa: E402
 from airflow_cdc_provider.stages.replay import replay  # noqa: E402
 from airflow_cdc_provider.stages.snapshot import snapshot  # noqa: E402
 from bench.capture_bench import Source, header_of  # noqa: E402
@@ -71,7 +71,7 @@ def run(work: Path, rows: int, days: int, fraction: float) -> None:
             change(server, rows, fraction, day)
             out = kept.begin()
             high = source.current_watermark()
-            extracted = extract(source.hook, [header], kept.plan.start, high, out / "raw")
+            extracted = extract(source.hook, in_one_directory([header], out / "raw"), kept.plan.start, high)
             replayed = replay(extracted.files[header.table], out / "upsert.parquet", out / "delete.parquet")
             as_of = START + dt.timedelta(days=day + 1)  # the day's midnight: the range ends there
             seconds, outcome, _ = kept.merge(extracted.end, [str(replayed.upsert_file)], str(replayed.delete_file),

@@ -41,8 +41,10 @@ from airflow_cdc_provider.stages.extract import (
     BinlogSource,
     ChainBroken,
     ExtractResult,
+    TableRange,
     added_columns_of,
     extract,
+    in_one_directory,
     reported,
 )
 from airflow_cdc_provider.stages.reread import Reads, RereadResult, buckets_of, drop_keys, raw_uids, reread
@@ -187,17 +189,16 @@ def _pass(source: PassSource, tables: list[TablePlan], start: Watermark, starts:
     """The one binlog pass (``stages.extract``) from ``start`` to the server's position now (the range's high
     watermark, taken here), or to ``stop_before``; with the binlog files' sizes, by which its progress and the
     bytes read are measured."""
-    headers = [RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key) for t in tables]
+    every = every_event(tables)
+    ranges = [TableRange(RawHeader(t.source, t.plan.start_columns or t.table.columns, t.table.key), local[t.source],
+                         _header(t), starts.get(t.source), t.table.schema_changes, t.table.partitioning,
+                         t.source in every) for t in tables]
     high = source.current_watermark()
     sizes = [(split_binlog_file(f.name)[1], f.size) for f in source.binlogs()]
     progress = Progress(f"binlog pass for {len(tables)} tables", log.info, every=settings.progress_seconds,
                         unit="row events")
-    result = extract(source, headers, start, high, dict(local), stop_before=stop_before,
-                     definitions=[_header(t) for t in tables],
-                     schema_changes={t.source: t.table.schema_changes for t in tables},
-                     defaults=source.added_column_defaults, starts=starts, charsets=source.column_charsets,
-                     partitionings={t.source: t.table.partitioning for t in tables if t.table.partitioning},
-                     before_images=every_event(tables), decoders=settings.decoders,
+    result = extract(source, ranges, start, high, stop_before=stop_before,
+                     defaults=source.added_column_defaults, charsets=source.column_charsets, decoders=settings.decoders,
                      progress=lambda events, at: progress.update(
                          events, binlog_share(start.coordinate, at, high.coordinate, sizes)))
     progress.finish(result.events)
@@ -266,8 +267,8 @@ def _drop_newer(source: PassSource, tables: list[TablePlan], rereads: dict[str, 
     plans = {t.source: t for t in tables}
     headers = [RawHeader(t.source, t.table.columns, t.table.key) for t in tables if t.source in rereads]
     with tempfile.TemporaryDirectory(prefix="cdc-reread-") as scratch:
-        after = extract(source, headers, end, high, os.path.join(scratch, "raw"),
-                        definitions=headers, schema_changes="evolve", charsets=source.column_charsets)
+        after = extract(source, in_one_directory(headers, os.path.join(scratch, "raw"), headers, "evolve"), end,
+                        high, charsets=source.column_charsets)
         for n, header in enumerate(headers):
             newer_files = after.files.get(header.table, [])
             dropped = drop_keys(rereads[header.table].files, raw_uids(newer_files))

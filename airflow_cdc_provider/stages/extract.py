@@ -153,141 +153,91 @@ def fills_of(added: Sequence[AddedColumn]) -> list[Fill]:
 _RANGE_START = "the start of the range"
 
 
-class _TableSink:
-    """One table's raw files, the columns in force at the current point of the binlog, and the changes met."""
+@dataclass(frozen=True)
+class TableRange:
+    """One table of a pass, as ``extract`` takes it: its columns at its start, where its raw files go, and how
+    its events are taken."""
 
-    def __init__(self, header: RawHeader, writer: RawFileWriter, now: RawHeader | None,
-                 partitioning: Partitioning | None = None, before_images: bool = False) -> None:
-        self.writer = writer
-        # An update that keeps its key is written as its before image (B) then its after image (U): for a table
-        # whose changelog has every event (``mode: all``).
-        self.before_images = before_images
-        self.now = now or header  # the definition when the extraction began: the types of added columns
-        self.start = header.columns
+    header: RawHeader  # its columns at its start, as the previous run captured them
+    out_dir: str | Path  # its raw files' directory
+    definition: RawHeader | None = None  # its definition now: the types of the columns added in the range
+    # A later start than the range's (its own committed watermark): the events up to it are the table's already.
+    start: Watermark | None = None
+    schema_changes: str = "strict"  # its policy for changes of columns (``core.schema``)
+    partitioning: Partitioning | None = None  # a partitioned table's, as the check bound it
+    # Its changelog keeps every row event (``mode: all``): an update that keeps its key is written as its before
+    # image (B) then its after image (U).
+    before_images: bool = False
+
+
+class _SchemaTrail:
+    """One table's changes of columns met in the range, and what the range's ALTERs said about them."""
+
+    def __init__(self, start: RawHeader, now: RawHeader) -> None:
+        self.now = now  # the definition when the extraction began: the types of added columns
+        self.start = start.columns
         self.changes: list[SchemaChange] = []
         self.last_ddl: str | None = None  # the last ALTER TABLE of this table, with its position
         self.renames: list[tuple[str, str]] = []  # columns the ALTERs since the last change renamed
         self.ddl_dropped: set[str] = set()  # columns the ALTERs of the range dropped, lower-cased
-        self.ddl_since_rows = False
-        self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
-        self._attributes: list[dict[str, Any]] | None = None
+        self.ddl_since_rows = False  # an ALTER came after the last row event
+
+    def record(self, before: RawHeader, after: RawHeader, where: str) -> None:
+        self.changes.append(SchemaChange(before.table, where, self.last_ddl, before.columns, after.columns,
+                                         tuple(self.renames)))
+        self.renames = []
+
+    def alter(self, shown: str, effect: TableEffect) -> list[str]:
+        """An ALTER of the table, noted; the columns it added again (dropped by it or by an earlier ALTER)."""
+        self.last_ddl, self.ddl_since_rows = shown, True
+        self.renames += list(effect.renames)
+        readded = [*effect.readded, *(d.name for d in effect.added if d.name.lower() in self.ddl_dropped)]
+        self.ddl_dropped |= {column.lower() for column in effect.dropped}
+        self.ddl_dropped -= {column.lower() for column in readded}
+        return readded
+
+    def changed_since(self, header: RawHeader) -> bool:
+        """An ALTER after the last row event left the table otherwise than ``header``: its result is the
+        definition now."""
+        return self.ddl_since_rows and [(n, landing(t)) for n, t in self.now.columns] != [
+            (n, landing(t)) for n, t in header.columns]
+
+    def fills(self, table: str, defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None) -> list[Fill]:
+        """The added columns' fills, with the constants the server gave existing rows looked up."""
+        fills = added_columns(self.start, self.changes)
+        wanted = [f.column for f in fills if f.needs_value]
+        if not wanted:
+            return fills
+        if defaults is None:
+            raise UnknownDefault(f"The columns {wanted} were added to {table} in the range, and no way to look up "
+                                 "their defaults was given.")
+        values = defaults(table, wanted)
+        return [Fill(f.column, f.sources, values[f.column], True) if f.needs_value else f for f in fills]
+
+
+class _Texts:
+    """How one table's string columns are read, in the character set each row event's table map gives them.
+
+    The reader decodes text by its own table of character sets: some right, some not at all (it hands over
+    ucs2 or macce bytes as they are), some wrongly (utf16 and utf32 as little-endian, latin1 as Python's
+    cp1252, which refuses five bytes MySQL's latin1 has), and it reads ENUM and SET members as UTF-8
+    whatever their character set. So every text column is read as bytes and decoded here, by
+    ``core.charsets``, as the server converts it; members outside UTF-8 come from the column's definition.
+    """
+
+    def __init__(self, table: str, charsets_now: Callable[[str], dict[str, str]] | None) -> None:
+        self.table = table
         self.texts: list[tuple[int, str, str, Callable[[bytes], str]]] = []  # index, name, charset, its decoder
         self.members: dict[int, tuple[str, ...]] = {}  # ENUM and SET members the reader cannot read, by index
         self.binaries: list[int] = []  # the binary strings' indexes
         self.column_charsets: dict[str, str] = {}  # each string column's character set, by lower-cased name
-        self.charsets_now: Callable[[str], dict[str, str]] | None = None  # the columns' character sets now
-        # The row images of the columns followed, decoded from the event's bytes (``core.row_images``); None
-        # where a column's type is not planned there: the reader decodes them.
-        self.decoder: RowImageDecoder | None = None
-        self.binlog_columns: tuple[BinlogColumn, ...] = ()  # the decoder's columns
-        # Called before the columns followed change (``follow``): what decoder processes still hold of this
-        # table is written first (``stages.decode_workers``), so that the change lands after it.
-        self.settle: Callable[[], None] = lambda: None
-        self._decode_plan: tuple[Any, ...] = ()
+        self._lookup = charsets_now  # the columns' character sets now, by table
         self._charsets_now: dict[str, str] | None = None
-        self.start_at: tuple[int, int] = (0, 0)  # the events up to here are the table's already
-        self.policy = "strict"
-        self.failed: CdcError | None = None
-        # A partitioned table's layout as the check bound it, bound again to the columns in force (``_bind``),
-        # and the partitions rows left, as the metastore writes them. None for a table not partitioned.
-        self.partitioning = self.bound = partitioning
-        self.left: set[str] | None = None if partitioning is None else set()
-        try:
-            self._use(header)
-        except PartitionSourceChanged as exc:  # the columns at the start do not fit the spec
-            self.fail(exc)
 
-    def fail(self, error: CdcError) -> None:
-        """Leave this table out of the range: its raw files go, the other tables go on. The first error is the
-        table's."""
-        if self.failed is None:
-            self.failed = error
-        self.writer.abort()
-
-    def _use(self, header: RawHeader, where: str = _RANGE_START) -> None:
-        self.header = header
-        self.names = header.column_names
-        self.key_indexes = header.key_indexes() if set(header.key) <= set(self.names) else ()
-        self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
-        self.sets = {name for name, ctype in header.columns if ctype.lower().startswith("set(")}
-        if self.partitioning is not None:
-            self._bind(header, where)
-
-    def _bind(self, header: RawHeader, where: str) -> None:
-        """The partitioning bound to ``header``'s columns: which column of a row image its value is read from,
-        and the column's type then. The spec is bound anew at each change of columns (the zone is the check's:
-        a type that would date its values otherwise lands as another Hive type, which no policy takes on)."""
-        assert self.partitioning is not None and self.bound is not None
-        spec, bound = self.partitioning.spec, self.bound
-        try:
-            self.bound = spec.resolve(header.columns, self.partitioning.time_zone)
-        except BadPartitionSpec as exc:
-            column = bound.source_column
-            found = [ctype for name, ctype in header.columns if name.lower() == column.lower()]
-            if where == _RANGE_START:  # the columns of its last version, against the check's of now
-                change = (f"the range starts with the columns of its last version, where {column} is "
-                          f"{found[0]}, not {bound.source_type}" if found else
-                          f"the range starts with the columns of its last version, which have no {column}")
-            else:
-                change = (f"at {where} the type of {column} changed from {bound.source_type} to {found[0]}" if found
-                          else f"at {where} the column {column} was dropped or renamed")
-            raise PartitionSourceChanged(
-                f"The table {header.table} is partitioned by its column {column} ({spec.text}), and {change}: "
-                f"{exc} The partitions its rows were in can no longer be told from the binlog. Nothing of this "
-                "table was written; the Hive table is as it was. Make `partition_by:` fit the table's columns if "
-                "need be, then trigger a run with fresh_snapshot=true.") from None
-        self.partition_at = self.names.index(self.bound.source_column)
-
-    def follow(self, columns: list[Any], where: str) -> None:
-        """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
-
-        The reader makes a new column list for each table map (one per transaction); equal lists are the common
-        case and cost one comparison of the columns' attributes.
-        """
-        if columns is self._columns:
-            return
-        # Compared in C (Column.__eq__ builds a dict per call); copies, as _read_as_bytes changes the columns.
-        attributes = [dict(vars(c)) for c in columns]
-        if attributes == self._attributes:
-            self._columns = columns
-            self._read_as_bytes(columns)
-            return
-        self.settle()
-        if self.failed is not None:  # by an event the decoder processes held
-            return
-        self._columns, self._attributes = columns, attributes
-        names = tuple(c.name for c in columns)
-        if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
-            raise MissingRowMetadata(
-                f"The row event of {self.header.table} at {where} carries no column names: the server wrote it with "
-                "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
-        known = {name: ctype for name, ctype in (*self.now.columns, *self.header.columns)}
+    def plan(self, columns: list[Any], known: dict[str, str], where: str) -> None:
+        """Which of ``columns`` are text in which character set, and the ENUM and SET members the reader cannot
+        read; a column whose character set changed since the last event, checked."""
         before = self.column_charsets
-        self._plan_texts(columns, known, where)
-        self._check_conversions(before, columns, where)
-        self.decoder = self._plan_decoder(columns)
-        self._set_members(columns)  # before the columns' types are read: they hold the members
-        layout = []
-        for column in columns:
-            logged = column_type_of(column)
-            # The definition's type when it lands the same: it knows what the binlog does not (MariaDB's JSON,
-            # INET6 and UUID are text and binary there).
-            ctype = known.get(column.name)
-            layout.append((column.name, ctype if ctype is not None and logged_as(ctype, logged) else logged))
-        self._read_as_bytes(columns)
-        if names == self.names and all(landing(a) == landing(b) for (_, a), (_, b) in zip(layout, self.header.columns)):
-            return
-        self._change(RawHeader(self.header.table, tuple(layout), self.header.key), where)
-
-    def _plan_texts(self, columns: list[Any], known: dict[str, str], where: str) -> None:
-        """Which columns are text in which character set, and the ENUM and SET members the reader cannot read.
-
-        The reader decodes text by its own table of character sets: some right, some not at all (it hands over
-        ucs2 or macce bytes as they are), some wrongly (utf16 and utf32 as little-endian, latin1 as Python's
-        cp1252, which refuses five bytes MySQL's latin1 has), and it reads ENUM and SET members as UTF-8
-        whatever their character set. So every text column is read as bytes and decoded here, by
-        ``core.charsets``, as the server converts it; members outside UTF-8 come from the column's definition.
-        """
         self.texts, self.members, self.binaries, self.column_charsets = [], {}, [], {}
         for i, column in enumerate(columns):
             if (code := column.type) not in _TEXT_TYPES:
@@ -300,44 +250,27 @@ class _TableSink:
                 continue
             if not known_charset(charset):
                 raise UnreadableText(
-                    f"The column {column.name} of {self.header.table} is in the character set {charset!r}, which the "
+                    f"The column {column.name} of {self.table} is in the character set {charset!r}, which the "
                     "capture cannot read. Convert the column to utf8mb4, or leave the table out of the configuration.")
             if code not in (ENUM, SET):
                 self.texts.append((i, column.name, charset, text_decoder(charset)))
             elif charset not in _MEMBERS_AS_UTF8:
                 self.members[i] = self._members(column, charset, known.get(column.name), where)
+        self._check_conversions(before, columns, where)
+        self.set_members(columns)  # before the columns' types are read: they hold the members
 
-    def _plan_decoder(self, columns: list[Any]) -> RowImageDecoder | None:
-        """The decoder of these columns' images: text in the character sets ``_plan_texts`` chose, every other
-        string as its bytes (a binary string's, the one kind of string column not in ``texts``)."""
-        if self.sets or self.members:
-            return None
-        charsets = {i: charset for i, _, charset, _ in self.texts}
-        self.binlog_columns = tuple(
-            BinlogColumn(type=c.type, unsigned=bool(getattr(c, "unsigned", False)),
-                         max_length=getattr(c, "max_length", 0) or 0, length_size=getattr(c, "length_size", 0) or 0,
-                         precision=getattr(c, "precision", 0) or 0, decimals=getattr(c, "decimals", 0) or 0,
-                         fsp=getattr(c, "fsp", 0) or 0, charset=charsets.get(i, "binary"))
-            for i, c in enumerate(columns))
-        return plan_decoder(list(self.binlog_columns))
-
-    def decode_plan(self) -> DecodePlan:
-        """What a decoder process needs for this table's events now (``stages.decode_workers``)."""
-        if not self._decode_plan or self._decode_plan[0] is not self.decoder or self._decode_plan[1] is not self.header:
-            self._decode_plan = (self.decoder, self.header, DecodePlan(
-                self.binlog_columns, tuple(ctype for _, ctype in self.header.columns), tuple(self.key_indexes),
-                self.before_images))
-        plan: DecodePlan = self._decode_plan[2]
-        return plan
+    def charsets(self) -> dict[int, str]:
+        """The text columns' character sets, by index."""
+        return {i: charset for i, _, charset, _ in self.texts}
 
     def _charset_now(self, column: str, where: str) -> str:
         """The column's character set now, for a collation the binlog reader does not know."""
-        if self._charsets_now is None and self.charsets_now is not None:
-            self._charsets_now = self.charsets_now(self.header.table)
+        if self._charsets_now is None and self._lookup is not None:
+            self._charsets_now = self._lookup(self.table)
         charset = (self._charsets_now or {}).get(column)
         if charset is None:
             raise UnreadableText(
-                f"The column {column} of {self.header.table} has a collation the binlog reader does not know in the "
+                f"The column {column} of {self.table} has a collation the binlog reader does not know in the "
                 f"row event at {where}, and its character set cannot be looked up: it is no longer in the table. "
                 "Trigger a run with fresh_snapshot=true.")
         return charset
@@ -358,35 +291,28 @@ class _TableSink:
         if members is None or len(members) != len(logged) or any(
                 ascii_based and m.isascii() and m and m != d for m, d in zip(logged, members)):
             raise UnreadableText(
-                f"The {kind} column {column.name} of {self.header.table} is in the character set {charset}, whose "
+                f"The {kind} column {column.name} of {self.table} is in the character set {charset}, whose "
                 f"members the binlog reader cannot read, and its definition now has other members than the row "
                 f"event at {where} ({len(logged)} there): the members it was written with are unknown. Trigger a run "
                 "with fresh_snapshot=true.")
         return members
 
-    def _set_members(self, columns: list[Any]) -> None:
+    def set_members(self, columns: list[Any]) -> None:
         for i, members in self.members.items():
             if columns[i].type == ENUM:
                 columns[i].enum_values = ["", *members]  # the reader's form: the invalid value's '' first
             else:
                 columns[i].set_values = list(members)
 
-    def _read_as_bytes(self, columns: list[Any]) -> None:
+    def read_as_bytes(self, columns: list[Any]) -> None:
         # The reader decodes a column's bytes by the codec its character_set_name names: latin-1 reads each byte
-        # as the code point of its value, which image() turns back into the bytes, in C both ways. (A name with
+        # as the code point of its value, which decode() turns back into the bytes, in C both ways. (A name with
         # no codec, such as 'binary', would give the bytes themselves, but through a LookupError per value: six
         # times slower.) Set on the reader's columns of this table map, before its rows are decoded (a rows
         # event decodes its rows when they are first read).
         for i, *_ in self.texts:
             columns[i].character_set_name = _AS_BYTES
-        self._set_members(columns)
-
-    def _change(self, header: RawHeader, where: str) -> None:
-        self.changes.append(SchemaChange(self.header.table, where, self.last_ddl, self.header.columns,
-                                         header.columns, tuple(self.renames)))
-        self.renames = []
-        self.writer.switch(header)
-        self._use(header, where)
+        self.set_members(columns)
 
     def _check_conversions(self, before: dict[str, str], columns: list[Any], where: str) -> None:
         """A text column whose character set changed between two row events was converted by the server, every
@@ -400,10 +326,199 @@ class _TableSink:
                 continue
             if not holds_every_character(new, old):
                 raise TableReplaced(
-                    f"The column {column.name} of {self.header.table} is in the character set {new} from the row "
+                    f"The column {column.name} of {self.table} is in the character set {new} from the row "
                     f"event at {where} on, and was in {old} before: the server converted every value, some of which "
                     f"{new} may not hold, without row events. The copy cannot follow rows changed without row "
                     f"events.")
+
+    def decode(self, row: list[Any], where: str) -> None:
+        """A row image the reader read, its text decoded (in place) and its empty binary strings bytes."""
+        for i, name, charset, decode in self.texts:
+            value = row[i]
+            if type(value) is str:  # the bytes, read as latin-1 (see read_as_bytes)
+                try:
+                    row[i] = decode(value.encode(_AS_BYTES))
+                except UndecodableText as exc:
+                    raise self._unreadable(name, charset, where, exc) from None
+        for i in self.binaries:
+            if row[i] == "":  # the reader's empty binary string: b"".decode() of any codec name, even 'binary'
+                row[i] = b""
+
+    def undecodable(self, index: int, error: object, where: str) -> UnreadableText:
+        """A text value of column ``index`` that is not text in its character set (``error`` says why)."""
+        _, name, charset, _ = next(t for t in self.texts if t[0] == index)
+        return self._unreadable(name, charset, where, error)
+
+    def _unreadable(self, name: str, charset: str, where: str, exc: object) -> UnreadableText:
+        return UnreadableText(
+            f"The column {name} of {self.table} holds a value that is not {charset} text, the column's "
+            f"character set, in the row event at {where}: {exc}. The server stored bytes that are no {charset} "
+            "characters (written over a binary connection, or converted with a lax sql_mode); its own SELECT shows "
+            "them as '?'. Nothing of this table was written; the other tables go on. Correct the value at the "
+            f"source (or make {name} VARBINARY or BLOB if it holds bytes, not text), then trigger a run with "
+            "fresh_snapshot=true: the binlog still holds this change, and a run from the table's watermark would "
+            "meet it again.")
+
+
+class _PartitionsLeft:
+    """A partitioned table's layout, bound to the columns in force, and the partitions its rows left in the range,
+    as the metastore writes them. The merge rewrites only the partitions a run touches, and only a before image
+    tells which partition a row was in."""
+
+    def __init__(self, partitioning: Partitioning) -> None:
+        self.partitioning = self.bound = partitioning  # as the check bound it, then bound again (``bind``)
+        self.left: set[str] = set()
+        self.at = 0  # the index of the column the partition is read from
+
+    def bind(self, header: RawHeader, where: str) -> None:
+        """The layout bound to ``header``'s columns: which column of a row image its value is read from, and the
+        column's type then. The spec is bound anew at each change of columns (the zone is the check's: a type
+        that would date its values otherwise lands as another Hive type, which no policy takes on)."""
+        spec, bound = self.partitioning.spec, self.bound
+        try:
+            self.bound = spec.resolve(header.columns, self.partitioning.time_zone)
+        except BadPartitionSpec as exc:
+            column = bound.source_column
+            found = [ctype for name, ctype in header.columns if name.lower() == column.lower()]
+            if where == _RANGE_START:  # the columns of its last version, against the check's of now
+                change = (f"the range starts with the columns of its last version, where {column} is "
+                          f"{found[0]}, not {bound.source_type}" if found else
+                          f"the range starts with the columns of its last version, which have no {column}")
+            else:
+                change = (f"at {where} the type of {column} changed from {bound.source_type} to {found[0]}" if found
+                          else f"at {where} the column {column} was dropped or renamed")
+            raise PartitionSourceChanged(
+                f"The table {header.table} is partitioned by its column {column} ({spec.text}), and {change}: "
+                f"{exc} The partitions its rows were in can no longer be told from the binlog. Nothing of this "
+                "table was written; the Hive table is as it was. Make `partition_by:` fit the table's columns if "
+                "need be, then trigger a run with fresh_snapshot=true.") from None
+        self.at = header.column_names.index(self.bound.source_column)
+
+    def note(self, update: bool, images: list[list[Any]], uid: Callable[[list[Any]], str]) -> None:
+        """The partitions the rows of a row event leave: a deleted row's, the old key's of an update that changes
+        the key (written as a delete), and the before image's of an update that moves the row to another
+        partition."""
+        at, value = self.at, self.bound.value
+        if update:
+            for before, after in zip(images[::2], images[1::2]):
+                partition = value(before[at])
+                if partition != value(after[at]) or uid(before) != uid(after):
+                    self.left.add(metastore_value(partition))
+        else:
+            for image in images:
+                self.left.add(metastore_value(value(image[at])))
+
+
+class _TableSink:
+    """One table of the pass: its raw files, and the columns in force at the current point of the binlog, with
+    the parts that follow them (the schema-change trail, the text columns' decoding, the partitions left)."""
+
+    def __init__(self, table: TableRange, writer: RawFileWriter, start_at: tuple[int, int],
+                 charsets_now: Callable[[str], dict[str, str]] | None = None) -> None:
+        header = table.header
+        self.writer = writer
+        self.before_images = table.before_images
+        self.policy = table.schema_changes
+        self.start_at = start_at  # the events up to here are the table's already
+        self.trail = _SchemaTrail(header, table.definition or header)
+        self.texts = _Texts(header.table, charsets_now)
+        self.partitions = None if table.partitioning is None else _PartitionsLeft(table.partitioning)
+        self._columns: list[Any] | None = None  # the reader's column list last followed, and its columns' attributes
+        self._attributes: list[dict[str, Any]] | None = None
+        # The row images of the columns followed, decoded from the event's bytes (``core.row_images``); None
+        # where a column's type is not planned there: the reader decodes them.
+        self.decoder: RowImageDecoder | None = None
+        self.binlog_columns: tuple[BinlogColumn, ...] = ()  # the decoder's columns
+        self._decode_plan: tuple[Any, ...] = ()
+        self.failed: CdcError | None = None
+        try:
+            self._use(header)
+        except PartitionSourceChanged as exc:  # the columns at the start do not fit the spec
+            self.fail(exc)
+
+    def fail(self, error: CdcError) -> None:
+        """Leave this table out of the range: its raw files go, the other tables go on. The first error is the
+        table's."""
+        if self.failed is None:
+            self.failed = error
+        self.writer.abort()
+
+    def _use(self, header: RawHeader, where: str = _RANGE_START) -> None:
+        self.header = header
+        self.names = header.column_names
+        self.key_indexes = header.key_indexes() if set(header.key) <= set(self.names) else ()
+        self.normalisers = [(i, f) for i, (_, ctype) in enumerate(header.columns) if (f := binlog_normaliser(ctype))]
+        self.sets = {name for name, ctype in header.columns if ctype.lower().startswith("set(")}
+        if self.partitions is not None:
+            self.partitions.bind(header, where)
+
+    def follow(self, columns: list[Any], where: str, settle: Callable[[], None]) -> None:
+        """Decode from here on with ``columns``, the event's own; a new file and a recorded change if they differ.
+        ``settle`` is called before the columns followed change: what decoder processes still hold of this table
+        is written first (``stages.decode_workers``), so that the change lands after it.
+
+        The reader makes a new column list for each table map (one per transaction); equal lists are the common
+        case and cost one comparison of the columns' attributes.
+        """
+        if columns is self._columns:
+            return
+        # Compared in C (Column.__eq__ builds a dict per call); copies, as read_as_bytes changes the columns.
+        attributes = [dict(vars(c)) for c in columns]
+        if attributes == self._attributes:
+            self._columns = columns
+            self.texts.read_as_bytes(columns)
+            return
+        settle()
+        if self.failed is not None:  # by an event the decoder processes held
+            return
+        self._columns, self._attributes = columns, attributes
+        names = tuple(c.name for c in columns)
+        if any(name is None or name.startswith("UNKNOWN_COL") for name in names):
+            raise MissingRowMetadata(
+                f"The row event of {self.header.table} at {where} carries no column names: the server wrote it with "
+                "binlog_row_metadata other than FULL. Set binlog_row_metadata=FULL and take a fresh snapshot.")
+        known = {name: ctype for name, ctype in (*self.trail.now.columns, *self.header.columns)}
+        self.texts.plan(columns, known, where)
+        self.decoder = self._plan_decoder(columns)
+        layout = []
+        for column in columns:
+            logged = column_type_of(column)
+            # The definition's type when it lands the same: it knows what the binlog does not (MariaDB's JSON,
+            # INET6 and UUID are text and binary there).
+            ctype = known.get(column.name)
+            layout.append((column.name, ctype if ctype is not None and logged_as(ctype, logged) else logged))
+        self.texts.read_as_bytes(columns)
+        if names == self.names and all(landing(a) == landing(b) for (_, a), (_, b) in zip(layout, self.header.columns)):
+            return
+        self._change(RawHeader(self.header.table, tuple(layout), self.header.key), where)
+
+    def _plan_decoder(self, columns: list[Any]) -> RowImageDecoder | None:
+        """The decoder of these columns' images: text in the character sets the texts' plan chose, every other
+        string as its bytes (a binary string's, the one kind of string column not among the texts)."""
+        if self.sets or self.texts.members:
+            return None
+        charsets = self.texts.charsets()
+        self.binlog_columns = tuple(
+            BinlogColumn(type=c.type, unsigned=bool(getattr(c, "unsigned", False)),
+                         max_length=getattr(c, "max_length", 0) or 0, length_size=getattr(c, "length_size", 0) or 0,
+                         precision=getattr(c, "precision", 0) or 0, decimals=getattr(c, "decimals", 0) or 0,
+                         fsp=getattr(c, "fsp", 0) or 0, charset=charsets.get(i, "binary"))
+            for i, c in enumerate(columns))
+        return plan_decoder(list(self.binlog_columns))
+
+    def decode_plan(self) -> DecodePlan:
+        """What a decoder process needs for this table's events now (``stages.decode_workers``)."""
+        if not self._decode_plan or self._decode_plan[0] is not self.decoder or self._decode_plan[1] is not self.header:
+            self._decode_plan = (self.decoder, self.header, DecodePlan(
+                self.binlog_columns, tuple(ctype for _, ctype in self.header.columns), tuple(self.key_indexes),
+                self.before_images))
+        plan: DecodePlan = self._decode_plan[2]
+        return plan
+
+    def _change(self, header: RawHeader, where: str) -> None:
+        self.trail.record(self.header, header, where)
+        self.writer.switch(header)
+        self._use(header, where)
 
     def readd(self, name: str, where: str) -> None:
         """A column dropped and added again by the ALTERs of the range (in one statement or several) is a new column,
@@ -414,7 +529,7 @@ class _TableSink:
         at = next((i for i, (column, _) in enumerate(columns) if column.lower() == name.lower()), None)
         if at is None:
             return  # not a column here: the row events show the add
-        defined = {column.lower(): ctype for column, ctype in self.now.columns}
+        defined = {column.lower(): ctype for column, ctype in self.trail.now.columns}
         ctype = defined.get(name.lower(), columns[at][1])
         without = columns[:at] + columns[at + 1:]
         self._change(RawHeader(self.header.table, without, self.header.key), where)
@@ -427,29 +542,10 @@ class _TableSink:
             values = {name: set() if none_sources.get(name) == EMPTY_SET and name in self.sets else value
                       for name, value in values.items()}
         row = list(values.values())
-        for i, name, charset, decode in self.texts:
-            value = row[i]
-            if type(value) is str:  # the bytes, read as latin-1 (see _read_as_bytes)
-                try:
-                    row[i] = decode(value.encode(_AS_BYTES))
-                except UndecodableText as exc:
-                    raise self._unreadable(name, charset, where, exc) from None
-        for i in self.binaries:
-            if row[i] == "":  # the reader's empty binary string: b"".decode() of any codec name, even 'binary'
-                row[i] = b""
+        self.texts.decode(row, where)
         if self.normalisers:
             normalise_rows([row], self.normalisers)
         return row
-
-    def _unreadable(self, name: str, charset: str, where: str, exc: object) -> UnreadableText:
-        return UnreadableText(
-            f"The column {name} of {self.header.table} holds a value that is not {charset} text, the column's "
-            f"character set, in the row event at {where}: {exc}. The server stored bytes that are no {charset} "
-            "characters (written over a binary connection, or converted with a lax sql_mode); its own SELECT shows "
-            "them as '?'. Nothing of this table was written; the other tables go on. Correct the value at the "
-            f"source (or make {name} VARBINARY or BLOB if it holds bytes, not text), then trigger a run with "
-            "fresh_snapshot=true: the binlog still holds this change, and a run from the table's watermark would "
-            "meet it again.")
 
     def images(self, event: Any, where: str) -> list[list[Any]]:
         """The event's row images, normalised: an update's before and after images in turn.
@@ -466,17 +562,12 @@ class _TableSink:
         try:
             images = self.decoder.images(body)
         except UndecodableValue as exc:
-            raise self.undecodable(exc.index, exc.error, where) from None
+            raise self.texts.undecodable(exc.index, exc.error, where) from None
         except ValueError as exc:
             raise self.misfit(exc, where) from None
         if self.normalisers:
             normalise_rows(images, self.normalisers)
         return images
-
-    def undecodable(self, index: int, error: object, where: str) -> UnreadableText:
-        """A text value of column ``index`` that is not text in its character set (``error`` says why)."""
-        _, name, charset, _ = next(t for t in self.texts if t[0] == index)
-        return self._unreadable(name, charset, where, error)
 
     def misfit(self, error: object, where: str) -> ExtractionError:
         return ExtractionError(
@@ -486,41 +577,10 @@ class _TableSink:
     def uid(self, row: list[Any]) -> str:
         return key_uid([row[i] for i in self.key_indexes])
 
-    def note_left(self, update: bool, images: list[list[Any]]) -> None:
-        """The partitions the rows of a row event leave: a deleted row's, the old key's of an update that changes
-        the key (written as a delete), and the before image's of an update that moves the row to another
-        partition. The merge rewrites only the partitions a run touches, and only the before image tells which
-        partition a row was in. Called for a partitioned table's events only, with their images
-        (``images``)."""
-        assert self.left is not None
-        assert self.bound is not None
-        at, value = self.partition_at, self.bound.value
-        if update:
-            for before, after in zip(images[::2], images[1::2]):
-                partition = value(before[at])
-                if partition != value(after[at]) or self.uid(before) != self.uid(after):
-                    self.left.add(metastore_value(partition))
-        else:
-            for image in images:
-                self.left.add(metastore_value(value(image[at])))
-
     def finish(self) -> None:
         """A DDL after the last row event changed the table too: the definition now is its result."""
-        if self.ddl_since_rows and [(n, landing(t)) for n, t in self.now.columns] != [
-                (n, landing(t)) for n, t in self.header.columns]:
-            self._change(self.now, "the end of the range")
-
-    def fills(self, defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None) -> list[Fill]:
-        """The added columns' fills, with the constants the server gave existing rows looked up."""
-        fills = added_columns(self.start, self.changes)
-        wanted = [f.column for f in fills if f.needs_value]
-        if not wanted:
-            return fills
-        if defaults is None:
-            raise UnknownDefault(f"The columns {wanted} were added to {self.header.table} in the range, and no way to "
-                                 "look up their defaults was given.")
-        values = defaults(self.header.table, wanted)
-        return [Fill(f.column, f.sources, values[f.column], True) if f.needs_value else f for f in fills]
+        if self.trail.changed_since(self.header):
+            self._change(self.trail.now, "the end of the range")
 
 
 class BinlogSource(Protocol):
@@ -533,35 +593,38 @@ class BinlogSource(Protocol):
                       only_tables: Collection[str]) -> Any: ...
 
 
+def in_one_directory(headers: Sequence[RawHeader], out_dir: str | Path, definitions: Sequence[RawHeader] = (),
+                     schema_changes: str = "strict",
+                     partitionings: Mapping[str, Partitioning] | None = None) -> list[TableRange]:
+    """The tables of ``headers`` with their raw files in one directory (each table's files are named by it), their
+    definitions now from ``definitions``, where they are, and one policy for all."""
+    now = {d.table: d for d in definitions}
+    return [TableRange(h, out_dir, now.get(h.table), schema_changes=schema_changes,
+                       partitioning=(partitionings or {}).get(h.table)) for h in headers]
+
+
 def extract(
     source: BinlogSource,
-    headers: Sequence[RawHeader],
+    tables: Sequence[TableRange],
     start: Watermark,
     high: Watermark,
-    out_dir: str | Path | Mapping[str, str | Path],
     max_raw_bytes: int = MAX_RAW_BYTES,
     replica_server_id: int | None = None,
     stop_before: dt.datetime | None = None,
-    definitions: Sequence[RawHeader] = (),
-    schema_changes: str | Mapping[str, str] = "strict",
     defaults: Callable[[str, Sequence[str]], dict[str, Any]] | None = None,
-    starts: Mapping[str, Watermark] | None = None,
     progress: Callable[[int, tuple[int, int]], None] | None = None,
     charsets: Callable[[str], dict[str, str]] | None = None,
-    partitionings: Mapping[str, Partitioning] | None = None,
-    before_images: Collection[str] = (),
     decoders: int = 0,
 ) -> ExtractResult:
-    """Read the row events of the tables in ``headers`` in (start, high] into raw files, in one pass.
+    """Read the row events of ``tables`` in (start, high] into raw files, in one pass.
 
-    ``headers`` are the tables' columns at their start (as the previous run captured them); ``definitions``
-    their definitions now, which give the types of columns added in the range. ``starts`` gives a table a
-    later start than ``start`` (its own committed watermark): the events up to it are the table's already and
-    are skipped. ``out_dir`` is one directory for every table's raw files, or one per table. Each row event is
-    decoded with its own columns; where they change, the raw files go on with a new header, and the change is
-    checked against the table's ``schema_changes`` policy (``core.schema``; one for all, or one per table)
-    before the range is handed on. ``defaults(table, columns)`` gives the values existing rows got for columns
-    added in the range (``MySqlSourceHook.added_column_defaults``).
+    Each table (``TableRange``) comes with its columns at its start (as the previous run captured them) and its
+    definition now, which gives the types of columns added in the range. A table's own ``start`` is later than
+    ``start`` (its own committed watermark): the events up to it are the table's already and are skipped. Each
+    row event is decoded with its own columns; where they change, the raw files go on with a new header, and the
+    change is checked against the table's ``schema_changes`` policy (``core.schema``) before the range is handed
+    on. ``defaults(table, columns)`` gives the values existing rows got for columns added in the range
+    (``MySqlSourceHook.added_column_defaults``).
 
     A table whose part of the range cannot be handed on (a refused schema change, the table truncated or
     replaced, a row event without column names) is left out with its error in ``result.failed`` and its raw
@@ -579,12 +642,12 @@ def extract(
     for a column whose collation the binlog reader does not know. A value that is not text in its character set
     fails its table, as above.
 
-    ``partitionings`` gives a partitioned table its partitioning (``CapturedTable.partitioning``):
-    ``result.left_partitions`` then holds the partitions its rows left in the range (``_TableSink.note_left``).
-    A change of its columns after which the spec no longer fits fails the table, as above.
+    A partitioned table's ``partitioning`` (``CapturedTable.partitioning``) gives ``result.left_partitions`` the
+    partitions its rows left in the range (``_PartitionsLeft``). A change of its columns after which the spec no
+    longer fits fails the table, as above.
 
-    The tables in ``before_images`` (those whose changelog has ``mode: all``) get each update that keeps its key
-    as a ``B`` record (its before image) before its ``U``; ``result.counts`` counts updates as ``U`` alone.
+    A table with ``before_images`` (its changelog has ``mode: all``) gets each update that keeps its key as a
+    ``B`` record (its before image) before its ``U``; ``result.counts`` counts updates as ``U`` alone.
 
     ``source`` opens the pass's one replication connection (``MySqlSourceHook.binlog_stream``).
 
@@ -593,23 +656,16 @@ def extract(
     """
     if high < start:
         raise ExtractionError(f"The high watermark {high} is before the start {start}: the range is empty backwards.")
-    some_dir = out_dir if isinstance(out_dir, (str, Path)) else next(iter(out_dir.values()), ".")
-    with room_for(some_dir, "the extraction's raw files"):
-        now = {d.table: d for d in definitions}
-        starts = dict(starts or {})
+    with room_for(tables[0].out_dir if tables else ".", "the extraction's raw files"):
         sinks = {}
-        for h in headers:
+        for table in tables:
+            h = table.header
+            if table.start is not None and table.start < start:
+                raise ExtractionError(f"The start {table.start} of {h.table} is before the range's start {start}.")
             name = TableName.parse(h.table)
-            directory = out_dir if isinstance(out_dir, (str, Path)) else out_dir[h.table]
-            sink = _TableSink(h, RawFileWriter(directory, h.table, h, max_raw_bytes), now.get(h.table),
-                              (partitionings or {}).get(h.table), h.table in before_images)
-            table_start = starts.get(h.table, start)
-            if table_start < start:
-                raise ExtractionError(f"The start {table_start} of {h.table} is before the range's start {start}.")
-            sink.start_at = table_start.coordinate
-            sink.policy = schema_changes if isinstance(schema_changes, str) else schema_changes[h.table]
-            sink.charsets_now = charsets
-            sinks[(name.schema, name.table)] = sink
+            sinks[(name.schema, name.table)] = _TableSink(
+                table, RawFileWriter(table.out_dir, h.table, h, max_raw_bytes),
+                (table.start or start).coordinate, charsets)
         result = ExtractResult(start, high)
         try:
             if start.coordinate < high.coordinate:
@@ -622,19 +678,20 @@ def extract(
                 if sink.failed is None:
                     try:
                         sink.finish()
-                        check_changes(sink.changes, sink.policy, sink.header.key)
-                        result.fills[sink.header.table] = sink.fills(defaults)
+                        check_changes(sink.trail.changes, sink.policy, sink.header.key)
+                        result.fills[sink.header.table] = sink.trail.fills(sink.header.table, defaults)
                     except CdcError as exc:
                         sink.fail(exc)
             for sink in sinks.values():
-                table = sink.header.table
+                table_name = sink.header.table
                 if sink.failed is not None:
-                    result.failed[table] = sink.failed
+                    result.failed[table_name] = sink.failed
                     continue
-                result.files[table] = sink.writer.close()
-                result.counts[table] = {op: sink.writer.counts[op] for op in ("I", "U", "D")}
-                result.left_partitions[table] = tuple(sorted(sink.left or ()))
-                result.headers[table], result.schema_changes[table] = sink.header, sink.changes
+                result.files[table_name] = sink.writer.close()
+                result.counts[table_name] = {op: sink.writer.counts[op] for op in ("I", "U", "D")}
+                left = sink.partitions.left if sink.partitions is not None else ()
+                result.left_partitions[table_name] = tuple(sorted(left))
+                result.headers[table_name], result.schema_changes[table_name] = sink.header, sink.trail.changes
         except BaseException:
             for sink in sinks.values():
                 sink.writer.abort()
@@ -677,12 +734,10 @@ def _read(source: BinlogSource, sinks: dict[tuple[str, str], _TableSink], start:
                     write_line(op, line)
                 continue
             where = _where((seq, pos))
-            sink.fail(sink.undecodable(answer[1], answer[2], where) if answer[0] == "undecodable"
+            sink.fail(sink.texts.undecodable(answer[1], answer[2], where) if answer[0] == "undecodable"
                       else sink.misfit(answer[1], where))
 
     workers = DecodeWorkers(decoders, write)
-    for sink in numbered:
-        sink.settle = workers.drain
     failed = True
     try:
         events, end = _pass(source, sinks, start, high, server_id, stop_before, progress, workers,
@@ -940,7 +995,7 @@ def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: s
         return
     types = {column.lower(): ctype for column, ctype in sink.header.columns}
     keys = {column.lower() for column in sink.header.key}
-    charsets = sink.column_charsets  # known once a row event of the range was read
+    charsets = sink.texts.column_charsets  # known once a row event of the range was read
     for definition in effect.redefined:
         renamed_from = next((a for a, b in effect.renames if b.lower() == definition.name.lower()), None)
         was = (renamed_from or definition.name).lower()
@@ -957,13 +1012,8 @@ def _take(sink: _TableSink, name: tuple[str, str], effect: TableEffect, shown: s
             return
     if kind not in ("alter", "multiple"):
         return  # an index, a trigger, OPTIMIZE…: the columns stay as they are
-    sink.last_ddl, sink.ddl_since_rows = shown, True
-    sink.renames += list(effect.renames)
-    readded = [*effect.readded, *(d.name for d in effect.added if d.name.lower() in sink.ddl_dropped)]
-    sink.ddl_dropped |= {column.lower() for column in effect.dropped}
-    for column in readded:
+    for column in sink.trail.alter(shown, effect):
         sink.readd(column, shown)
-        sink.ddl_dropped.discard(column.lower())
 
 
 # sql_mode's STRICT_TRANS_TABLES and STRICT_ALL_TABLES bits, as a query event's status carries them (the same in
@@ -1012,13 +1062,13 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
     it can be (``stages.decode_workers``), the table's number ``number`` there. False: the table turned out to
     have failed at an event before, which the decoder processes held (the event is not the table's then)."""
     where = _where(at)
-    sink.follow(event.columns, where)
+    sink.follow(event.columns, where, workers.drain if workers is not None else _nothing_held)
     if sink.failed is not None:
         return False
-    sink.ddl_since_rows = False
+    sink.trail.ddl_since_rows = False
     kind = UPDATE if isinstance(event, UpdateRowsEvent) else INSERT if isinstance(event, WriteRowsEvent) else DELETE
     if workers is not None:
-        if sink.left is None and sink.decoder is not None and (body := _rows_body(event)) is not None:
+        if sink.partitions is None and sink.decoder is not None and (body := _rows_body(event)) is not None:
             workers.add(number, workers.plan(sink.decode_plan()), kind, body, *at)
             return True
         if number in workers.pending_sinks:  # decoded here: after what the decoders still hold of the table
@@ -1029,9 +1079,13 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
     write = sink.writer.write
     for op, uid, coordinate, values in records_of(kind, images, sink.key_indexes, sink.before_images, *at):
         write(op, uid, coordinate, values)
-    if sink.left is not None:  # a partitioned table: the one test per event a table not partitioned pays
-        sink.note_left(kind == UPDATE, images)
+    if sink.partitions is not None:  # a partitioned table: the one test per event a table not partitioned pays
+        sink.partitions.note(kind == UPDATE, images, sink.uid)
     return True
+
+
+def _nothing_held() -> None:
+    """No decoder process holds anything of a table when the pass decodes alone."""
 
 
 def _rows_body(event: Any) -> bytes | None:
@@ -1039,12 +1093,17 @@ def _rows_body(event: Any) -> bytes | None:
     every column present in each image, the table map's columns all there, and no partial JSON update. None
     otherwise, and once the reader has read the rows (they are then its)."""
     columns = len(event.columns)
-    if (not event.complete or event.event_type == PARTIAL_UPDATE_ROWS_EVENT or event.number_of_columns != columns
-            or getattr(event, "_RowsEvent__rows", None) is not None):
+    if not event.complete or event.event_type == PARTIAL_UPDATE_ROWS_EVENT or event.number_of_columns != columns:
         return None
     full = (1 << columns) - 1
     for bitmap in (event.columns_present_bitmap, getattr(event, "columns_present_bitmap2", None)):
         if bitmap is not None and int.from_bytes(bitmap, "little") & full != full:
             return None
     packet = event.packet
-    return bytes(packet.read(event.event_size - packet.read_bytes))
+    left = event.event_size - packet.read_bytes
+    # The reader reads the rows from the packet until at most one byte is left: then they are its (read through
+    # ``event.rows``, which keeps them). The packet of rows not read yet holds more (a row image is at least its
+    # bitmap of NULLs and a value or a byte of it); where it would not, the reader reads them, as rightly.
+    if left <= 1:
+        return None
+    return bytes(packet.read(left))

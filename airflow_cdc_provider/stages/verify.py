@@ -46,7 +46,7 @@ from airflow_cdc_provider.core.verify import (
 )
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import DELETE_FILE, UPSERT_FILE, TableDir
-from airflow_cdc_provider.stages.extract import BinlogSource, extract
+from airflow_cdc_provider.stages.extract import BinlogSource, TableRange, extract
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.task_log import TaskLog
 from airflow_cdc_provider.storage import WorkStore
@@ -72,7 +72,7 @@ def changed_keys(source: BinlogSource, header: RawHeader, start: Watermark, end:
     would, into ``work`` (a scratch directory); ``charsets`` as ``extract`` takes it. Raises ``CdcError`` when
     the range cannot tell (a schema change in it)."""
     work = Path(work)
-    result = extract(source, [header], start, end, work / "raw", definitions=[header], charsets=charsets)
+    result = extract(source, [TableRange(header, work / "raw", header)], start, end, charsets=charsets)
     if header.table in result.failed:
         raise result.failed[header.table]
     if result.schema_changes.get(header.table):

@@ -9,14 +9,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
 
 
 def capture_after(hook, header, start, tmp_path, name="x", positions=False):
     """Extract from ``start`` to the server's position now, and replay: (extract result, replay result)."""
     high = hook.current_watermark()
-    result = extract(hook, [header], start, high, tmp_path / f"raw-{name}").check()
+    result = extract(hook, in_one_directory([header], tmp_path / f"raw-{name}"), start, high).check()
     files = result.files[header.table]
     replayed = replay(files, tmp_path / f"upsert-{name}.parquet", tmp_path / f"delete-{name}.parquet",
                       positions=positions)

@@ -26,7 +26,7 @@ import pymysql
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.types import arrow_table, file_schema
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
 
@@ -85,7 +85,7 @@ def main(args: dict[str, Any]) -> dict[str, Any]:
         root.close()
     SECONDS["update"] = round(time.monotonic() - started, 2)
     high = hook.current_watermark()
-    extracted, extract_peak = measured(lambda: extract(hook, [header], snap.watermark, high, out / "raw").check(),
+    extracted, extract_peak = measured(lambda: extract(hook, in_one_directory([header], out / "raw"), snap.watermark, high).check(),
                                       "extract")
     replayed, replay_peak = measured(lambda: replay(extracted.files[header.table], out / "u.parquet",
                                                     out / "d.parquet"), "replay")

@@ -18,7 +18,7 @@ from airflow_cdc_provider.core.errors import DuplicateKey
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
 from tests.conftest import ROOT
@@ -200,7 +200,7 @@ def test_interleaved_tables_and_a_same_named_table_elsewhere(mariadb, items, cap
                 "COMMIT",
             )
         high = hook.current_watermark()
-        result = extract(hook, headers, start, high, tmp_path / "raw")
+        result = extract(hook, in_one_directory(headers, tmp_path / "raw"), start, high)
         assert result.counts[str(items)] == {"I": 50, "U": 0, "D": 0}
         assert result.counts[str(other)] == {"I": 50, "U": 5, "D": 5}  # key changes: D(old) + U(new)
         for header in headers:
@@ -219,13 +219,13 @@ def test_extraction_stops_at_the_high_watermark_and_ranges_chain(mariadb, items,
     high = hook.current_watermark()
     mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 2, 'two', 2, NULL, NULL)")
     began = time.monotonic()
-    first = extract(hook, [header], start, high, tmp_path / "r1")
+    first = extract(hook, in_one_directory([header], tmp_path / "r1"), start, high)
     assert time.monotonic() - began < 10
     assert first.end == high and first.counts[header.table]["I"] == 1
     second_high = hook.current_watermark()
-    second = extract(hook, [header], first.end, second_high, tmp_path / "r2")
+    second = extract(hook, in_one_directory([header], tmp_path / "r2"), first.end, second_high)
     assert second.counts[header.table]["I"] == 1
-    empty = extract(hook, [header], second_high, second_high, tmp_path / "r3")
+    empty = extract(hook, in_one_directory([header], tmp_path / "r3"), second_high, second_high)
     assert empty.counts[header.table] == {"I": 0, "U": 0, "D": 0} and empty.end == second_high
     rep = replay(first.files[header.table] + second.files[header.table] + empty.files[header.table],
                  tmp_path / "u", tmp_path / "d")
@@ -241,7 +241,7 @@ def test_range_ending_on_events_the_reader_does_not_yield(mariadb, items, captur
     mariadb.execute(f"INSERT INTO {items.quoted} VALUES ('eu', 7, 'seven', 7, NULL, NULL)", "FLUSH BINARY LOGS")
     high = hook.current_watermark()
     assert high.sequence == start.sequence + 1
-    result = extract(hook, [header], start, high, tmp_path / "raw")
+    result = extract(hook, in_one_directory([header], tmp_path / "raw"), start, high)
     assert result.end == high and result.counts[header.table]["I"] == 1
 
 
@@ -273,17 +273,15 @@ def test_stop_before_ends_the_range_before_the_first_transaction_from_that_momen
     mariadb.execute(f"UPDATE {items.quoted} SET label = 'after' WHERE id = 1",
                     f"INSERT INTO {items.quoted} VALUES ('eu', 2, 'after', 2, NULL, NULL)")
     high = hook.current_watermark()
-    first = extract(hook, [header], start, high, tmp_path / "r1", stop_before=cut)
+    first = extract(hook, in_one_directory([header], tmp_path / "r1"), start, high, stop_before=cut)
     assert first.counts[header.table] == {"I": 1, "U": 0, "D": 0}
     assert first.end.coordinate <= boundary.coordinate if not rotate else first.end.coordinate == (boundary.sequence, 4)
     assert first.end.gtid is None  # looked up by the caller
-    second = extract(hook, [header], first.end, high, tmp_path / "r2")
+    second = extract(hook, in_one_directory([header], tmp_path / "r2"), first.end, high)
     assert second.end == high and second.counts[header.table] == {"I": 1, "U": 1, "D": 0}
-    none_yet = extract(hook, [header], start, high, tmp_path / "r3",
-                       stop_before=cut - dt.timedelta(hours=1))
+    none_yet = extract(hook, in_one_directory([header], tmp_path / "r3"), start, high, stop_before=cut - dt.timedelta(hours=1))
     assert none_yet.end.coordinate == start.coordinate and none_yet.counts[header.table]["I"] == 0
-    all_ = extract(hook, [header], start, high, tmp_path / "r4",
-                   stop_before=cut + dt.timedelta(hours=1))
+    all_ = extract(hook, in_one_directory([header], tmp_path / "r4"), start, high, stop_before=cut + dt.timedelta(hours=1))
     assert all_.end == high and all_.counts[header.table] == {"I": 2, "U": 1, "D": 0}
 
 

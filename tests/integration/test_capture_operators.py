@@ -617,7 +617,7 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
 
 
 def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, schema, capture_conn, tmp_path):
-    from airflow_cdc_provider.stages.extract import PROGRESS_EVENTS, extract
+    from airflow_cdc_provider.stages.extract import PROGRESS_EVENTS, extract, in_one_directory
     from airflow_cdc_provider.stages.snapshot import snapshot
 
     hook = MySqlSourceHook(capture_conn)
@@ -635,8 +635,7 @@ def test_a_snapshot_and_a_binlog_pass_report_their_progress_as_they_go(mariadb, 
     conn.close()
     high = hook.current_watermark()
     seen: list = []
-    result = extract(hook, [header], start, high, tmp_path / "raw",
-                     progress=lambda events, at: seen.append((events, at)))
+    result = extract(hook, in_one_directory([header], tmp_path / "raw"), start, high, progress=lambda events, at: seen.append((events, at)))
     assert result.events == PROGRESS_EVENTS and seen, "the pass reported no progress"
     assert [e for e, _ in seen] == sorted(e for e, _ in seen) and all(start.coordinate <= at <= high.coordinate
                                                                         for _, at in seen)

@@ -11,7 +11,7 @@ import pytest
 from airflow_cdc_provider.core.charsets import CHARSETS, Kind, UndecodableText, decode_text
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
 from tests.integration.capture_helpers import read_rows, source_rows
 from tests.integration.charset_helpers import change_rows, create_table, insert_row, server_charsets, table_name
@@ -89,8 +89,7 @@ def test_a_binlog_pass_over_a_table_per_character_set_gives_the_servers_text_and
         change_rows(mariadb, schema, charset)
     # cp1250 has no character at 0x81; the server stores the byte all the same, and its SELECT shows '?'.
     mariadb.execute(f"INSERT INTO {schema}.cs_cp1250 (id, tx) VALUES (9, CONVERT(x'4181' USING cp1250))")
-    result = extract(hook, headers, start, hook.current_watermark(), tmp_path / "raw", definitions=headers,
-                     charsets=hook.column_charsets)
+    result = extract(hook, in_one_directory(headers, tmp_path / "raw", definitions=headers), start, hook.current_watermark(), charsets=hook.column_charsets)
     assert set(result.failed) == {f"{schema}.cs_cp1250"}, {t: str(e) for t, e in result.failed.items()}
     message = str(result.failed[f"{schema}.cs_cp1250"])
     assert f"The column tx of {schema}.cs_cp1250 holds a value that is not cp1250 text" in message
@@ -119,8 +118,7 @@ def test_a_collation_the_binlog_reader_does_not_know_takes_the_columns_character
     header = hook.raw_header(table)
     start = hook.current_watermark()
     mariadb.execute(f"INSERT INTO {table.quoted} VALUES (1, 'Grüße')")
-    result = extract(hook, [header], start, hook.current_watermark(), tmp_path / "raw", definitions=[header],
-                     charsets=hook.column_charsets).check()
+    result = extract(hook, in_one_directory([header], tmp_path / "raw", definitions=[header]), start, hook.current_watermark(), charsets=hook.column_charsets).check()
     replayed = replay(result.files[str(table)],
                       tmp_path / "up.parquet", tmp_path / "del.parquet")
     assert read_rows([replayed.upsert_file]) == [{"id": 1, "tx": "Grüße"}]
@@ -140,8 +138,7 @@ def test_a_column_converted_to_another_character_set_in_the_range_is_read_in_eac
                     "MODIFY en ENUM('café','thé') CHARACTER SET cp1250",
                     f"INSERT INTO {table.quoted} VALUES (2, 'Grüße Ωμέγα', 'café')")
     now = hook.raw_header(table)
-    result = extract(hook, [header], start, hook.current_watermark(), tmp_path / "raw", definitions=[now],
-                     charsets=hook.column_charsets).check()
+    result = extract(hook, in_one_directory([header], tmp_path / "raw", definitions=[now]), start, hook.current_watermark(), charsets=hook.column_charsets).check()
     replayed = replay(result.files[str(table)], tmp_path / "up.parquet", tmp_path / "del.parquet")
     assert sorted(read_rows([replayed.upsert_file]), key=lambda r: r["id"]) == [
         {"id": 1, "tx": "Ça coûte 5€", "en": "thé"}, {"id": 2, "tx": "Grüße Ωμέγα", "en": "café"}]

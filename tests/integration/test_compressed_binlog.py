@@ -14,7 +14,7 @@ from pathlib import Path
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import parse_record
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from tests.integration.capture_helpers import compressed_binlog
 from tests.integration.fidelity_helpers import DDL, insert_cases, update_to_cases
 
@@ -72,9 +72,7 @@ def test_compressed_events_give_the_raw_records_plain_ones_give(mariadb, capture
         definitions = [hook.raw_header(t) for t in tables]
         runs = {}
         for decoders in ((0, 2) if compressed else (0,)):
-            runs[decoders] = extract(hook, headers, start, high, tmp_path / f"{schema}-{decoders}",
-                                     definitions=definitions, defaults=hook.added_column_defaults,
-                                     charsets=hook.column_charsets, decoders=decoders)
+            runs[decoders] = extract(hook, in_one_directory(headers, tmp_path / f"{schema}-{decoders}", definitions=definitions), start, high, defaults=hook.added_column_defaults, charsets=hook.column_charsets, decoders=decoders)
         results[compressed] = (tables, runs)
         if compressed:  # the events were compressed indeed
             files = [row[0] for row in mariadb.execute("SHOW BINARY LOGS") if row[0] >= start.file]

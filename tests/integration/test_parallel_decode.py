@@ -11,7 +11,7 @@ from pathlib import Path
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.stages.decode_workers import DecodeWorkers
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 
 TABLES = 8
 
@@ -71,9 +71,7 @@ def test_decoder_processes_write_the_same_raw_files_and_failures_as_one_process(
     definitions = [hook.raw_header(t) for t in [*names, *shared]]
 
     def run(decoders: int, out: Path):
-        return extract(hook, headers, start, high, out, definitions=definitions, schema_changes="evolve",
-                       defaults=hook.added_column_defaults, charsets=hook.column_charsets,
-                       max_raw_bytes=300_000, decoders=decoders)
+        return extract(hook, in_one_directory(headers, out, definitions=definitions, schema_changes="evolve"), start, high, defaults=hook.added_column_defaults, charsets=hook.column_charsets, max_raw_bytes=300_000, decoders=decoders)
 
     alone = run(0, tmp_path / "alone")
     sent: list[str] = []

@@ -111,10 +111,10 @@ def test_decoded_images_are_the_readers(mariadb, hook, tmp_path, monkeypatch):
         return decoder
 
     monkeypatch.setattr(extraction, "plan_decoder", noting)
-    decoded = extraction.extract(hook, headers, start, high, tmp_path / "decoded").check()
-    beside = extraction.extract(hook, headers, start, high, tmp_path / "beside", decoders=2).check()
+    decoded = extraction.extract(hook, extraction.in_one_directory(headers, tmp_path / "decoded"), start, high).check()
+    beside = extraction.extract(hook, extraction.in_one_directory(headers, tmp_path / "beside"), start, high, decoders=2).check()
     monkeypatch.setattr(extraction, "plan_decoder", lambda columns: None)
-    read = extraction.extract(hook, headers, start, high, tmp_path / "read").check()
+    read = extraction.extract(hook, extraction.in_one_directory(headers, tmp_path / "read"), start, high).check()
 
     # The decoder took the tables of planned types; the reader the others (ENUM, SET, JSON, BIT, geometry).
     # (in each of the two passes with the decoder).

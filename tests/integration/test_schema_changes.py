@@ -12,7 +12,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import RunRef, plan_run
 from airflow_cdc_provider.core.schema import SchemaChangeRefused, UnknownDefault
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import TableReplaced, extract
+from airflow_cdc_provider.stages.extract import TableRange, TableReplaced, extract
 from airflow_cdc_provider.stages.snapshot import snapshot
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import plain
@@ -29,9 +29,9 @@ def orders(mariadb):
     mariadb.execute(f"DROP DATABASE {table.schema}")
 
 
-def _extract_after(hook, header, start, tmp_path, **kwargs):
+def _extract_after(hook, header, start, tmp_path, definition=None, **kwargs):
     out = tmp_path / "raw"
-    return out, lambda: extract(hook, [header], start, hook.current_watermark(), out,
+    return out, lambda: extract(hook, [TableRange(header, out, definition)], start, hook.current_watermark(),
                                 **kwargs).check()
 
 
@@ -113,7 +113,7 @@ def test_an_added_column_whose_default_is_an_expression_stops_the_range(mariadb,
     start = hook.current_watermark()
     mariadb.execute(f"ALTER TABLE {orders.quoted} ADD COLUMN seen DATETIME(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6)",
                     f"INSERT INTO {orders.quoted} (id) VALUES (3)")
-    out, run = _extract_after(hook, header, start, tmp_path, definitions=[hook.raw_header(orders)],
+    out, run = _extract_after(hook, header, start, tmp_path, definition=hook.raw_header(orders),
                               defaults=hook.added_column_defaults)
     with pytest.raises(UnknownDefault, match=r"seen \(datetime\(6\)\) was added with the default current_timestamp\(6\), "
                                              r"an expression.*fresh_snapshot=true"):
@@ -127,7 +127,7 @@ def test_added_columns_get_the_defaults_the_server_gave_existing_rows(mariadb, o
     start = hook.current_watermark()
     mariadb.execute(f"ALTER TABLE {orders.quoted} ADD COLUMN note VARCHAR(10) NOT NULL DEFAULT 'it''s',"
                     " ADD COLUMN qty INT NOT NULL, ADD COLUMN due DATE DEFAULT '2026-02-28', ADD COLUMN opt TEXT")
-    _, run = _extract_after(hook, header, start, tmp_path, definitions=[hook.raw_header(orders)],
+    _, run = _extract_after(hook, header, start, tmp_path, definition=hook.raw_header(orders),
                             defaults=hook.added_column_defaults)
     fills = {f.column: f.value for f in run().fills[str(orders)]}
     assert fills == {"note": "it's", "qty": 0, "due": dt.date(2026, 2, 28), "opt": None}

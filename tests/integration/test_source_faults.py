@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import SourceConnectionLost, WorkDirFull
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.workdir import SNAPSHOT_PROGRESS_FILE as PROGRESS_FILE
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
 from airflow_cdc_provider.stages.snapshot import snapshot
 from tests.conftest import conn_env
@@ -54,7 +54,7 @@ class Table:
         self.header = self.hook.raw_header(self.name)
 
     def extract(self, start, out: Path, **kwargs):
-        return extract(self.hook, [self.header], start, self.hook.current_watermark(), out,
+        return extract(self.hook, in_one_directory([self.header], out), start, self.hook.current_watermark(),
                        **kwargs).check()
 
     def equals_source(self, snapshot_files, raw_files, out: Path) -> None:

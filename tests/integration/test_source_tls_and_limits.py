@@ -20,7 +20,7 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from tests.conftest import conn_env
 from tests.servers import start_server
 
@@ -67,7 +67,7 @@ def test_queries_and_a_binlog_pass_go_through_tls_with_a_verified_certificate(tl
         assert cursor.fetchone()[1].startswith("TLSv1.")
     header = hook.raw_header(ITEMS)
     # The pass's replication connection is the hook's too: the server takes no TCP client without TLS.
-    result = extract(hook, [header], start, hook.current_watermark(), tmp_path / "raw").check()
+    result = extract(hook, in_one_directory([header], tmp_path / "raw"), start, hook.current_watermark()).check()
     assert result.counts[str(ITEMS)] == {"I": 2, "U": 0, "D": 1}
 
 
@@ -84,7 +84,7 @@ def test_a_ca_that_did_not_sign_the_servers_certificate_is_refused_for_good(tls_
     header, start = good.raw_header(ITEMS), good.current_watermark()
     tls_server.execute("INSERT INTO tls_db.items VALUES (3, 'three')")
     with pytest.raises(TlsNotPossible, match="does not verify"):
-        extract(hook, [header], start, good.current_watermark(), tmp_path / "raw")
+        extract(hook, in_one_directory([header], tmp_path / "raw"), start, good.current_watermark())
 
 
 def test_a_connection_without_tls_is_refused_clearly(tls_server, tls_user):

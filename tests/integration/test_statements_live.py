@@ -8,7 +8,7 @@ import os
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-from airflow_cdc_provider.stages.extract import extract
+from airflow_cdc_provider.stages.extract import extract, in_one_directory
 
 PARTITIONED = ("(id INT NOT NULL, v VARCHAR(20) NOT NULL, n INT NULL, PRIMARY KEY (id)) PARTITION BY RANGE (id) "
                "(PARTITION p0 VALUES LESS THAN (100), PARTITION p1 VALUES LESS THAN (200), "
@@ -86,8 +86,7 @@ def test_each_statement_stops_its_table_or_is_followed(mariadb, capture_conn, tm
                     "XA COMMIT 'one' ONE PHASE")
     high = hook.current_watermark()
     definitions = [hook.raw_header(t) for name, t in tables.items() if name not in ("renamed_to",)]
-    result = extract(hook, headers, start, high, tmp_path / "raw", definitions=definitions,
-                     charsets=hook.column_charsets, defaults=hook.added_column_defaults)
+    result = extract(hook, in_one_directory(headers, tmp_path / "raw", definitions=definitions), start, high, charsets=hook.column_charsets, defaults=hook.added_column_defaults)
     stopped = {name for name, (_, _, stops) in CASES.items() if stops}
     assert {TableName.parse(t).table for t in result.failed} == stopped, {t: str(e) for t, e in result.failed.items()}
     for name in stopped:

@@ -200,13 +200,13 @@ class _RecordedSource:
 def test_the_pass_reads_a_payloads_events_as_one_transaction_ending_where_the_payload_ends(tmp_path):
     from airflow_cdc_provider.core.records import RawHeader
     from airflow_cdc_provider.core.watermark import Watermark
-    from airflow_cdc_provider.stages.extract import MissingRowMetadata, extract
+    from airflow_cdc_provider.stages.extract import MissingRowMetadata, extract, in_one_directory
 
     # The recorded file: a format description, the GTIDs before (ending at 197), an anonymous GTID, then the one
     # transaction as a payload (ending at 431): BEGIN, the table map of test.tb1, its row, the commit.
     start, high = (Watermark(file="binlog.000001", position=p, server_id=1) for p in (197, 431))
     header = RawHeader("test.tb1", (("a", "int(11)"),), ("a",))
-    result = extract(_RecordedSource("transaction_compression.000001"), [header], start, high, tmp_path)
+    result = extract(_RecordedSource("transaction_compression.000001"), in_one_directory([header], tmp_path), start, high)
     # The row event inside reached its table: written with minimal row metadata, it carries no column names,
     # which stops the table (the way the pass meets such an event in any binlog).
     error = result.failed["test.tb1"]
