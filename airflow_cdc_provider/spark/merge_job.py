@@ -47,7 +47,6 @@ from airflow_cdc_provider.core.history import (
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo
 from airflow_cdc_provider.core.merge import (
-    EMPTY_PARTITIONS,
     LISTED_FILE,
     MergeJob,
     MergeResult,
@@ -64,7 +63,7 @@ from airflow_cdc_provider.core.merge import (
 from airflow_cdc_provider.core.modes import Action, Mode, Status
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning, metastore_value
-from airflow_cdc_provider.core.version_plan import Switch, VersionPlan, plan_version
+from airflow_cdc_provider.core.version_plan import VersionPlan, plan_version
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark import shards
 from airflow_cdc_provider.spark.beside_tables import ensure_beside_table
@@ -84,17 +83,15 @@ from airflow_cdc_provider.spark.history import (
     renamed_keys,
     scd2_step,
 )
-from airflow_cdc_provider.spark.names import column, columns_ddl, path_literal
+from airflow_cdc_provider.spark.names import column
 from airflow_cdc_provider.spark.partition_commit import (
     commit_partitions,
-    partition_dir,
     partition_location,
-    partition_value_of_dir,
-    partitions_of,
 )
 from airflow_cdc_provider.spark.partitioning import partition_value
 from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 from airflow_cdc_provider.spark.snapshots import day_partitions, ensure_table, sync_days
+from airflow_cdc_provider.spark.targets import partitions_frame, target_of
 
 
 def _describe(spark: Any, statement: str) -> dict[str, str]:
@@ -294,75 +291,21 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
                           location=location)
     layout = spec.partitioning
     fills = _fills(spark, spec, plan)
-    columns, redefine, added = list(plan.columns), plan.redefine, list(plan.added)
-
-    table_root = f"{_database_location(spark, spec.database, databases).rstrip('/')}/{spec.table}"
-    if spec.shard is not None and location is None:
-        if spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
-            table_root = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")["Location"]
-        if partition_dir(spark._jvm, spec.shard.values) != spec.shard.partition_dir:
-            raise ValueError(f"The partition directory of {spec.shard.name} is "
-                             f"{partition_dir(spark._jvm, spec.shard.values)!r} to Spark, "
-                             f"{spec.shard.partition_dir!r} to core.shards: they must agree.")
-        root = f"{table_root.rstrip('/')}/{spec.shard.partition_dir}"
-    elif location is None:
-        root = table_root
-    else:
-        root = HadoopFiles(spark, location).parent(location)  # the directory of the table's (shard's) versions
-    files = HadoopFiles(spark, root)
+    columns = list(plan.columns)
+    target = target_of(spark, spec, location, _database_location(spark, spec.database, databases),
+                       current.rows if current is not None else None,
+                       lambda has_partitions: _touched(spark, spec, layout, has_partitions) if layout else set())
+    files = target.files
     existing = files.versions()
-    if plan.merges and layout is None and (plan.origin_version is None or not existing.get(plan.origin_version)):
-        raise LedgerConflict(
-            f"Version {plan.origin_version} of {spec.database}.{spec.table}, which this run merges onto, is no longer "
-            "there (removed after keep_versions runs). Trigger a run with fresh_snapshot=true."
-        )
+    target.check_origin(plan, existing)
     version = max([*existing, current.version if current else 0]) + 1
     path = _version_dir(files, version, spec)
     if files.exists(path):
         files.delete(path)  # a killed attempt's leftover; never the table's location, which is older
-    from pyspark.sql import Observation
-    from pyspark.sql.functions import count, lit
-
-    # The rows are counted as they are written, not by reading the version back: a Spark job less per table.
-    written = Observation("written")
-    rows_before = Observation("rows before")
-    partitions_now: dict[str, str] = {}
-    touched: set[str] = set()
-    if layout is None:
-        old = (spark.read.parquet(files.version_path(plan.origin_version))
-               if plan.merges and plan.origin_version is not None else None)
-        frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
-        frame.observe(written, count(lit(1)).alias("rows")).write.mode("errorifexists").parquet(path)
-    else:
-        if location is not None and not redefine:
-            partitions_now = partitions_of(spark, spec.database, spec.table)
-        # The partitions this run rewrites: those its rows land in and those they left; a load rewrites them all.
-        touched = _touched(spark, spec, layout, bool(partitions_now)) if plan.merges else set()
-        # A load replaces every partition. Columns added in the range have their fill (a default, a renamed
-        # column's values) in every row, so every partition is rewritten too: a partition left alone would show
-        # them as NULL.
-        if plan.every_partition:
-            touched |= set(partitions_now)
-        read = sorted(touched & set(partitions_now)) if plan.merges else []
-        old = _partitions_frame(spark, spec, layout, [partitions_now[value] for value in read]) if read else None
-        if old is not None:
-            old = old.observe(rows_before, count(lit(1)).alias("rows"))
-        frame = _merged(spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns)
-        frame = frame.select([column(name) for name, _ in columns] + [partition_value(layout)])
-        (frame.observe(written, count(lit(1)).alias("rows")).write.partitionBy(layout.column)
-         .mode("errorifexists").parquet(path))
+    written = target.write(plan, path, lambda old: _merged(
+        spark, spec, _as_columns(old, columns, fills) if old is not None else None, columns))
     clock.lap("write")
     failpoint("merge.driver.written")
-    rows: int | None = int(written.get["rows"])
-    partitions: tuple[tuple[str, str], ...] = ()
-    changes: list[PartitionChange] = []
-    if layout is not None:
-        changes = _partition_changes(spark, files, path, layout, touched, partitions_now,
-                                     check_within=plan.merges)
-        if plan.merges:
-            before_rows = current.rows if current is not None else None
-            read_rows = int(rows_before.get["rows"]) if read else 0
-            rows = before_rows - read_rows + (rows or 0) if before_rows is not None else None
 
     logged = None
     recorded = None
@@ -370,8 +313,8 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     net = None
     if spec.changelog is not None or _scd2(spec):
         before = None if anew or current is None else _rows_before(
-            spark, spec, current, location or "", None if plan.action is Action.LOAD else touched, columns, fills,
-            plan.origin_version)
+            spark, spec, current, location or "", None if plan.action is Action.LOAD else written.touched, columns,
+            fills, plan.origin_version)
         # The version's net changes, from the version the table is at now to this one: kept while both the
         # changelog and the history are written from them.
         net, kept = _net(spark, spec, before, columns, first_load=True)
@@ -391,65 +334,30 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
     if spec.history is not None and _snapshots(spec):
         # The days this version is the snapshot of, beside those older versions are; a table defined anew (other
         # column types, another layout) starts its days again.
-        known = current is not None and current.as_of is not None and not redefine
+        known = current is not None and current.as_of is not None and not plan.redefine
         served = days_served(spec.as_of, current.as_of if known and current else None, spec.datetime_zone)
         snapshot_days, dropped_days = next_days(current.snapshot_days if known and current else (), served, version,
                                                 spec.history.settings.keep_days, spec.as_of, spec.datetime_zone)
 
-    def version_info(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
+    def described(partitions: tuple[tuple[str, str], ...]) -> VersionInfo:
         return VersionInfo(
             version=version, watermark=spec.end, as_of=spec.as_of, run=spec.plan.run,
-            input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=rows,
+            input_version=spec.plan.input_version, mode=spec.plan.mode, source=spec.source, rows=written.rows,
             source_columns=spec.source_columns, datetime_zone=spec.datetime_zone, partitioning=layout,
             partitions=partitions, changelog=logged, snapshot_days=snapshot_days, dropped_days=dropped_days,
             history=recorded)
 
-    if layout is None:
-        files.write_text(f"{path}/{VERSION_FILE}", version_info(()).to_text())
-
-    # The commit: one metastore operation points the table at the new version. A partitioned table's partitions
-    # are switched first, all in one call (``commit_partitions``); then its version file is written, and the table
-    # pointed at it. A job killed between the two leaves readers the new rows and the ledger the old watermark:
-    # the run's re-run, or the next run, applies the range again onto them, which changes nothing twice.
-    if plan.switch is Switch.SHARD and spec.shard is not None:  # the plan switches a shard's partition only
-        # The table made and given the shard's columns first (other shards' rows read them as NULL), then the
-        # shard's partition pointed at the new version: one metastore call, which no other shard's touches.
-        shards.ensure_table(spark, spec, columns, table_root)
-        commit_partitions(spark, spec.database, spec.table,
-                          [PartitionChange(values=spec.shard.values, location=path)], spec.warehouse_dir,
-                          empty_root=f"{root}/{EMPTY_PARTITIONS}/{version_dir_name(version)}")
-        failpoint("merge.driver.switched")
-    elif plan.switch is Switch.CREATE:
-        if redefine:
-            # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
-            # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
-            # between the two statements leaves no table; its retry (the same snapshot run) creates it.
-            spark.sql(f"DROP TABLE {spec.qualified_table}")
-        partitioned_by = f" PARTITIONED BY ({columns_ddl([(layout.column, layout.hive_type)])})" if layout else ""
-        spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(columns)}){partitioned_by} STORED AS PARQUET "
-                  f"LOCATION '{path_literal(path)}'")
-        if layout is not None:
-            partitions = _commit(spark, spec, files, path, changes, {})
-            files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
-    else:
-        if layout is not None:
-            partitions = _commit(spark, spec, files, path, changes, partitions_now)
-            files.write_text(f"{path}/{VERSION_FILE}", version_info(partitions).to_text())
-        spark.sql(f"ALTER TABLE {spec.qualified_table} SET LOCATION '{path_literal(path)}'")
-        failpoint("merge.driver.switched")
-        if added:
-            # After the switch: until the ADD, readers see the columns they knew, over the new rows. A job killed
-            # in between is not recorded as committed; its retry merges again and adds them.
-            spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
-            print(f"cdc-merge: added the columns {added}", flush=True)
+    partitions = target.commit(plan, version, path, written, described)
     if _beside(spec):
-        _publish(spark, spec, version_info(partitions), path, columns)
+        _publish(spark, spec, described(partitions), path, columns)
     clock.lap("commit")
+    changes = written.changes
     rewritten = sum(1 for c in changes if c.location is not None)
     emptied = len(changes) - rewritten
     shape = (f", {layout_text(layout)}: {rewritten} partitions rewritten, {emptied} emptied, "
              f"{len(partitions) - len(changes)} untouched" if layout else "")
-    print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({rows} rows{shape})", flush=True)
+    print(f"cdc-merge: committed version {version} of {spec.database}.{spec.table} ({written.rows} rows{shape})",
+          flush=True)
 
     in_gaps = _datetimes_in_gaps(spark, spec)
     if in_gaps:
@@ -465,11 +373,11 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         _remove_history_versions(files, spec, expired, {*existing, version}, recorded)
     _remove_versions(files, spec, removed, existing, partitions)
     clock.lap("cleanup")
-    return TableMerge(status=Status.COMMITTED, version=version, location=path, rows=rows, origin=plan.origin_version,
-                      added_columns=tuple(name for name, _ in added), datetimes_in_gaps=in_gaps,
-                      reason=plan.reason, removed_versions=tuple(removed), phases=clock.phases,
-                      partitions=len(partitions) if layout else None, rewritten_partitions=rewritten,
-                      emptied_partitions=emptied, changelog=logged,
+    return TableMerge(status=Status.COMMITTED, version=version, location=path, rows=written.rows,
+                      origin=plan.origin_version, added_columns=tuple(name for name, _ in plan.added),
+                      datetimes_in_gaps=in_gaps, reason=plan.reason, removed_versions=tuple(removed),
+                      phases=clock.phases, partitions=len(partitions) if layout else None,
+                      rewritten_partitions=rewritten, emptied_partitions=emptied, changelog=logged,
                       snapshot_days=tuple(day for day, number in snapshot_days if number == version),
                       history=recorded)
 
@@ -493,7 +401,7 @@ def _rows_before(spark: Any, spec: MergeSpec, current: VersionInfo, location: st
     if current.partitioning is None:
         rows = spark.read.parquet(location)
     else:
-        rows = _partitions_frame(spark, spec, current.partitioning, locations)
+        rows = partitions_frame(spark, spec, current.partitioning, locations)
     return _as_columns(rows, columns, fills if current.version == origin_version else (None, {}))
 
 
@@ -828,51 +736,6 @@ def _touched(spark: Any, spec: MergeSpec, layout: Partitioning, table_has_partit
         for frame in found:
             texts |= {metastore_value(row[0]) for row in frame.distinct().collect()}
     return texts
-
-
-def _partitions_frame(spark: Any, spec: MergeSpec, layout: Partitioning, locations: list[str]) -> Any:
-    """The rows of the partitions at ``locations`` (as the metastore listed them for this merge), in the table's
-    columns without the partition column. Read by location, not through a partition filter: the files read are
-    exactly those listed, and a run touching hundreds of partitions does not send the metastore a filter of
-    hundreds of values (the embedded metastore fails on one). A column the table gained after a partition was
-    written is NULL there, as Hive reads it."""
-    from pyspark.sql.types import StructType
-
-    schema = StructType([field for field in spark.table(spec.qualified_table).schema if field.name != layout.column])
-    return spark.read.schema(schema).parquet(*locations)
-
-
-def _partition_changes(spark: Any, files: HadoopFiles, path: str, layout: Partitioning, touched: set[str],
-                       now: dict[str, str], check_within: bool) -> list[PartitionChange]:
-    """Each partition the write at ``path`` gives a new directory, and each partition of ``touched`` the table
-    has now that got no rows (emptied). A merge writes rows only into the partitions it read or its upserts
-    name (``check_within``): anything else would stand beside an untouched partition's rows, so it stops here."""
-    written = {}
-    for child in files.children(path):
-        name = child.rstrip("/").rsplit("/", 1)[-1]
-        if "=" in name and not name.startswith(("_", ".")) and files.is_directory(child):
-            held, value = partition_value_of_dir(spark, name)
-            if held == layout.column:
-                written[value] = child
-    stray = sorted(set(written) - touched) if check_within else []
-    if stray:
-        raise RuntimeError(f"The merge wrote rows into the partitions {stray}, which it did not read: nothing was "
-                           "committed. This is a bug; the table is as it was.")
-    emptied = sorted((touched & set(now)) - set(written))
-    return ([PartitionChange(values=((layout.column, value),), location=written[value]) for value in sorted(written)]
-            + [PartitionChange(values=((layout.column, value),)) for value in emptied])
-
-
-def _commit(spark: Any, spec: MergeSpec, files: HadoopFiles, path: str, changes: list[PartitionChange],
-            now: dict[str, str]) -> tuple[tuple[str, str], ...]:
-    """Switch ``changes`` in one metastore call; returns every partition of the table and its location after it.
-    The empty directories of emptied (and, until the switch, new) partitions are in the version's ``_empty``."""
-    after = dict(now)
-    if changes:
-        done = commit_partitions(spark, spec.database, spec.table, changes, spec.warehouse_dir, f"{path}/_empty")
-        for switch in done.switched:
-            after[switch.values[0][1]] = switch.after
-    return tuple(sorted(after.items()))
 
 
 def _remove_versions(files: HadoopFiles, spec: MergeSpec, removed: list[int], existing: dict[int, bool],
