@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_cdc_provider.core.ledger import VERSION_FILE
-from airflow_cdc_provider.core.merge import parse_version_dir, version_dir_name
+from airflow_cdc_provider.core.merge import parse_version_dir, retention, version_dir_name
 
 
 class HadoopFiles:
@@ -81,3 +81,13 @@ class HadoopFiles:
 
     def exists(self, path: str) -> bool:
         return bool(self._fs(path).exists(self._path(path)))
+
+
+def prune(files: HadoopFiles, location: str, referenced: set[str]) -> None:
+    """Delete ``location`` but the partition directories in it that ``referenced`` names (``retention``)."""
+    what = retention(location, referenced)
+    if what == "delete":
+        files.delete(location)
+    elif what == "descend":
+        for child in files.children(location):
+            prune(files, child, referenced)

@@ -1,7 +1,7 @@
 """The partition value of each row as a Spark column: ``core.partitioning``'s ``Partitioning.value``, in Spark.
 
 It reads a frame in the Hive table's form (lower-case names, Hive types, a DATETIME as the instant its digits name
-in the readers' zone: ``merge_job._hive_frame``), in a session in UTC, as the merge job's frames are. Every
+in the readers' zone: ``merge_rows.hive_frame``), in a session in UTC, as the merge job's frames are. Every
 reference is a column object (``spark.names``) and every number a literal of the parsed spec: no text of the
 spec or the table reaches an expression.
 """

@@ -93,9 +93,9 @@ def spark() -> Iterator[Any]:
 
 def _hive_rows(spark: Any, path: str, zone: str) -> Any:
     """The capture file at ``path`` as the merge reads it: Hive's names and types, DATETIMEs held for the zone."""
-    from airflow_cdc_provider.spark import merge_job
+    from airflow_cdc_provider.spark import merge_rows
 
-    return merge_job._hive_frame(spark, [path], [(name, hive_type(ctype)) for name, ctype in COLUMNS],
+    return merge_rows.hive_frame(spark, [path], [(name, hive_type(ctype)) for name, ctype in COLUMNS],
                                  SimpleNamespace(datetime_zone=zone, datetime_columns=("created_at",)))
 
 

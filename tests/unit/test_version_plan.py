@@ -116,3 +116,23 @@ def test_a_diff_merges_onto_the_version_it_compared_whatever_the_metastore_point
         update={"plan": table_plan().plan.model_copy(update={"mode": Mode.DIFF, "input_version": 2})})
     plan = plan_version(diffed, version(number=3), tuple(diffed.hive_columns))
     assert (plan.action, plan.origin_version) == (Action.MERGE, 2)
+
+
+@pytest.mark.parametrize("changelog", [False, True])
+@pytest.mark.parametrize(("daily", "scd2"), [(False, False), (True, False), (False, True), (True, True)])
+def test_the_tables_beside_a_table_are_the_merges_participants_in_the_order_they_write(changelog, daily, scd2):
+    """What the settings turn on writes its part of each version and lists it after the commit (spark.participants);
+    a shard keeps none."""
+    from airflow_cdc_provider.core.changelog import ChangelogSpec
+    from airflow_cdc_provider.core.history import HistorySettings, HistorySpec
+    from airflow_cdc_provider.spark.participants import has_beside, participants_of
+
+    history = HistorySpec.of("orders", HistorySettings(daily=daily, scd2=scd2)) if daily or scd2 else None
+    beside = {"changelog": ChangelogSpec(table="orders_changelog") if changelog else None, "history": history}
+    for target in (PlainTarget(**beside), PartitionedTarget(partitioning=LAYOUT, **beside)):
+        made = spec().model_copy(update={"target": target})
+        expected = [name for name, on in (("Changelog", changelog), ("History", scd2), ("Snapshots", daily)) if on]
+        assert [type(p).__name__ for p in participants_of(made)] == expected
+        assert has_beside(made) == bool(expected)
+    shard = spec(shard=Shard(source_schema="shop_1", source_table="orders"))
+    assert participants_of(shard) == [] and not has_beside(shard)
