@@ -118,64 +118,43 @@ def table_asset(config: CdcConfig, source: str) -> Asset:
 def _chain(tables: Sequence[TableConfig | TablePattern], config: CdcConfig, group_id: str, tooltip: str,
            task_kwargs: dict[str, Any]) -> TaskGroup:
     retry: dict[str, Any] = {"retries": config.run.retries, "retry_delay": timedelta(minutes=1), **task_kwargs}
-    conn: dict[str, Any] = {"mysql_conn_id": config.source.mysql_conn_id}
-    # The tasks that talk to the source, with its time limits.
-    source: dict[str, Any] = {**conn, "statement_timeout_seconds": config.source.statement_timeout_seconds,
-                              "read_timeout_seconds": config.source.read_timeout_seconds}
-    work: dict[str, Any] = {"work_conn_id": config.work.conn_id}
-    lease: dict[str, Any] = {"lock_lease_seconds": config.run.lock_lease_seconds}
-    hive = config.hive
+    # Each task takes the sections of the configuration it reads, whole.
+    source, work, run, hive, spark = config.source, config.work, config.run, config.hive, config.spark
     with TaskGroup(group_id=group_id, tooltip=tooltip) as group:
-        check = CaptureCheckOperator(task_id="check", tables=tables, hive=hive, work_dir=config.work.dir,
-                                     schema_changes=config.run.schema_changes, capture=config.source.capture,
-                                     **source, **work, **retry)
-        plan = CdcPlanOperator(task_id="plan", check=check.output, work_dir=config.work.dir,
+        check = CaptureCheckOperator(task_id="check", tables=tables, source=source, work=work, run=run, hive=hive,
+                                     **retry)
+        plan = CdcPlanOperator(task_id="plan", check=check.output, source=source, work=work, run=run,
                                fresh_snapshot=f"{{{{ params.get('{FRESH_SNAPSHOT_PARAM}', False) }}}}",
                                fresh_snapshot_tables=f"{{{{ params.get('{FRESH_SNAPSHOT_TABLES_PARAM}') | tojson }}}}",
-                               **work, **lease,
-                               on_purged_binlog=config.run.on_purged_binlog,
-                               on_server_change=config.run.on_server_change,
                                repair=f"{{{{ params.get('{REPAIR_PARAM}', False) or {config.verify.repair} }}}}",
-                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}",
-                               allow_reread=config.run.allow_reread, **source, **retry)
-        progress: dict[str, Any] = {"progress_seconds": config.source.progress_seconds}
-        reads: dict[str, Any] = {"read_buffer": config.source.read_buffer_mb * 1024 * 1024}
-        snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output,
-                                         concurrency=config.source.snapshot_concurrency,
-                                         chunk_rows=config.source.snapshot_chunk_rows,
-                                         readers=config.source.snapshot_readers, **source, **work, **lease,
-                                         **progress, **reads, **retry)
-        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, **source, **work, **lease, **progress,
-                                             **reads, **retry, decoders=config.source.binlog_decoders,
-                                             on_broken_chain=config.run.on_broken_chain,
-                                             on_purged_binlog=config.run.on_purged_binlog)
-        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output,
-                                   memory_budget=config.run.replay_memory_mb * 1024 * 1024, **work, **lease, **retry)
-        spark: dict[str, Any] = {"conn_id": config.spark.conn_id, "class_archive": config.spark.class_archive,
-                 "warehouse_dir": hive.warehouse_dir, "metastore_uri": hive.metastore_uri, "time_zone": hive.time_zone}
+                               reread=f"{{{{ params.get('{REREAD_PARAM}') | tojson }}}}", **retry)
+        snapshot = MySqlSnapshotOperator(task_id="snapshot", plan=plan.output, source=source, work=work, run=run,
+                                         **retry)
+        extract = MySqlBinlogExtractOperator(task_id="extract", plan=plan.output, source=source, work=work, run=run,
+                                             **retry)
+        replay = RawReplayOperator(task_id="replay", plan=plan.output, extraction=extract.output, work=work, run=run,
+                                   **retry)
         # The tables whose chain broke in the range, brought level by a diff (no Spark, when none broke).
-        heal = CdcHealOperator(task_id="heal", plan=plan.output, extraction=extract.output,
-                               conf=config.spark.verify_settings(), **spark, **source, **work, **lease, **reads,
-                               **retry)
+        heal = CdcHealOperator(task_id="heal", plan=plan.output, extraction=extract.output, source=source, work=work,
+                               run=run, spark=spark, hive=hive, **retry)
         # All done: one table's failed capture does not hold back the others' commits.
         merge = SparkMergeOperator(
             task_id="merge", plan=plan.output, snapshot=snapshot.output, extraction=extract.output,
-            replay=replay.output, heal=heal.output, keep_versions=hive.keep_versions,
-            applications=config.spark.merge_applications,
-            conf=config.spark.merge_settings(), trigger_rule="all_done", **spark, **work, **lease, **conn, **retry,
+            replay=replay.output, heal=heal.output, source=source, work=work, run=run, spark=spark, hive=hive,
+            trigger_rule="all_done", **retry,
         )
         # The merge's outcomes, pushed under their own key (one per table, which the table tasks map over).
         outcomes = XComArg(merge, key=OUTCOMES_KEY)
         alias = asset_alias(config, group_id)
         table_tasks = CdcTableOperator.partial(
-            task_id="table", work_dir=config.work.dir, keep_runs=hive.keep_versions, **work,
+            task_id="table", work_dir=work.dir, keep_runs=hive.keep_versions, work_conn_id=work.conn_id,
             asset_alias=alias, outlets=[AssetAlias(alias)], metastore_uri=hive.metastore_uri,
             map_index_template="{{ task.outcomes | map(attribute='source') | join(', ') }}", **retry,
         ).expand(outcomes=merge.output)
         verify = CdcVerifyOperator(
             task_id="verify", plan=plan.output, outcomes=outcomes, verify=config.verify,
-            force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", conf=config.spark.verify_settings(), **spark,
-            **source, **work, **retry,
+            force=f"{{{{ params.get('{VERIFY_PARAM}', False) }}}}", source=source, work=work, spark=spark, hive=hive,
+            **retry,
         )
         # Last, whatever failed: one line per table for the person who opens the run. A teardown, so that the run's
         # state stays its tables' (a failed table fails the run) and a group `>>` a task of yours skips it.

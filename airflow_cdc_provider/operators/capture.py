@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
+from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
 from airflow_cdc_provider.core.contract import (
     Extraction,
     MergeInput,
@@ -23,14 +23,12 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.metrics import binlog_metrics
 from airflow_cdc_provider.core.modes import Mode
-from airflow_cdc_provider.core.planning import HEALS
 from airflow_cdc_provider.core.workdir import DELETE_FILE, EVENTS_FILE, UPSERT_FILE
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
+from airflow_cdc_provider.operators.lease import HoldsTableLeases
 from airflow_cdc_provider.operators.metrics import send_metrics
-from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.stages.binlog_pass import PassSettings, binlog_pass, every_event
 from airflow_cdc_provider.stages.events import write_events
 from airflow_cdc_provider.stages.extract import (
@@ -54,44 +52,34 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     per table.
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
-    :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
-    :param concurrency: tables read at the same time.
-    :param chunk_rows: rows per keyset chunk.
-    :param readers: connections each table is read on at once, in key ranges (``stages.snapshot``).
-    :param read_buffer: bytes of rows each table's read holds before writing them (``core.batches``).
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
-    :param progress_seconds: how often each table's read logs how far it is (``core.progress``).
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits, the
+        tables read at the same time (``snapshot_concurrency``), the rows per keyset chunk, the connections each
+        table is read on at once in key ranges (``snapshot_readers``, ``stages.snapshot``), the rows each read holds
+        before writing them (``read_buffer_mb``, ``core.batches``), how often each read logs how far it is.
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param run: the configuration's ``run:`` (``RunConfig``): how long the run's table locks count as alive
+        unrenewed (``operators.lease``).
     """
 
     template_fields = ("plan",)
 
-    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name, concurrency: int = 4,
-                 chunk_rows: int = 50_000, readers: int = 1, work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, progress_seconds: float = 10.0,
-                 read_buffer: int = DEFAULT_READ_BUFFER, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, source: SourceConfig, work: WorkConfig, run: RunConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
-        self.plan, self.mysql_conn_id, self.concurrency, self.chunk_rows = plan, mysql_conn_id, concurrency, chunk_rows
-        self.read_buffer, self.readers = read_buffer, readers
-        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
-        self.progress_seconds = progress_seconds
+        self.plan, self.source, self.work, self.run = plan, source, work, run
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         with self._leased(context, [*plan.snapshots, *plan.diffs], plan.run):
             return snapshot_run(self._source_hook(), [*plan.snapshots, *plan.diffs],
-                                lambda root: work_store(root, self.work_conn_id), self.settings, self.log).to_xcom()
+                                lambda root: work_store(root, self.work.conn_id), self.settings, self.log).to_xcom()
 
     @property
     def settings(self) -> SnapshotSettings:
-        return SnapshotSettings(concurrency=self.concurrency, chunk_rows=self.chunk_rows, readers=self.readers,
-                                read_buffer=self.read_buffer, progress_seconds=self.progress_seconds)
+        source = self.source
+        return SnapshotSettings(concurrency=source.snapshot_concurrency, chunk_rows=source.snapshot_chunk_rows,
+                                readers=source.snapshot_readers, read_buffer=source.read_buffer_mb * 1024 * 1024,
+                                progress_seconds=source.progress_seconds)
 
 
 
@@ -107,43 +95,29 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     refuses, is returned as a failure; the others go on. Returns (XCom) an ``Extraction``.
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
-    :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
-    :param progress_seconds: how often the pass logs how far it is (``core.progress``).
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
-    :param read_buffer: bytes of rows a re-read holds before writing them (``core.batches``).
-    :param decoders: processes that decode the pass's row events beside it (``stages.decode_workers``); 0: the
-        task decodes them.
-    :param on_broken_chain: ``heal`` (a table whose chain broke in the range goes to the heal task, which brings it
-        level by a diff) or ``stop`` (it fails, naming the break; ``run: on_broken_chain``).
-    :param on_purged_binlog: ``heal`` sends a table whose binlog from its watermark was purged to the heal task
-        too; any other value fails it here (``snapshot`` was decided by the plan).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits, how
+        often the pass logs how far it is, the rows a re-read holds before writing them (``read_buffer_mb``), and
+        the processes that decode the pass's row events beside it (``binlog_decoders``, ``stages.decode_workers``;
+        0: the task decodes them).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param run: the configuration's ``run:`` (``RunConfig``): the lock lease; ``on_broken_chain`` (``heal``: a
+        table whose chain broke in the range goes to the heal task, which brings it level by a diff; ``stop``: it
+        fails, naming the break); ``on_purged_binlog`` (``heal`` sends a table whose binlog from its watermark was
+        purged to the heal task too; any other value fails it here: ``snapshot`` was decided by the plan).
     """
 
     template_fields = ("plan",)
 
-    def __init__(self, *, plan: Any, mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 progress_seconds: float = 10.0, read_buffer: int = DEFAULT_READ_BUFFER,
-                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, decoders: int = 0, on_broken_chain: str = HEALS,
-                 on_purged_binlog: str = HEALS, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, source: SourceConfig, work: WorkConfig, run: RunConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.on_broken_chain, self.on_purged_binlog = on_broken_chain, on_purged_binlog
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
-        self.plan, self.mysql_conn_id, self.work_conn_id = plan, mysql_conn_id, work_conn_id
-        self.lock_lease_seconds, self.progress_seconds = lock_lease_seconds, progress_seconds
-        self.read_buffer, self.decoders = read_buffer, decoders
+        self.plan, self.source, self.work, self.run = plan, source, work, run
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
         plan = SourcePlan.model_validate(self.plan)
         with self._leased(context, plan.incrementals, plan.run):
             done = binlog_pass(self._source_hook(), plan.incrementals,
-                               lambda root: work_store(root, self.work_conn_id), self.settings, self.log)
+                               lambda root: work_store(root, self.work.conn_id), self.settings, self.log)
         if done.extraction.end is not None:
             send_metrics(binlog_metrics(self.dag_id, self.task_id.rpartition(".")[0], done.read_bytes,
                                         done.extraction.events))
@@ -151,9 +125,9 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
 
     @property
     def settings(self) -> PassSettings:
-        return PassSettings(on_broken_chain=self.on_broken_chain, on_purged_binlog=self.on_purged_binlog,
-                            decoders=self.decoders, read_buffer=self.read_buffer,
-                            progress_seconds=self.progress_seconds)
+        return PassSettings(on_broken_chain=self.run.on_broken_chain, on_purged_binlog=self.run.on_purged_binlog,
+                            decoders=self.source.binlog_decoders, read_buffer=self.source.read_buffer_mb * 1024 * 1024,
+                            progress_seconds=self.source.progress_seconds)
 
 
 class RawReplayOperator(HoldsTableLeases, BaseOperator):
@@ -165,19 +139,21 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
 
     :param plan: the plan task's ``SourcePlan`` (templated: pass ``plan_task.output``).
     :param extraction: the extract task's ``Extraction`` (templated: pass ``extract_task.output``).
-    :param memory_budget: bytes of key memory before a table's work is split into hash partitions on disk.
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param run: the configuration's ``run:`` (``RunConfig``): the lock lease, and the key memory before a table's
+        work is split into hash partitions on disk (``replay_memory_mb``).
     """
 
     template_fields = ("plan", "extraction")
 
-    def __init__(self, *, plan: Any, extraction: Any, memory_budget: int = 512 * 1024 * 1024,
-                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, extraction: Any, work: WorkConfig, run: RunConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.plan, self.extraction, self.memory_budget = plan, extraction, memory_budget
-        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
+        self.plan, self.extraction, self.work, self.run = plan, extraction, work, run
+
+    @property
+    def memory_budget(self) -> int:
+        """Bytes of keys a table's replay keeps in memory before it splits its work into hash partitions."""
+        return self.run.replay_memory_mb * 1024 * 1024
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:
@@ -192,7 +168,7 @@ class RawReplayOperator(HoldsTableLeases, BaseOperator):
         for part in extraction.changed:
             table = plan.table(part.source)
             target = table.run_dir.root
-            store = work_store(target, self.work_conn_id)
+            store = work_store(target, self.work.conn_id)
             fills = fills_of(part.fills)
             started = time.monotonic()
             try:

@@ -8,15 +8,13 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.catalog import StoredCatalog
-from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, TableConfig, TablePattern, WorkConfig
 from airflow_cdc_provider.core.contract import CheckResult
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.modes import Capture
 from airflow_cdc_provider.core.workdir import SourceDir
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.stages.check import CheckDefaults, how_captured, inspect
 
 
@@ -37,34 +35,26 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
     columns.
 
     :param tables: the configuration's table entries (``CdcConfig.tables``).
-    :param hive: the Hive settings (the targets' database; the readers' zone, which dates a partition; the
-        changelog and history of tables whose entry sets none).
-    :param work_dir: the base directory of run files and ledgers; the last run's tables are kept there.
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param mysql_conn_id: Airflow connection (conn_type ``mysql``) of the capture user.
-    :param schema_changes: the policy of tables whose entry sets none.
-    :param capture: how the changes of tables whose entry sets none are found (``binlog`` or ``diff``).
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits, and how
+        the changes of tables whose entry sets none are found (``capture``: ``binlog`` or ``diff``).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the base directory of run files and ledgers,
+        where the last run's tables are kept, and its connection.
+    :param run: the configuration's ``run:`` (``RunConfig``): the ``schema_changes`` policy of tables whose entry
+        sets none.
+    :param hive: the configuration's ``hive:`` (``HiveConfig``): the targets' database; the readers' zone, which
+        dates a partition; the changelog and history of tables whose entry sets none.
     """
 
     ui_color = "#e8f4fd"
 
-    def __init__(self, *, tables: Sequence[TableConfig | TablePattern], hive: HiveConfig, work_dir: str,
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, schema_changes: str = "strict",
-                 capture: str = Capture.BINLOG, work_conn_id: str | None = None,
-                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+    def __init__(self, *, tables: Sequence[TableConfig | TablePattern], source: SourceConfig, work: WorkConfig,
+                 run: RunConfig, hive: HiveConfig, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
-        self.tables, self.hive, self.work_dir = tuple(tables), hive, work_dir
-        self.work_conn_id = work_conn_id
-        self.mysql_conn_id, self.schema_changes, self.capture = mysql_conn_id, schema_changes, capture
+        self.tables, self.source, self.work, self.run, self.hive = tuple(tables), source, work, run, hive
 
     @property
     def defaults(self) -> CheckDefaults:
-        return CheckDefaults(hive=self.hive, schema_changes=self.schema_changes, capture=self.capture)
+        return CheckDefaults(hive=self.hive, schema_changes=self.run.schema_changes, capture=self.source.capture)
 
     @final_on_cdc_error  # a setting, a privilege, a key, a refused login: a retry would find the same
     def execute(self, context: Any) -> dict[str, Any]:
@@ -72,8 +62,8 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
 
     def _check(self) -> CheckResult:
         hook = self._source_hook()
-        kept = work_store(self.work_dir, self.work_conn_id).read_text(
-            SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog)
+        kept = work_store(self.work.dir, self.work.conn_id).read_text(
+            SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog)
         found = inspect(hook, self.tables, self.defaults, StoredCatalog.parse(kept).previous() if kept else {})
         for warning in found.warnings:
             self.log.warning("%s", warning)

@@ -7,16 +7,15 @@ import functools
 import time
 from typing import Any
 
-from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
+from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, SparkConfig, WorkConfig
 from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableFailure, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
-from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.lease import HoldsTableLeases
+from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import DIGESTS_JOB
 from airflow_cdc_provider.stages.heal import DIGESTS_FILE, HealTarget, heal_table, merge_input, target
@@ -34,28 +33,24 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
 
     :param plan: the plan task's ``SourcePlan`` (templated).
     :param extraction: the extract task's ``Extraction`` (templated; None when that task failed).
-    :param time_zone: ``hive.time_zone``: the zone whose digits a DATETIME's instant holds.
-    :param read_buffer: bytes of rows a diff's read holds before writing them (``core.batches``).
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits, and the
+        rows a diff's read holds before writing them (``read_buffer_mb``, ``core.batches``).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param run: the configuration's ``run:`` (``RunConfig``): how long the run's table locks count as alive
+        unrenewed (``operators.lease``).
+    :param spark: the configuration's ``spark:`` (``SparkConfig``; the digests application has its verify settings).
+    :param hive: the configuration's ``hive:`` (``HiveConfig``): the warehouse, the metastore, and the zone whose
+        digits a DATETIME's instant holds.
     """
 
     template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "extraction")
 
-    def __init__(self, *, plan: Any, extraction: Any, warehouse_dir: str, metastore_uri: str | None,
-                 time_zone: str = "UTC", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 work_conn_id: str | None = None, lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 read_buffer: int = DEFAULT_READ_BUFFER, statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, extraction: Any, source: SourceConfig, work: WorkConfig, run: RunConfig,
+                 spark: SparkConfig, hive: HiveConfig, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-heal")
-        super().__init__(application=DIGESTS_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri, **kwargs)
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
-        self.plan, self.extraction, self.time_zone = plan, extraction, time_zone
-        self.mysql_conn_id, self.work_conn_id, self.lock_lease_seconds = mysql_conn_id, work_conn_id, lock_lease_seconds
-        self.read_buffer = read_buffer
+        kwargs.setdefault("conf", spark.verify_settings())
+        super().__init__(application=DIGESTS_JOB, spark=spark, hive=hive, **kwargs)
+        self.plan, self.extraction, self.source, self.work, self.run = plan, extraction, source, work, run
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # a Captured
@@ -71,7 +66,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
     def _heal(self, context: Any, broken: list[tuple[TablePlan, str]]) -> Captured:
         hook = self._source_hook()
         mariadb = hook.flavor.is_mariadb
-        store = work_store(broken[0][0].table_dir.work_dir, self.work_conn_id)
+        store = work_store(broken[0][0].table_dir.work_dir, self.work.conn_id)
         failed: list[TableFailure] = []
         targets: list[HealTarget] = []
         for table, why in broken:
@@ -86,7 +81,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
             return Captured(failed=tuple(failed))
         jobs = [DigestsJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
                            table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
-                           time_zone=self.time_zone, location=t.committed.location,
+                           time_zone=self.hive.time_zone, location=t.committed.location,
                            out=store.uri(t.table.run_dir.heal_version_digests), shard=t.table.table.shard)
                 for t in targets]
         self._require_spark_connection()
@@ -108,7 +103,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
                     # Of the version's columns the digests cover: the key columns as the version typed them.
                     version = RawHeader(heal.header.table, heal.compared, heal.header.key)
                     rows = digests_file_from_spark(parts, version, digests)
-                    result = heal_table(hook, heal, digests, local, mariadb, self.read_buffer)
+                    result = heal_table(hook, heal, digests, local, mariadb, self.source.read_buffer_mb * 1024 * 1024)
                 except CdcError as exc:
                     self.log.error("%s cannot be healed: %s", heal.source, exc)
                     failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from airflow_cdc_provider.core.config import RunConfig, WorkConfig
 from airflow_cdc_provider.core.holder import Owner
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.processes import identity
@@ -87,11 +88,12 @@ def _renew(ledgers: Sequence[Ledger], run: RunRef, lease_seconds: int | None, ow
 
 
 class HoldsTableLeases:
-    """For an operator that works on the run's tables: ``_leased`` keeps their leases while the block runs.
-    The operator sets ``lock_lease_seconds`` and ``work_conn_id``."""
+    """For an operator that works on the run's tables: ``_leased`` keeps their leases while the block runs, as
+    long as its ``run:`` section's ``lock_lease_seconds`` says, the ledgers read through its ``work:`` section's
+    connection. The operator sets ``run`` and ``work``."""
 
-    lock_lease_seconds: int | None
-    work_conn_id: str | None
+    run: RunConfig
+    work: WorkConfig
     task_id: str
     log: Any
 
@@ -100,6 +102,6 @@ class HoldsTableLeases:
 
         if not tables:
             return contextlib.nullcontext()
-        store = work_store(tables[0].table_dir.work_dir, self.work_conn_id)  # one work_dir per run
+        store = work_store(tables[0].table_dir.work_dir, self.work.conn_id)  # one work_dir per run
         ledgers = [Ledger(t.table_dir, store) for t in tables]
-        return leased(ledgers, run, self.lock_lease_seconds, task_owner(context, self.task_id), self.log)
+        return leased(ledgers, run, self.run.lock_lease_seconds, task_owner(context, self.task_id), self.log)

@@ -9,6 +9,7 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 
 from airflow_cdc_provider.compat import AirflowFailException, max_map_length
 from airflow_cdc_provider.core.assets import beside_events, event_extra, hive_asset_uri
+from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, SparkConfig, WorkConfig
 from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableOutcome
 from airflow_cdc_provider.core.ledger import RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace
@@ -22,7 +23,7 @@ from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, HoldsTableLeases
+from airflow_cdc_provider.operators.lease import HoldsTableLeases
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import MERGE_JOB
 from airflow_cdc_provider.stages.merge_run import MergeSettings, finish_table, merge_run
@@ -51,36 +52,29 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     :param extraction: the extract task's ``Extraction`` (templated; None when that task failed).
     :param replay: the replay task's ``Captured`` (templated; None when that task failed).
     :param heal: the heal task's ``Captured`` (templated; None when that task failed or the DAG has none).
-    :param warehouse_dir: the Hive warehouse; an embedded metastore lives in it unless ``metastore_uri``.
-    :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
-    :param keep_versions: versions of each table kept on disk (at least 2).
-    :param applications: Spark applications the run's tables are dealt into (one after the other).
-    :param time_zone: the zone the tables' readers use (``hive.time_zone``): DATETIME values are written so that
-        they read back with the source's digits there.
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
-    :param mysql_conn_id: the source's connection: its host and port name the source tables in the lineage
-        reported to OpenLineage (``get_openlineage_facets_on_complete``).
-    :param class_archive: start the driver JVM from a class-data archive kept on this worker, with the
-        throughput collector unless ``conf`` chooses one (see ``airflow_cdc_provider.spark.jvm``); it cuts
+    :param source: the configuration's ``source:`` (``SourceConfig``): its connection's host and port name the
+        source tables in the lineage reported to OpenLineage (``get_openlineage_facets_on_complete``).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param run: the configuration's ``run:`` (``RunConfig``): how long the run's table locks count as alive
+        unrenewed (``operators.lease``).
+    :param spark: the configuration's ``spark:`` (``SparkConfig``): the connection, the merge's settings, the
+        applications the run's tables are dealt into (one after the other), the class-data archive that cuts
         seconds off every merge.
+    :param hive: the configuration's ``hive:`` (``HiveConfig``): the warehouse, the metastore, the versions of
+        each table kept on disk (``keep_versions``), and the readers' zone (DATETIME values are written so that
+        they read back with the source's digits there).
     """
 
     template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "snapshot", "extraction", "replay", "heal")
 
-    def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, warehouse_dir: str,
-                 metastore_uri: str | None, keep_versions: int = 3, applications: int = 1,
-                 class_archive: bool = True, time_zone: str = "UTC", work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS,
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, heal: Any = None, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, snapshot: Any, extraction: Any, replay: Any, source: SourceConfig,
+                 work: WorkConfig, run: RunConfig, spark: SparkConfig, hive: HiveConfig, heal: Any = None,
+                 **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-merge")
-        super().__init__(application=MERGE_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri,
-                         class_archive=class_archive, **kwargs)
+        kwargs.setdefault("conf", spark.merge_settings())
+        super().__init__(application=MERGE_JOB, spark=spark, hive=hive, **kwargs)
         self.plan, self.snapshot, self.extraction, self.replay = plan, snapshot, extraction, replay
-        self.heal = heal
-        self.keep_versions, self.applications = keep_versions, applications
-        self.time_zone, self.work_conn_id, self.lock_lease_seconds = time_zone, work_conn_id, lock_lease_seconds
-        self.mysql_conn_id = mysql_conn_id
+        self.heal, self.source, self.work, self.run = heal, source, work, run
         self._committed: list[tuple[MergeInput, MergeSpec]] = []  # what this attempt committed: its lineage
 
     @final_on_cdc_error
@@ -98,11 +92,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         snapshot, replay, heal = (Captured.model_validate(v) if v is not None else None
                                   for v in (self.snapshot, self.replay, self.heal))
         extraction = Extraction.model_validate(self.extraction) if self.extraction is not None else None
-        store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
-        settings = MergeSettings(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
-                                 keep_versions=self.keep_versions, time_zone=self.time_zone,
-                                 applications=self.applications)
-        done = merge_run(plan, (snapshot, extraction, replay, heal), store, settings,
+        store = work_store(plan.tables[0].table_dir.work_dir, self.work.conn_id) if plan.tables else WorkStore()
+        done = merge_run(plan, (snapshot, extraction, replay, heal), store, self.settings,
                          lambda job: self._spark_submit(context, job), self.log, ready=self._require_spark_connection)
         self._committed = done.committed
         context["ti"].xcom_push(key=OUTCOMES_KEY, value=[o.to_xcom() for o in done.outcomes])
@@ -111,6 +102,12 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         written = [o.to_xcom() for o in done.outcomes if o.status not in (Status.IDLE, Status.NOTHING)]
         return table_task_batches(written, max_map_length())
 
+    @property
+    def settings(self) -> MergeSettings:
+        return MergeSettings(warehouse_dir=self.hive.warehouse_dir, metastore_uri=self.hive.metastore_uri,
+                             keep_versions=self.hive.keep_versions, time_zone=self.hive.time_zone,
+                             applications=self.spark.merge_applications)
+
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's question, once the task succeeded: each table this attempt committed, read
         from its MySQL table and written to its Hive table, with both schemas and each column's source column."""
@@ -118,8 +115,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
 
         lineage: list[TableLineage] = []
         if self._committed:
-            mysql = mysql_namespace(*MySqlSourceHook(self.mysql_conn_id).address)
-            hive = hive_namespace(self.metastore_uri)
+            mysql = mysql_namespace(*MySqlSourceHook(self.source.mysql_conn_id).address)
+            hive = hive_namespace(self.hive.metastore_uri)
             lineage = [written for merge_input, spec in self._committed
                        for written in written_lineage(spec, merge_input.source_columns or merge_input.columns,
                                                       mysql, hive)]

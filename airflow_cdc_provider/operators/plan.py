@@ -8,6 +8,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.catalog import StoredCatalog
+from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
 from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, Reread, SourcePlan, TablePlan
 from airflow_cdc_provider.core.holder import Owner
 from airflow_cdc_provider.core.ledger import Committed, Ledger, RunPlan, RunRef, plan_run, run_target
@@ -18,13 +19,12 @@ from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_cond
 from airflow_cdc_provider.core.resume import read_positions
 from airflow_cdc_provider.core.workdir import SourceDir, TableDir
 from airflow_cdc_provider.failpoints import failpoint
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.processes import look
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
-from airflow_cdc_provider.operators.lease import DEFAULT_LEASE_SECONDS, hand_over, task_owner
+from airflow_cdc_provider.operators.lease import hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
-from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.stages.reread import validate_where
 from airflow_cdc_provider.stages.verify import pending_repair
 from airflow_cdc_provider.storage import WorkStore
@@ -47,16 +47,18 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     Returns (XCom) a ``SourcePlan``.
 
     :param check: the check task's ``CheckResult`` (templated: pass ``check_task.output``).
-    :param work_dir: the base directory of run files and ledgers (shared by the workers): a path or a URI.
-    :param work_conn_id: the connection of an object-store ``work_dir`` (see ``hooks.work_store``).
-    :param lock_lease_seconds: how long the run's table locks count as alive unrenewed (see ``operators.lease``).
-    :param on_purged_binlog: ``fail`` (a table whose binlog from its watermark was purged fails in the extraction,
-        naming the file) or ``snapshot`` (it takes a fresh snapshot in this run, with a warning).
-    :param on_server_change: ``fail`` (a table whose watermark was taken on another server, and cannot be found
-        on this one by its GTID position, fails in the extraction, naming both servers) or ``snapshot`` (it takes a
-        fresh snapshot in this run, with a warning).
-    :param mysql_conn_id: Airflow connection of the capture user (asked only when an ``on_…`` option is
-        ``snapshot``).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection of the capture user and its
+        time limits (asked only when an ``on_…`` option is ``snapshot``).
+    :param work: the configuration's ``work:`` (``WorkConfig``): the base directory of run files and ledgers
+        (shared by the workers), and its connection.
+    :param run: the configuration's ``run:`` (``RunConfig``): the lock lease; ``on_purged_binlog`` (``fail``: a
+        table whose binlog from its watermark was purged fails in the extraction, naming the file; ``snapshot``:
+        it takes a fresh snapshot in this run, with a warning; ``heal``: the heal task brings it level);
+        ``on_server_change`` (``fail``: a table whose watermark was taken on another server, and cannot be found on
+        this one by its GTID position, fails in the extraction, naming both servers; ``snapshot``: it takes a
+        fresh snapshot in this run, with a warning); ``allow_reread``, whether a run may be triggered with
+        ``reread`` at all (off by default): a run asked for it while it is off is refused before any lock is
+        taken.
     :param fresh_snapshot: take a fresh snapshot of every table even though a version is committed (templated).
     :param fresh_snapshot_tables: the tables (``schema.table``) to take a fresh snapshot of, the others going on as
         they would: ``["shop.orders"]`` (templated: the ``fresh_snapshot_tables`` parameter). A name that is not one
@@ -66,30 +68,17 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     :param reread: tables to read again, each with a condition (as after WHERE; empty for the whole table), as
         the ``reread`` parameter gives them: ``{"shop.orders": "id BETWEEN 10 AND 20"}`` (templated). Only plain
         conditions on the table's own columns are accepted (``core.condition``); the SQL sent is the provider's.
-    :param allow_reread: whether a run may be triggered with ``reread`` at all (``run: allow_reread:``, off by
-        default): a run asked for it while it is off is refused before any lock is taken.
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
     """
 
     template_fields = ("check", "fresh_snapshot", "fresh_snapshot_tables", "repair", "reread")
 
-    def __init__(self, *, check: Any, work_dir: str, fresh_snapshot: Any = False, fresh_snapshot_tables: Any = None,
-                 work_conn_id: str | None = None,
-                 lock_lease_seconds: int | None = DEFAULT_LEASE_SECONDS, on_purged_binlog: str = "fail",
-                 on_server_change: str = "fail", mysql_conn_id: str = MySqlSourceHook.default_conn_name,
-                 repair: Any = False, reread: Any = None, allow_reread: bool = False,
-                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+    def __init__(self, *, check: Any, source: SourceConfig, work: WorkConfig, run: RunConfig,
+                 fresh_snapshot: Any = False, fresh_snapshot_tables: Any = None, repair: Any = False,
+                 reread: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
-        self.check, self.work_dir, self.fresh_snapshot = check, work_dir, fresh_snapshot
-        self.fresh_snapshot_tables = fresh_snapshot_tables
-        self.work_conn_id, self.lock_lease_seconds = work_conn_id, lock_lease_seconds
-        self.on_purged_binlog, self.on_server_change = on_purged_binlog, on_server_change
-        self.mysql_conn_id, self.repair, self.reread = mysql_conn_id, repair, reread
-        self.allow_reread = allow_reread
+        self.check, self.source, self.work, self.run = check, source, work, run
+        self.fresh_snapshot, self.fresh_snapshot_tables = fresh_snapshot, fresh_snapshot_tables
+        self.repair, self.reread = repair, reread
 
     @final_on_cdc_error  # a busy table, a bad parameter: a retry would be refused the same way
     def execute(self, context: Any) -> dict[str, Any]:
@@ -100,8 +89,8 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         tables = sorted(check.tables, key=lambda t: t.ledger_id)
         conditions = self._conditions(tables)  # checked before any lock is taken: a bad one changes nothing
         reload = fresh_snapshot_of(self.fresh_snapshot_tables, tables)
-        store = work_store(self.work_dir, self.work_conn_id)
-        ledgers = {t.ledger_id: Ledger(t.table_dir(self.work_dir), store, log=self.log.warning) for t in tables}
+        store = work_store(self.work.dir, self.work.conn_id)
+        ledgers = {t.ledger_id: Ledger(t.table_dir(self.work.dir), store, log=self.log.warning) for t in tables}
         taken = self._lock(context, run, owner, tables, ledgers)
         failpoint("plan.locked")
         try:  # the locks are handed over however planning ends: the run goes on in its next tasks
@@ -118,7 +107,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                                     committed[table.ledger_id], conditions.get(table.source), store)
                        for table in tables]
             # Kept, so that the next run can tell which tables are gone.
-            store.write(SourceDir.of_task(self.work_dir, self.dag_id, self.task_id).catalog,
+            store.write(SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog,
                         StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
             result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
             self.log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left "
@@ -126,7 +115,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                           len(result.diffs), len(result.of_mode(Mode.NOTHING)), len(check.skipped), len(check.gone))
             return result.to_xcom()
         finally:
-            hand_over(taken, run, self.lock_lease_seconds, owner, self.log)
+            hand_over(taken, run, self.run.lock_lease_seconds, owner, self.log)
 
     def _lock(self, context: Any, run: RunRef, owner: Owner, tables: list[CapturedTable],
               ledgers: dict[str, Ledger]) -> list[Ledger]:
@@ -134,7 +123,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         while Airflow says its run is queued or running (and its lease lasts: ``Ledger.acquire``)."""
         ti = context["ti"]
         now = dt.datetime.now(dt.UTC)
-        lease = dt.timedelta(seconds=self.lock_lease_seconds) if self.lock_lease_seconds else None
+        lease = dt.timedelta(seconds=self.run.lock_lease_seconds)
 
         def is_running(holder: RunRef) -> bool:
             try:
@@ -165,7 +154,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         """The ``reread`` parameter: each table it names (one of this run's) and its condition, allowed by the
         configuration and parsed into a plain condition on the table's columns (``core.reread.reread_conditions``),
         then the statement written from it planned by the server in a read-only transaction."""
-        conditions = reread_conditions(self.reread, tables, self.allow_reread)
+        conditions = reread_conditions(self.reread, tables, self.run.allow_reread)
         if not any(conditions.values()):
             return conditions
         known = {t.source: t for t in tables}
@@ -193,11 +182,11 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
     def _snapshots_instead(self, run: RunRef, plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
         """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot`` (``core.planning.snapshots_instead``):
         the server is asked where each incremental table's binlog goes on only when an option may act on it."""
-        if not may_snapshot_instead(self.on_purged_binlog, self.on_server_change):
+        if not may_snapshot_instead(self.run.on_purged_binlog, self.run.on_server_change):
             return {}
         watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == Mode.INCREMENTAL}
         if not watermarks:
             return {}
         facts = self._source_hook().binlog_facts(list(watermarks.values()))
         found = dict(zip(watermarks, read_positions(list(watermarks.values()), facts)))
-        return snapshots_instead(run, plans, found, self.on_purged_binlog, self.on_server_change)
+        return snapshots_instead(run, plans, found, self.run.on_purged_binlog, self.run.on_server_change)

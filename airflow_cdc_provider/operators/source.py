@@ -1,21 +1,20 @@
-"""What the operators that talk to the source share: the connection and the time limits, handed to the hook."""
+"""What the operators that talk to the source share: the source's section of the configuration, whose connection
+and time limits are handed to the hook."""
 
 from __future__ import annotations
 
+from airflow_cdc_provider.core.config import SourceConfig
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
-
-DEFAULT_STATEMENT_TIMEOUT = 3600
-DEFAULT_READ_TIMEOUT = 600
 
 
 class ReadsSource:
-    """An operator that reads the source through ``MySqlSourceHook``; it sets the three attributes in its
-    ``__init__`` (``:param statement_timeout_seconds:`` and ``:param read_timeout_seconds:`` there)."""
+    """An operator that reads the source through ``MySqlSourceHook``, as its ``source:`` section says (the
+    connection, ``statement_timeout_seconds``, ``read_timeout_seconds``); it sets ``source`` in its
+    ``__init__``."""
 
-    mysql_conn_id: str
-    statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT
-    read_timeout_seconds: int = DEFAULT_READ_TIMEOUT
+    source: SourceConfig
 
     def _source_hook(self) -> MySqlSourceHook:
-        return MySqlSourceHook(self.mysql_conn_id, statement_timeout_seconds=self.statement_timeout_seconds,
-                               read_timeout_seconds=self.read_timeout_seconds)
+        source = self.source
+        return MySqlSourceHook(source.mysql_conn_id, statement_timeout_seconds=source.statement_timeout_seconds,
+                               read_timeout_seconds=source.read_timeout_seconds)

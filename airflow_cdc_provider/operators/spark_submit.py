@@ -18,6 +18,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseHook
 
 from airflow_cdc_provider.compat import AirflowNotFoundException
+from airflow_cdc_provider.core.config import HiveConfig, SparkConfig
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.spark.jvm import ClassArchive, batch_gc_options
 from airflow_cdc_provider.spark.session import metastore_conf
@@ -27,19 +28,21 @@ from airflow_cdc_provider.storage import check_dir, make_dirs, own_file
 class CdcSparkSubmitOperator(SparkSubmitOperator):
     """A SparkSubmitOperator for the provider's applications; ``_spark_submit(context, job_uri)`` runs one.
 
-    :param warehouse_dir: the Hive warehouse; an embedded metastore lives in it unless ``metastore_uri``.
-    :param metastore_uri: ``thrift://host:port`` of a Hive metastore, or None for the embedded one.
-    :param class_archive: start the driver JVM from a class-data archive kept on this worker (see
-        ``airflow_cdc_provider.spark.jvm``).
+    :param spark: the configuration's ``spark:`` (``SparkConfig``): the Spark connection, and whether the driver
+        JVM starts from a class-data archive kept on this worker (``class_archive``, with the throughput collector
+        unless ``conf`` chooses one: ``airflow_cdc_provider.spark.jvm``).
+    :param hive: the configuration's ``hive:`` (``HiveConfig``): the warehouse (an embedded metastore lives in it
+        unless ``metastore_uri``), the metastore (``thrift://host:port``, or none), and the readers' zone.
 
     ``conf`` (SparkSubmitOperator's) holds the configuration's Spark settings (``spark: conf`` with
     ``merge_conf`` or ``verify_conf``, checked by ``core.config``); the metastore's settings are added here.
     """
 
-    def __init__(self, *, application: str, warehouse_dir: str, metastore_uri: str | None,
-                 class_archive: bool = True, **kwargs: Any) -> None:
+    def __init__(self, *, application: str, spark: SparkConfig, hive: HiveConfig, **kwargs: Any) -> None:
+        kwargs.setdefault("conn_id", spark.conn_id)
         super().__init__(application=application, **kwargs)
-        self.warehouse_dir, self.metastore_uri, self.class_archive = warehouse_dir, metastore_uri, class_archive
+        self.spark, self.hive = spark, hive
+        self.warehouse_dir, self.metastore_uri = hive.warehouse_dir, hive.metastore_uri
         self._given: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def _spark_submit(self, context: Any, job_path: str) -> None:
@@ -63,7 +66,7 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             bin_dir = str(Path(sys.executable).parent)
             self.env_vars["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
             spark_submit = str(Path(bin_dir) / spark_submit)
-        archive = ClassArchive(spark_submit) if self.class_archive and not on_cluster else None
+        archive = ClassArchive(spark_submit) if self.spark.class_archive and not on_cluster else None
         if archive is not None:
             java_options += archive.java_options() + batch_gc_options(" ".join(java_options))
         self.conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_cdc_provider.compat import AirflowFailException
-from airflow_cdc_provider.core.config import VerifyConfig
+from airflow_cdc_provider.core.config import HiveConfig, SourceConfig, SparkConfig, VerifyConfig, WorkConfig
 from airflow_cdc_provider.core.contract import (
     SourcePlan,
     TableOutcome,
@@ -18,11 +18,10 @@ from airflow_cdc_provider.core.verify import (
     difference_message,
     repair_request,
 )
-from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.params import parse_flag
-from airflow_cdc_provider.operators.source import DEFAULT_READ_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, ReadsSource
+from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
 from airflow_cdc_provider.stages.verify import CopyPlace, tell, verify_tables
@@ -51,30 +50,28 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     :param outcomes: every table's ``TableOutcome`` of the merge (templated: the merge's ``outcomes`` XCom).
     :param verify: the ``verify:`` settings.
     :param force: verify every table of the run now (templated: the ``verify`` trigger parameter).
-    :param time_zone: ``hive.time_zone``: the zone whose digits a DATETIME's instant holds.
-    :param statement_timeout_seconds: the longest a statement may run on the source before the server stops it
-        (``source: statement_timeout_seconds``).
-    :param read_timeout_seconds: the longest the source may stay silent (``source: read_timeout_seconds``).
+    :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits.
+    :param work: the configuration's ``work:`` (``WorkConfig``): the connection of an object-store work dir.
+    :param spark: the configuration's ``spark:`` (``SparkConfig``; the application has its verify settings).
+    :param hive: the configuration's ``hive:`` (``HiveConfig``): the warehouse, the metastore, and the zone whose
+        digits a DATETIME's instant holds.
     """
 
     template_fields = (*CdcSparkSubmitOperator.template_fields, "plan", "outcomes", "force")
 
-    def __init__(self, *, plan: Any, outcomes: Any, verify: VerifyConfig, warehouse_dir: str,
-                 metastore_uri: str | None, force: Any = False, time_zone: str = "UTC",
-                 mysql_conn_id: str = MySqlSourceHook.default_conn_name, work_conn_id: str | None = None,
-                 statement_timeout_seconds: int = DEFAULT_STATEMENT_TIMEOUT,
-                 read_timeout_seconds: int = DEFAULT_READ_TIMEOUT, **kwargs: Any) -> None:
+    def __init__(self, *, plan: Any, outcomes: Any, verify: VerifyConfig, source: SourceConfig, work: WorkConfig,
+                 spark: SparkConfig, hive: HiveConfig, force: Any = False, **kwargs: Any) -> None:
         kwargs.setdefault("name", "cdc-verify")
-        super().__init__(application=VERIFY_JOB, warehouse_dir=warehouse_dir, metastore_uri=metastore_uri, **kwargs)
-        self.statement_timeout_seconds, self.read_timeout_seconds = statement_timeout_seconds, read_timeout_seconds
+        kwargs.setdefault("conf", spark.verify_settings())
+        super().__init__(application=VERIFY_JOB, spark=spark, hive=hive, **kwargs)
         self.plan, self.outcomes, self.verify, self.force = plan, outcomes, verify, force
-        self.time_zone, self.mysql_conn_id, self.work_conn_id = time_zone, mysql_conn_id, work_conn_id
+        self.source, self.work = source, work
 
     @final_on_cdc_error
     def execute(self, context: Any) -> dict[str, Any]:  # type: ignore[override]  # the verification XCom
         plan = SourcePlan.model_validate(self.plan)
         outcomes = {o.source: o for o in (TableOutcome.model_validate(v) for v in self.outcomes or ())}
-        store = work_store(plan.tables[0].table_dir.work_dir, self.work_conn_id) if plan.tables else WorkStore()
+        store = work_store(plan.tables[0].table_dir.work_dir, self.work.conn_id) if plan.tables else WorkStore()
         counted = count_runs(plan, outcomes, parse_flag(self.force, "verify"), self.verify.every,
                              lambda t: store.read(t.table_dir.verify_state, VerifyState) or VerifyState(),
                              self.verify.slices, self.verify.tables_per_run)
@@ -88,7 +85,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             self._require_spark_connection()
             verification = Verification(tables=tuple(verify_tables(
                 self._source_hook(), checked, outcomes, store, self.verify,
-                CopyPlace(self.warehouse_dir, self.metastore_uri, self.time_zone),
+                CopyPlace(self.hive.warehouse_dir, self.hive.metastore_uri, self.hive.time_zone),
                 lambda jobs: self._spark_submit(context, jobs), self.log)))
         else:
             self.log.info("No table is due for verify in this run (whole every %s runs, or with the verify "

@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
+
+
+def sections(conn_id: str | None, work_dir: str | os.PathLike[str], work_conn_id: str | None = None, **run) -> dict:
+    """The configuration's sections a capture operator takes whole, as the task group factory hands them: the
+    source's (with its connection; none for an operator that does not read the source), the work dir's, and
+    ``run:`` with ``run``'s settings."""
+    given = {"work": WorkConfig(dir=str(work_dir), conn_id=work_conn_id), "run": RunConfig(**run)}
+    return {**given, "source": SourceConfig(mysql_conn_id=conn_id)} if conn_id else given
 
 
 def capture_after(hook, header, start, tmp_path, name="x", positions=False):

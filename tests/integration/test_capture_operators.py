@@ -31,7 +31,7 @@ from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.stages import binlog_pass as binlog_pass_module
 from airflow_cdc_provider.stages import snapshot_run as snapshot_run_module
 from tests.conftest import conn_env
-from tests.integration.capture_helpers import apply_changes, read_rows, source_rows
+from tests.integration.capture_helpers import apply_changes, read_rows, sections, source_rows
 from tests.integration.test_source_hook import purge_binlogs_to
 
 RUN = RunRef("ops", "manual__1")
@@ -65,7 +65,7 @@ def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None, history=N
         operator = CaptureCheckOperator(task_id="check", tables=entries,
                                         hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse"),
                                                         time_zone=time_zone, changelog=changelog, history=history),
-                                        work_dir=str(tmp_path), mysql_conn_id=conn_id)
+                                        **sections(conn_id, tmp_path))
     return CheckResult.model_validate(operator.execute({}))
 
 
@@ -207,11 +207,11 @@ def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermar
     # a's snapshot is taken, then b changes, then b's snapshot: b's change lies between the two watermarks.
     only_a = SourcePlan(run=RUN, tables=source_plan(checked, tmp_path).tables[:1])
     snap_a = Captured.model_validate(MySqlSnapshotOperator(task_id="s", plan=only_a.to_xcom(),
-                                                           mysql_conn_id=capture_conn).execute({}))
+                                                           **sections(capture_conn, tmp_path)).execute({}))
     mariadb.execute(f"INSERT INTO {b} VALUES (3, 'z', 30)")
     only_b = SourcePlan(run=RUN, tables=source_plan(checked, tmp_path).tables[1:])
     snap_b = Captured.model_validate(MySqlSnapshotOperator(task_id="s", plan=only_b.to_xcom(),
-                                                           mysql_conn_id=capture_conn).execute({}))
+                                                           **sections(capture_conn, tmp_path)).execute({}))
     (input_a,), (input_b,) = snap_a.inputs, snap_b.inputs
     assert (input_a.upserts, input_b.upserts, input_b.key) == (3, 3, ("k1", "k2"))
     assert input_a.end < input_b.end
@@ -220,7 +220,7 @@ def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermar
                     f"INSERT INTO {a} VALUES (4, 'd,\"e\"\\n')")
     plan = source_plan(checked, tmp_path, committed={a: input_a.end, b: input_b.end})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     assert extraction.start == input_a.end, "one pass from the earliest watermark"
     parts = {t.source: t for t in extraction.tables}
     assert parts[a].counts == {"I": 1, "U": 1, "D": 2}
@@ -228,7 +228,8 @@ def test_snapshot_then_one_binlog_pass_for_two_tables_each_from_its_own_watermar
     assert parts[b].start == input_b.end and parts[b].end == extraction.end
 
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction.to_xcom()).execute({}))
+                                                         extraction=extraction.to_xcom(),
+                                                         **sections(None, tmp_path)).execute({}))
     (merge_input,) = replayed.inputs
     assert (merge_input.source, merge_input.upserts, merge_input.deletes) == (a, 2, 2)
     header = RawHeader(a, merge_input.columns, merge_input.key)
@@ -281,7 +282,7 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
                     f"ALTER TABLE {gone} DROP COLUMN at", f"INSERT INTO {gone} VALUES (2)")
     plan = source_plan(checked, tmp_path, committed={t.source: start for t in checked.tables})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     parts = {t.source: t for t in extraction.tables}
     assert parts[ev].left_partitions == ("2026-01-03", "2026-01-04", "2026-01-05", "2026-01-06", "2026-01-08",
                                          NULL_PARTITION)
@@ -294,7 +295,8 @@ def test_a_partitioned_tables_range_names_the_partitions_its_rows_left_and_the_r
     assert failed.error.endswith("then trigger a run with fresh_snapshot=true.")
 
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction.to_xcom()).execute({}))
+                                                         extraction=extraction.to_xcom(),
+                                                         **sections(None, tmp_path)).execute({}))
     handed = {i.source: i.left_partitions for i in replayed.inputs}
     assert handed == {ev: parts[ev].left_partitions, a: ()}
 
@@ -352,7 +354,7 @@ def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention_
     mariadb.execute(f"UPDATE {b} SET n = 99 WHERE k1 = 1")
     plan = source_plan(checked, tmp_path, committed={a: old, b: recent})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn, on_purged_binlog="fail").execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path, on_purged_binlog="fail")).execute({}))
     (failed,) = extraction.failed
     assert failed.source == a and old.file in failed.error and "expire_logs_days=" in failed.error
     assert not (tmp_path / f"ods.{schema}_a").exists(), "nothing written for the failed table"
@@ -360,7 +362,7 @@ def test_a_purged_watermark_fails_its_table_alone_naming_the_file_and_retention_
     assert part.source == b and part.counts["U"] == 1 and not extraction.broken
     # By default the table goes to the heal task, with why; the others as before.
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     (broken,) = extraction.broken
     assert broken.source == a and old.file in broken.why and "no longer on the server" in broken.why
     assert not extraction.failed and [t.source for t in extraction.tables] == [b]
@@ -375,14 +377,14 @@ def test_a_table_whose_chain_breaks_goes_to_the_heal_or_with_on_broken_chain_sto
     mariadb.execute(f"UPDATE {a} SET v = 'x' WHERE id = 1", f"TRUNCATE TABLE {a}", f"UPDATE {b} SET n = 1 WHERE k1 = 1")
     plan = source_plan(checked, tmp_path, committed={a: start, b: start})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn, on_broken_chain="stop").execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path, on_broken_chain="stop")).execute({}))
     (failed,) = extraction.failed
     assert failed.source == a and f"`TRUNCATE TABLE {a}`" in failed.error and "fresh_snapshot=true" in failed.error
     assert "on_broken_chain: heal" in failed.error and not extraction.broken
     assert [(t.source, t.counts["U"]) for t in extraction.tables] == [(b, 1)]
     # By default: to the heal task, with what broke the chain and where, and no way on to follow by hand.
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     (broken,) = extraction.broken
     assert broken.source == a and f"`TRUNCATE TABLE {a}`" in broken.why and "fresh_snapshot" not in broken.why
     assert not extraction.failed and [t.source for t in extraction.tables] == [b]
@@ -394,7 +396,7 @@ def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema
     start = hook.current_watermark()
     mariadb.execute(f"UPDATE {schema}.a SET v = 'Paris' WHERE id = 1", f"UPDATE {schema}.a SET v = 'Rome' WHERE id = 2")
     plan = source_plan(checked, tmp_path, committed={f"{schema}.a": start})
-    extraction = MySqlBinlogExtractOperator(task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({})
+    extraction = MySqlBinlogExtractOperator(task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({})
     (raw,) = extraction["tables"][0]["files"]
     with open(raw, "r+", encoding="utf-8") as f:
         lines = f.readlines()
@@ -403,7 +405,8 @@ def test_a_corrupt_raw_line_fails_its_table_naming_file_and_line(mariadb, schema
         f.writelines(lines)
         f.truncate()
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction).execute({}))
+                                                         extraction=extraction,
+                                                         **sections(None, tmp_path)).execute({}))
     (failure,) = replayed.failed
     assert failure.stage == "replay" and f"{raw}, line 3" in failure.error and not replayed.inputs
     assert not list(Path(plan.tables[0].run_dir.root).glob("*.parquet"))
@@ -477,8 +480,8 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
 
     def plan(asked: str, allow: bool = True) -> dict:
         with DAG("ops", schedule=None):
-            operator = CdcPlanOperator(task_id="plan", check=checked.to_xcom(), work_dir=str(work),
-                                       mysql_conn_id=capture_conn, reread=json.dumps({a: asked}), allow_reread=allow)
+            operator = CdcPlanOperator(task_id="plan", check=checked.to_xcom(), reread=json.dumps({a: asked}),
+                                       **sections(capture_conn, work, allow_reread=allow))
         return operator.execute(plan_context())
 
     hook = MySqlSourceHook(capture_conn)
@@ -567,14 +570,15 @@ def test_a_reread_goes_into_the_range_and_the_binlog_wins_even_when_the_range_en
                                       "reread": Reread(where="id >= 1", reason="test")})
     plan = SourcePlan(run=RUN, tables=(ranged,))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     (part,) = extraction.tables
     assert part.counts == {"I": 0, "U": 1, "D": 0} and part.end < hook.current_watermark()
     assert part.reread_rows == 2 and part.changed, "ids 1 and 3 read again; 2 changed after the range's end"
     assert os.path.basename(part.files[0]).startswith("reread-")
 
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction.to_xcom()).execute({}))
+                                                         extraction=extraction.to_xcom(),
+                                                         **sections(None, tmp_path)).execute({}))
     (merge_input,) = replayed.inputs
     upserts = {row["id"]: row["v"] for row in read_rows(merge_input.upsert_files)}
     assert upserts == {1: "in range", 3: "c"} and merge_input.reread.where == "id >= 1"
@@ -605,12 +609,13 @@ def test_a_bucket_changed_after_a_scheduled_ranges_end_is_not_replaced_in_that_r
         "plan": table.plan.model_copy(update={"stop_before": interval_end}),
         "reread": Reread(buckets=buckets, which=which, reason="test")}),))
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, tmp_path)).execute({}))
     (part,) = extraction.tables
     held = zlib.crc32(b"2") % buckets
     assert part.reread.which == tuple(b for b in which if b != held) and part.reread_rows == 2
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction.to_xcom()).execute({}))
+                                                         extraction=extraction.to_xcom(),
+                                                         **sections(None, tmp_path)).execute({}))
     (merge_input,) = replayed.inputs
     assert merge_input.reread.which == part.reread.which
     assert {row["id"]: row["v"] for row in read_rows(merge_input.upsert_files)} == {1: "in range", 3: "c"}
@@ -658,7 +663,7 @@ def test_a_diff_mode_tables_changed_columns_are_put_to_its_policy_before_its_sna
                             table_dir=TableDir(work_dir=str(tmp_path / policy), hive_table=table.hive_table),
                             committed=committed)
         return Captured.model_validate(MySqlSnapshotOperator(
-            task_id="s", plan=SourcePlan(run=RUN, tables=(planned,)).to_xcom(), mysql_conn_id=capture_conn
+            task_id="s", plan=SourcePlan(run=RUN, tables=(planned,)).to_xcom(), **sections(capture_conn, tmp_path)
         ).execute({}))
 
     refused = snapshot("strict")

@@ -143,7 +143,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
 def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariadb) -> None:
     from types import SimpleNamespace
 
-    from airflow_cdc_provider.core.config import VerifyConfig
+    from airflow_cdc_provider.core.config import HiveConfig, SourceConfig, SparkConfig, VerifyConfig, WorkConfig
     from airflow_cdc_provider.core.contract import CapturedTable, SourcePlan, TableOutcome, TablePlan, Verification
     from airflow_cdc_provider.core.ledger import RunPlan, RunRef
     from airflow_cdc_provider.core.modes import Mode
@@ -161,9 +161,11 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_VERIFY", json.dumps({"conn_type": "spark", "host": "local[2]"}))
 
     def attempt(verify: VerifyConfig | None = None) -> Verification:
-        task = CdcVerifyOperator(task_id="verify", conn_id="spark_verify", plan=plan.to_xcom(),
-                                 outcomes=[outcome.to_xcom()], verify=verify or VerifyConfig(every=2, bucket_rows=50),
-                                 warehouse_dir=target.warehouse, metastore_uri=None, mysql_conn_id=user)
+        task = CdcVerifyOperator(task_id="verify", plan=plan.to_xcom(), outcomes=[outcome.to_xcom()],
+                                 verify=verify or VerifyConfig(every=2, bucket_rows=50),
+                                 source=SourceConfig(mysql_conn_id=user), work=WorkConfig(dir=table_dir.work_dir),
+                                 spark=SparkConfig(conn_id="spark_verify"),
+                                 hive=HiveConfig(warehouse_dir=target.warehouse, metastore_uri=None))
         return Verification.model_validate(task.execute({"ti": SimpleNamespace(xcom_push=lambda key, value: None)}))
 
     monkeypatch.setenv("CDC_FAILPOINT", "verify.driver")  # read by the Spark driver's process only

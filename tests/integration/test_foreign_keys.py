@@ -15,6 +15,7 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.preflight import preflight
+from tests.integration.capture_helpers import sections
 
 
 @pytest.fixture
@@ -38,7 +39,7 @@ def check(entries, conn_id, tmp_path) -> CheckResult:
     with DAG("fk", schedule=None):
         operator = CaptureCheckOperator(task_id="check", tables=entries,
                                         hive=HiveConfig(warehouse_dir=str(tmp_path / "warehouse")),
-                                        work_dir=str(tmp_path), mysql_conn_id=conn_id)
+                                        **sections(conn_id, tmp_path))
     return CheckResult.model_validate(operator.execute({}))
 
 

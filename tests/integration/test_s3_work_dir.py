@@ -21,7 +21,7 @@ from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.stages.merge_run import finish_table
 from tests.conftest import S3_CONN_ID
-from tests.integration.capture_helpers import apply_changes, source_rows
+from tests.integration.capture_helpers import apply_changes, sections, source_rows
 from tests.integration.test_capture_operators import NOW, check, schema, source_plan  # noqa: F401 (a fixture)
 from tests.lock_races import T0, assert_one_winner_when_free_and_when_taking_over
 
@@ -68,11 +68,11 @@ def test_snapshot_extract_and_replay_write_and_read_their_files_on_s3(mariadb, s
     hook = MySqlSourceHook(capture_conn)
     checked = check([TableConfig(TableName(schema, "a"), "a")], capture_conn, tmp_path)
     a = f"{schema}.a"
-    s3 = {"work_conn_id": S3_CONN_ID}
+    s3 = {"work_dir": work_dir, "work_conn_id": S3_CONN_ID}
 
     snapshot_plan = source_plan(checked, work_dir)
     snap = Captured.model_validate(MySqlSnapshotOperator(task_id="s", plan=snapshot_plan.to_xcom(),
-                                                         mysql_conn_id=capture_conn, **s3).execute({}))
+                                                         **sections(capture_conn, **s3)).execute({}))
     (first,) = snap.inputs
     assert first.upserts == 3 and all(f.startswith(f"{work_dir}/") for f in first.upsert_files), first.upsert_files
 
@@ -80,11 +80,12 @@ def test_snapshot_extract_and_replay_write_and_read_their_files_on_s3(mariadb, s
                     f"INSERT INTO {a} VALUES (4, 'd')")
     plan = source_plan(checked, work_dir, committed={a: first.end})
     extraction = Extraction.model_validate(MySqlBinlogExtractOperator(
-        task_id="e", plan=plan.to_xcom(), mysql_conn_id=capture_conn, **s3).execute({}))
+        task_id="e", plan=plan.to_xcom(), **sections(capture_conn, **s3)).execute({}))
     (part,) = extraction.tables
     assert part.counts == {"I": 1, "U": 1, "D": 2} and all(f.startswith(f"{work_dir}/") for f in part.files)
     replayed = Captured.model_validate(RawReplayOperator(task_id="r", plan=plan.to_xcom(),
-                                                         extraction=extraction.to_xcom(), **s3).execute({}))
+                                                         extraction=extraction.to_xcom(),
+                                                         **sections(None, **s3)).execute({}))
     (changes,) = replayed.inputs
     assert (changes.upserts, changes.deletes) == (2, 2)
     assert changes.upsert_files[0].startswith(f"{work_dir}/") and changes.delete_file.startswith(f"{work_dir}/")
