@@ -7,17 +7,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.catalog import StoredCatalog
 from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
-from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, Reread, SourcePlan, TablePlan
+from airflow_cdc_provider.core.contract import CapturedTable, CheckResult
 from airflow_cdc_provider.core.holder import Owner
-from airflow_cdc_provider.core.ledger import Committed, Ledger, RunPlan, RunRef, plan_run, run_target
-from airflow_cdc_provider.core.modes import Mode
-from airflow_cdc_provider.core.planning import fresh_snapshot_of, may_snapshot_instead, snapshots_instead, take_locks
+from airflow_cdc_provider.core.ledger import Ledger, RunRef, run_target
+from airflow_cdc_provider.core.planning import fresh_snapshot_of, take_locks
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.reread import read_whole_by_snapshot, reread_conditions, reread_for
-from airflow_cdc_provider.core.resume import read_positions
-from airflow_cdc_provider.core.workdir import SourceDir, TableDir
+from airflow_cdc_provider.core.reread import reread_conditions
+from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.processes import look
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -25,9 +22,8 @@ from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import hand_over, task_owner
 from airflow_cdc_provider.operators.params import parse_flag
 from airflow_cdc_provider.operators.source import ReadsSource
+from airflow_cdc_provider.stages.plan_tables import PlanAsk, plan_tables
 from airflow_cdc_provider.stages.reread import validate_where
-from airflow_cdc_provider.stages.verify import pending_repair
-from airflow_cdc_provider.storage import WorkStore
 
 
 class CdcPlanOperator(ReadsSource, BaseOperator):
@@ -94,26 +90,12 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         taken = self._lock(context, run, owner, tables, ledgers)
         failpoint("plan.locked")
         try:  # the locks are handed over however planning ends: the run goes on in its next tasks
-            target = run_target(dag_run.run_type, dag_run.data_interval_end)
-            fresh = parse_flag(self.fresh_snapshot, "fresh_snapshot")
-            committed = {name: ledger.committed() for name, ledger in ledgers.items()}
-            by_name = {t.ledger_id: t for t in tables}
-            plans = {name: plan_run(run, committed[name], ledger.run_plan(run), target, fresh or name in reload,
-                                    by_name[name].capture,
-                                    by_name[name].columns)
-                     for name, ledger in ledgers.items()}
-            plans.update(self._snapshots_instead(run, plans))
-            planned = [self._record(run, table, ledgers[table.ledger_id], plans[table.ledger_id],
-                                    committed[table.ledger_id], conditions.get(table.source), store)
-                       for table in tables]
-            # Kept, so that the next run can tell which tables are gone.
-            store.write(SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog,
-                        StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
-            result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
-            self.log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left "
-                          "out, %d gone", len(planned), len(result.snapshots), len(result.incrementals),
-                          len(result.diffs), len(result.of_mode(Mode.NOTHING)), len(check.skipped), len(check.gone))
-            return result.to_xcom()
+            ask = PlanAsk(target=run_target(dag_run.run_type, dag_run.data_interval_end),
+                          fresh=parse_flag(self.fresh_snapshot, "fresh_snapshot"), reload=reload,
+                          repair=parse_flag(self.repair, "repair"), conditions=conditions)
+            catalog = SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog
+            return plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
+                               self.log).to_xcom()
         finally:
             hand_over(taken, run, self.run.lock_lease_seconds, owner, self.log)
 
@@ -136,20 +118,6 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
         return take_locks(tables, ledgers, lambda ledger: ledger.acquire(run, is_running, now, lease, owner, look),
                           lambda ledger: ledger.release(run))
 
-    def _record(self, run: RunRef, table: CapturedTable, ledger: Ledger, plan: RunPlan, committed: Committed | None,
-                where: str | None, store: WorkStore) -> TablePlan:
-        """Say the table's plan, record it in its ledger (a table left as it is is let go at once), and add what
-        the run reads of it again."""
-        if plan.warning:
-            self.log.warning("%s → %s: %s", table.source, table.hive_table, plan.warning)
-        self.log.info("Plan for %s → %s: %s (%s)", table.source, table.hive_table, plan.mode, plan.reason)
-        if plan.mode == Mode.NOTHING:
-            ledger.release(run)
-        else:
-            ledger.save_run_plan(plan)
-        reread = self._reread(table, plan, ledger.table, where, store)
-        return TablePlan(table=table, plan=plan, table_dir=ledger.table, committed=committed, reread=reread)
-
     def _conditions(self, tables: list[CapturedTable]) -> dict[str, str]:
         """The ``reread`` parameter: each table it names (one of this run's) and its condition, allowed by the
         configuration and parsed into a plain condition on the table's columns (``core.reread.reread_conditions``),
@@ -165,28 +133,3 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                 with hook.streaming_reads() as reads:
                     validate_where(reads, RawHeader(source, table.columns, table.key), where)
         return conditions
-
-    def _reread(self, table: CapturedTable, plan: RunPlan, table_dir: TableDir, where: str | None,
-                store: WorkStore) -> Reread | None:
-        """What the run reads of the table again (``core.reread.reread_for``): the rows the reread parameter
-        selects, the buckets its last verify found different (with the repair parameter or ``verify: repair:``),
-        or nothing."""
-        repair = pending_repair(store, table_dir) if parse_flag(self.repair, "repair") else None
-        if read_whole_by_snapshot(plan.mode, repair, where):
-            self.log.info("%s is read whole by a snapshot in this run: no rows are read again apart", table.source)
-        reread = reread_for(plan.mode, repair, where)
-        if reread is not None:
-            self.log.info("%s: read again in this run: %s", table.source, reread.reason)
-        return reread
-
-    def _snapshots_instead(self, run: RunRef, plans: dict[str, RunPlan]) -> dict[str, RunPlan]:
-        """``on_purged_binlog: snapshot`` / ``on_server_change: snapshot`` (``core.planning.snapshots_instead``):
-        the server is asked where each incremental table's binlog goes on only when an option may act on it."""
-        if not may_snapshot_instead(self.run.on_purged_binlog, self.run.on_server_change):
-            return {}
-        watermarks = {name: plan.resume_from for name, plan in plans.items() if plan.mode == Mode.INCREMENTAL}
-        if not watermarks:
-            return {}
-        facts = self._source_hook().binlog_facts(list(watermarks.values()))
-        found = dict(zip(watermarks, read_positions(list(watermarks.values()), facts)))
-        return snapshots_instead(run, plans, found, self.run.on_purged_binlog, self.run.on_server_change)

@@ -185,3 +185,52 @@ def test_a_fresh_snapshot_asked_for_a_table_the_run_does_not_capture_is_refused(
     with pytest.raises(ConfigError) as err:
         fresh_snapshot_of(asked, [table("orders"), table("customers")])
     assert told in str(err.value)
+
+
+# --- the plan stage -------------------------------------------------------------------------------------------
+
+def test_the_plan_stage_records_each_plan_lets_an_idle_table_go_and_keeps_what_the_check_found(tmp_path):
+    """The plan task's planning without Airflow (``stages.plan_tables``), its locks taken: a new table loads by
+    snapshot and its plan is recorded; a table whose version is past the run's moment is left as it is and let
+    go at once; one asked for by name reloads; one committed before the run's moment reads the binlog. The source
+    is asked nothing (no `on_…: snapshot`), and the tables found are kept for the next run."""
+    from airflow_cdc_provider.core.catalog import StoredCatalog
+    from airflow_cdc_provider.core.config import RunConfig
+    from airflow_cdc_provider.core.contract import CheckResult
+    from airflow_cdc_provider.core.ledger import Committed, plan_run
+    from airflow_cdc_provider.stages.plan_tables import PlanAsk, plan_tables
+
+    tables = [table("a"), table("b"), table("c"), table("d")]
+    ledgers = ledgers_in(tmp_path, tables)
+    moment = T0 + dt.timedelta(hours=1)
+    for name, as_of in (("ods.b", moment), ("ods.c", moment), ("ods.d", T0)):  # committed by an earlier run
+        earlier = plan_run(OTHER, None, None, None)
+        ledgers[name].acquire(OTHER, lambda run: True, T0)
+        ledgers[name].save_run_plan(earlier)
+        ledgers[name].commit(earlier, Committed(version=1, location=f"file:/wh/{name}/v000001", as_of=as_of,
+                                                watermark=Watermark("mysql-bin.000003", 1234, 1), run=OTHER,
+                                                mode=Mode.SNAPSHOT, columns=(("id", "int(11)"),)))
+        ledgers[name].release(OTHER)
+    lock_all(tables, ledgers, [])
+    said: list[str] = []
+
+    class Log:
+        def info(self, event, *args):
+            said.append(event % args)
+
+        warning = error = exception = info
+
+    def no_source():
+        raise AssertionError("the source is asked nothing when no `on_…: snapshot` may act")
+
+    catalog = str(tmp_path / "catalog.json")
+    ask = PlanAsk(target=moment, fresh=False, reload=frozenset({"ods.c"}), repair=False, conditions={})
+    plan = plan_tables(RUN, CheckResult(flavor="mariadb", watermark=None, tables=tuple(tables)), tables, ledgers,
+                       WorkStore(), ask, RunConfig(), no_source, catalog, Log())
+    assert {p.table.source: p.plan.mode for p in plan.tables} == {
+        "shop.a": Mode.SNAPSHOT, "shop.b": Mode.NOTHING, "shop.c": Mode.SNAPSHOT, "shop.d": Mode.INCREMENTAL}
+    assert [ledgers[f"ods.{n}"].holder() for n in "abcd"] == [RUN, None, RUN, RUN]
+    assert ledgers["ods.a"].run_plan(RUN).mode == Mode.SNAPSHOT and ledgers["ods.b"].run_plan(RUN) is None
+    assert plan.table("shop.d").committed.version == 1 and plan.table("shop.d").reread is None
+    assert StoredCatalog.parse(WorkStore().read_text(catalog)).tables == {f"shop.{n}": f"ods.{n}" for n in "abcd"}
+    assert said[-1].startswith("4 tables: 2 by snapshot, 1 from the binlog, 0 by a diff, 1 left as they are"), said
