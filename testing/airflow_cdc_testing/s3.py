@@ -3,8 +3,30 @@
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass
 from typing import Any
+
+_PUTS = threading.Lock()
+
+
+def _atomic_conditional_puts() -> None:
+    """Make moto's PutObject decide its If-Match / If-None-Match and write in one step, as S3 does: of two writes
+    racing with the same condition, one succeeds and the other gets 412. moto checks the condition, then writes,
+    with nothing between, so that under its threaded server two racers could both pass (seen once in a lock race
+    of tests/lock_races.py). The work store's locks rely on S3's guarantee; this gives the test server the same."""
+    from moto.s3.responses import S3Response
+
+    put_object = S3Response.put_object
+    if getattr(put_object, "atomic", False):
+        return
+
+    def atomic(self: Any) -> Any:
+        with _PUTS:
+            return put_object(self)
+
+    atomic.atomic = True  # type: ignore[attr-defined]
+    S3Response.put_object = atomic  # type: ignore[method-assign]
 
 
 @dataclass
@@ -22,6 +44,7 @@ class S3Server:
         from moto.server import ThreadedMotoServer
 
         logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
+        _atomic_conditional_puts()
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self._server.start()
         host, port = self._server.get_host_and_port()
