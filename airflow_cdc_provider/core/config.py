@@ -176,6 +176,11 @@ class SourceConfig(_Section):
                                       "connection, and on a statement's beyond the statement time limit; past it "
                                       "the connection is closed and the task fails (its retries try again)")
 
+    @property
+    def read_buffer(self) -> int:
+        """``read_buffer_mb`` in bytes, as the snapshot, the re-read and the diff read it (``core.batches``)."""
+        return self.read_buffer_mb * 1024 * 1024
+
 
 class WorkConfig(_Section):
     """Where each table's ledger, lock and run files live (``docs/runs.md``)."""

@@ -78,7 +78,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     def settings(self) -> SnapshotSettings:
         source = self.source
         return SnapshotSettings(concurrency=source.snapshot_concurrency, chunk_rows=source.snapshot_chunk_rows,
-                                readers=source.snapshot_readers, read_buffer=source.read_buffer_mb * 1024 * 1024,
+                                readers=source.snapshot_readers, read_buffer=source.read_buffer,
                                 progress_seconds=source.progress_seconds)
 
 
@@ -126,7 +126,7 @@ class MySqlBinlogExtractOperator(ReadsSource, HoldsTableLeases, BaseOperator):
     @property
     def settings(self) -> PassSettings:
         return PassSettings(on_broken_chain=self.run.on_broken_chain, on_purged_binlog=self.run.on_purged_binlog,
-                            decoders=self.source.binlog_decoders, read_buffer=self.source.read_buffer_mb * 1024 * 1024,
+                            decoders=self.source.binlog_decoders, read_buffer=self.source.read_buffer,
                             progress_seconds=self.source.progress_seconds)
 
 

@@ -79,7 +79,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
                 failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
         if not targets:
             return Captured(failed=tuple(failed))
-        jobs = [DigestsJob(warehouse_dir=self.warehouse_dir, metastore_uri=self.metastore_uri,
+        jobs = [DigestsJob(warehouse_dir=self.hive.warehouse_dir, metastore_uri=self.hive.metastore_uri,
                            table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
                            time_zone=self.hive.time_zone, location=t.committed.location,
                            out=store.uri(t.table.run_dir.heal_version_digests), shard=t.table.table.shard)
@@ -103,7 +103,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
                     # Of the version's columns the digests cover: the key columns as the version typed them.
                     version = RawHeader(heal.header.table, heal.compared, heal.header.key)
                     rows = digests_file_from_spark(parts, version, digests)
-                    result = heal_table(hook, heal, digests, local, mariadb, self.source.read_buffer_mb * 1024 * 1024)
+                    result = heal_table(hook, heal, digests, local, mariadb, self.source.read_buffer)
                 except CdcError as exc:
                     self.log.error("%s cannot be healed: %s", heal.source, exc)
                     failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))

@@ -25,8 +25,6 @@ from airflow_cdc_provider.core.holder import Owner
 from airflow_cdc_provider.core.ledger import Ledger, RunRef
 from airflow_cdc_provider.hooks.processes import identity
 
-DEFAULT_LEASE_SECONDS = 600
-
 
 def task_owner(context: Any, task_id: str) -> Owner:
     """This task process, as a lock records it."""

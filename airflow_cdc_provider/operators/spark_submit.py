@@ -42,7 +42,6 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         kwargs.setdefault("conn_id", spark.conn_id)
         super().__init__(application=application, **kwargs)
         self.spark, self.hive = spark, hive
-        self.warehouse_dir, self.metastore_uri = hive.warehouse_dir, hive.metastore_uri
         self._given: tuple[dict[str, Any], dict[str, Any]] | None = None
 
     def _spark_submit(self, context: Any, job_path: str) -> None:
@@ -53,14 +52,14 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             self._given = (dict(self.conf or {}), dict(self.env_vars or {}))
         given_conf, given_env = self._given
         on_cluster = self._driver_on_cluster()
-        self.conf = {**metastore_conf(self.warehouse_dir, self.metastore_uri), **given_conf}
+        self.conf = {**metastore_conf(self.hive.warehouse_dir, self.hive.metastore_uri), **given_conf}
         if not on_cluster and "spark.pyspark.driver.python" not in given_conf:
             # The driver runs here: with this worker's Python, which has this provider.
             self.conf["spark.pyspark.driver.python"] = sys.executable
         self.env_vars = dict(given_env)
         java_options = [given_conf.get("spark.driver.extraJavaOptions", "")]
-        if not self.metastore_uri and not on_cluster:  # Derby writes derby.log into its home, not the cwd
-            java_options.append(f"-Dderby.system.home={os.path.abspath(self.warehouse_dir)}")
+        if not self.hive.metastore_uri and not on_cluster:  # Derby writes derby.log into its home, not the cwd
+            java_options.append(f"-Dderby.system.home={os.path.abspath(self.hive.warehouse_dir)}")
         spark_submit = "spark-submit"
         if shutil.which(spark_submit) is None:
             bin_dir = str(Path(sys.executable).parent)
@@ -96,10 +95,10 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
         """With the embedded metastore, one merge at a time on this warehouse: Derby admits one JVM, and a second
         one would fail on its lock. The turn is an exclusive ``flock`` of a file beside the metastore, held while
         the application runs; the kernel drops it if this process is killed. A thrift metastore needs no turn."""
-        if self.metastore_uri or "://" in self.warehouse_dir:
+        if self.hive.metastore_uri or "://" in self.hive.warehouse_dir:
             yield
             return
-        path = Path(self.warehouse_dir).absolute() / ".cdc-embedded-metastore.lock"
+        path = Path(self.hive.warehouse_dir).absolute() / ".cdc-embedded-metastore.lock"
         # The embedded metastore's warehouse is on this machine's disk, written by this user's applications only:
         # whoever else could write it could replace a table's files or the metastore itself. (A thrift metastore's
         # warehouse is the cluster's storage, with the cluster's users and rules.)
@@ -111,7 +110,7 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             except BlockingIOError:
                 self.log.info("Waiting for the embedded metastore: another merge on %s is running (Derby admits one "
                               "application at a time; a thrift metastore lets merges run together).",
-                              self.warehouse_dir)
+                              self.hive.warehouse_dir)
                 started = time.monotonic()
                 fcntl.flock(turn, fcntl.LOCK_EX)
                 self.log.info("The embedded metastore is free after %.1f s of waiting.", time.monotonic() - started)

@@ -58,18 +58,14 @@ from airflow_cdc_provider.spark.partition_commit import (
     partition_location,
 )
 from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
-from airflow_cdc_provider.spark.targets import target_of
-
-
-def _describe(spark: Any, statement: str) -> dict[str, str]:
-    return {row[0]: row[1] for row in spark.sql(statement).collect()}
+from airflow_cdc_provider.spark.targets import describe, target_of
 
 
 def _database_location(spark: Any, database: str, found: dict[str, str]) -> str:
     """The location of the Hive database ``database``, created if missing; ``found``: the application's, by name."""
     if database not in found:
         spark.sql(f"CREATE DATABASE IF NOT EXISTS {quote_identifier(database)}")
-        found[database] = _describe(spark, f"DESCRIBE DATABASE {quote_identifier(database)}")["Location"]
+        found[database] = describe(spark, f"DESCRIBE DATABASE {quote_identifier(database)}")["Location"]
     return found[database]
 
 
@@ -84,7 +80,7 @@ def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | Non
         if location is None:
             return None, None, shards.table_columns(spark, spec)
         return location, _version_file(spark, spec, location), shards.table_columns(spark, spec)
-    details = _describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")
+    details = describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")
     location = details.get("Location", "")
     info = _version_file(spark, spec, location)
     held = info.partitioning.column if info.partitioning else None  # a partition column is no column of the source
@@ -186,8 +182,9 @@ def merge(spark: Any, spec: MergeSpec, databases: dict[str, str]) -> TableMerge:
         print(f"cdc-merge: {in_gaps} rows hold a DATETIME that does not exist in {spec.datetime_zone} (skipped by a "
               "daylight-saving change): moved forward by the gap", flush=True)
     # A version a kept day is the snapshot of stays, whatever its age.
+    pinned = {number for _, number in info.snapshot_days}
     expired = versions_to_remove({**existing, version: True}, version, spec.keep_versions, plan.origin_version)
-    removed = [number for number in expired if number not in {n for _, n in info.snapshot_days}]
+    removed = [number for number in expired if number not in pinned]
     for participant in beside:
         participant.prune(step, info, expired, removed)
     _remove_versions(files, spec, removed, existing, partitions)

@@ -71,7 +71,7 @@ class Step:
     current: VersionInfo | None  # the version the table is at
     location: str | None  # its location
     touched: set[str] = field(default_factory=set)  # the partitions the version rewrites
-    _net: tuple[Any, tuple[Any, ...]] | None = None
+    _net: tuple[Any, tuple[Any, ...]] | None = field(default=None, init=False, repr=False)
 
     def net(self) -> Any:
         """The version's net changes, from the version the table is at now to this one: computed at the first

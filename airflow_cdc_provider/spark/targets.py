@@ -35,6 +35,12 @@ from airflow_cdc_provider.spark.partition_commit import (
 )
 from airflow_cdc_provider.spark.partitioning import partition_value
 
+
+def describe(spark: Any, statement: str) -> dict[str, str]:
+    """What a DESCRIBE statement says, by its first column (``Location`` …)."""
+    return {row[0]: row[1] for row in spark.sql(statement).collect()}
+
+
 # The merge's rows: the origin's rows read by the target (None when there is no origin) in, the version's out.
 Merged = Callable[[Any], Any]
 # A version's description, given every partition it has (none for a table not partitioned).
@@ -231,8 +237,7 @@ class ShardPartition(PlainTable):
         if self.location is not None:
             return HadoopFiles(spark, self.location).parent(self.location)
         if spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
-            self.table_root = {row[0]: row[1] for row in spark.sql(
-                f"DESCRIBE TABLE EXTENDED {spec.qualified_table}").collect()}["Location"]
+            self.table_root = describe(spark, f"DESCRIBE TABLE EXTENDED {spec.qualified_table}")["Location"]
         if partition_dir(spark._jvm, shard.values) != shard.partition_dir:
             raise ValueError(f"The partition directory of {shard.name} is "
                              f"{partition_dir(spark._jvm, shard.values)!r} to Spark, "
