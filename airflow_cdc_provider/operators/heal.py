@@ -4,22 +4,17 @@ diff against their committed versions (``stages.heal``), for the merge to commit
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any
 
 from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, SparkConfig, WorkConfig
-from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableFailure, TablePlan
-from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
+from airflow_cdc_provider.core.contract import Captured, Extraction, SourcePlan
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
 from airflow_cdc_provider.operators.lease import HoldsTableLeases
 from airflow_cdc_provider.operators.source import ReadsSource
 from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import DIGESTS_JOB
-from airflow_cdc_provider.stages.heal import DIGESTS_FILE, HealTarget, heal_table, merge_input, target
-from airflow_cdc_provider.stages.version_digests import digests_file_from_spark
+from airflow_cdc_provider.stages.heal import heal_broken
 
 
 class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
@@ -61,59 +56,11 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
             return Captured().to_xcom()
         tables = [(plan.table(b.source), b.why) for b in broken]
         with self._leased(context, [table for table, _ in tables], plan.run):
-            return self._heal(context, tables).to_xcom()
+            hook = self._source_hook()
+            store = work_store(tables[0][0].table_dir.work_dir, self.work.conn_id)
+            return heal_broken(tables, hook, hook.flavor.is_mariadb, store, self.hive, self.source.read_buffer,
+                               functools.partial(self._submit, context), self.log).to_xcom()
 
-    def _heal(self, context: Any, broken: list[tuple[TablePlan, str]]) -> Captured:
-        hook = self._source_hook()
-        mariadb = hook.flavor.is_mariadb
-        store = work_store(broken[0][0].table_dir.work_dir, self.work.conn_id)
-        failed: list[TableFailure] = []
-        targets: list[HealTarget] = []
-        for table, why in broken:
-            self.log.warning("%s: its chain broke (%s); it is brought level by a diff against version %s",
-                             table.source, why, table.committed.version if table.committed else None)
-            try:
-                targets.append(target(table, why, hook))
-            except CdcError as exc:
-                self.log.error("%s cannot be healed: %s", table.source, exc)
-                failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
-        if not targets:
-            return Captured(failed=tuple(failed))
-        jobs = [DigestsJob(warehouse_dir=self.hive.warehouse_dir, metastore_uri=self.hive.metastore_uri,
-                           table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
-                           time_zone=self.hive.time_zone, location=t.committed.location,
-                           out=store.uri(t.table.run_dir.heal_version_digests), shard=t.table.table.shard)
-                for t in targets]
+    def _submit(self, context: Any, jobs: str) -> None:
         self._require_spark_connection()
-        job_file = targets[0].table.run_dir.heal_digests_jobs
-        store.write(job_file, DigestsJobs(jobs=tuple(jobs)))
-        started = time.monotonic()
-        self._spark_submit(context, store.uri(job_file))
-        spark_seconds = time.monotonic() - started  # one application for every table: each is counted it
-        inputs: list[MergeInput] = []
-        for heal in targets:
-            run_dir = heal.table.run_dir
-            # The job ended well: its part files (and its reason, where it refused the version), not Hadoop's
-            # checksums.
-            written = [run_dir.heal_version_digests_part(name)
-                       for name in store.file_names(run_dir.heal_version_digests) if not name.endswith(".crc")]
-            with store.fetched(written) as parts, store.staging(run_dir.heal) as local:
-                try:
-                    digests = local / DIGESTS_FILE
-                    # Of the version's columns the digests cover: the key columns as the version typed them.
-                    version = RawHeader(heal.header.table, heal.compared, heal.header.key)
-                    rows = digests_file_from_spark(parts, version, digests)
-                    result = heal_table(hook, heal, digests, local, mariadb, self.source.read_buffer)
-                except CdcError as exc:
-                    self.log.error("%s cannot be healed: %s", heal.source, exc)
-                    failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))
-                    continue
-                found = result.found
-                self.log.info("%s healed by a diff with version %d (%d rows): %d rows changed or new, %d gone; %d "
-                              "rows' digests compared; %d bytes sent by the server; as of %s, binlog %s",
-                              heal.source, heal.committed.version, rows, found.upserts, found.deletes,
-                              found.compared_rows, found.bytes_sent, found.as_of.isoformat(), result.watermark)
-                result.seconds += spark_seconds
-                inputs.append(merge_input(heal, result, functools.partial(store.location_of, staging_dir=local,
-                                                                          location=run_dir.heal)))
-        return Captured(inputs=tuple(inputs), failed=tuple(failed))
+        self._spark_submit(context, jobs)

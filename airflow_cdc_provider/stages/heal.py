@@ -24,6 +24,7 @@ during it.
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -32,15 +33,20 @@ from typing import Protocol
 
 from airflow_cdc_provider.core import diff
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
-from airflow_cdc_provider.core.contract import Healed, MergeInput, TablePlan
+from airflow_cdc_provider.core.config import HiveConfig
+from airflow_cdc_provider.core.contract import Captured, Healed, MergeInput, TableFailure, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.schema import SchemaChange, check_changes
+from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.stages.diff import DiffResult, DiffSource, diff_table
+from airflow_cdc_provider.stages.task_log import TaskLog
+from airflow_cdc_provider.stages.version_digests import digests_file_from_spark
+from airflow_cdc_provider.storage import WorkStore
 
 DIGESTS_FILE = "version-digests.parquet"  # the version's digests, as the diff reads them
 
@@ -100,6 +106,63 @@ def target(table: TablePlan, why: str, source: HealSource) -> HealTarget:
     compared = tuple((name, ctype) for name, ctype in before if name.lower() in now)
     added = tuple(name for name, _ in after if name.lower() not in was)
     return HealTarget(table=table, why=why, header=header, committed=committed, compared=compared, added=added)
+
+
+def heal_broken(broken: Sequence[tuple[TablePlan, str]], source: HealSource, mariadb: bool, store: WorkStore,
+                hive: HiveConfig, read_buffer: int, submit: Callable[[str], None], log: TaskLog) -> Captured:
+    """Heal each of ``broken`` (a table's plan, and why its chain broke): one Spark application, which ``submit``
+    runs given the URI of its jobs file, computes the digests of every table's committed version; then each table
+    is compared with the source by a diff. A table that cannot be healed fails, named; the others go on.
+
+    Returns a merge input per table healed (mode ``heal``), and the tables that failed."""
+    failed: list[TableFailure] = []
+    targets: list[HealTarget] = []
+    for table, why in broken:
+        log.warning("%s: its chain broke (%s); it is brought level by a diff against version %s",
+                    table.source, why, table.committed.version if table.committed else None)
+        try:
+            targets.append(target(table, why, source))
+        except CdcError as exc:
+            log.error("%s cannot be healed: %s", table.source, exc)
+            failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
+    if not targets:
+        return Captured(failed=tuple(failed))
+    jobs = [DigestsJob(warehouse_dir=hive.warehouse_dir, metastore_uri=hive.metastore_uri,
+                       table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
+                       time_zone=hive.time_zone, location=t.committed.location,
+                       out=store.uri(t.table.run_dir.heal_version_digests), shard=t.table.table.shard)
+            for t in targets]
+    job_file = targets[0].table.run_dir.heal_digests_jobs
+    store.write(job_file, DigestsJobs(jobs=tuple(jobs)))
+    started = time.monotonic()
+    submit(store.uri(job_file))
+    spark_seconds = time.monotonic() - started  # one application for every table: each is counted it
+    inputs: list[MergeInput] = []
+    for heal in targets:
+        run_dir = heal.table.run_dir
+        # The job ended well: its part files (and its reason, where it refused the version), not Hadoop's checksums.
+        written = [run_dir.heal_version_digests_part(name)
+                   for name in store.file_names(run_dir.heal_version_digests) if not name.endswith(".crc")]
+        with store.fetched(written) as parts, store.staging(run_dir.heal) as local:
+            try:
+                digests = local / DIGESTS_FILE
+                # Of the version's columns the digests cover: the key columns as the version typed them.
+                version = RawHeader(heal.header.table, heal.compared, heal.header.key)
+                rows = digests_file_from_spark(parts, version, digests)
+                result = heal_table(source, heal, digests, local, mariadb, read_buffer)
+            except CdcError as exc:
+                log.error("%s cannot be healed: %s", heal.source, exc)
+                failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))
+                continue
+            found = result.found
+            log.info("%s healed by a diff with version %d (%d rows): %d rows changed or new, %d gone; %d rows' "
+                     "digests compared; %d bytes sent by the server; as of %s, binlog %s", heal.source,
+                     heal.committed.version, rows, found.upserts, found.deletes, found.compared_rows,
+                     found.bytes_sent, found.as_of.isoformat(), result.watermark)
+            result.seconds += spark_seconds
+            inputs.append(merge_input(heal, result, functools.partial(store.location_of, staging_dir=local,
+                                                                      location=run_dir.heal)))
+    return Captured(inputs=tuple(inputs), failed=tuple(failed))
 
 
 @dataclass

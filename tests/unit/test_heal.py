@@ -144,3 +144,21 @@ def test_a_table_is_healed_over_the_columns_its_version_and_the_source_share_whe
     with pytest.raises(HealNotPossible, match="fresh_snapshot=true"):
         target(table.model_copy(update={"committed": None}), "w", Source(COLUMNS))
 
+
+
+def test_the_heal_stage_fails_each_table_it_cannot_heal_by_name_and_starts_no_spark_for_none(caplog):
+    import logging
+
+    from airflow_cdc_provider.core.config import HiveConfig
+    from airflow_cdc_provider.stages.heal import heal_broken
+    from airflow_cdc_provider.storage import WorkStore
+
+    submitted: list[str] = []
+    key_changed, unrecorded = table_plan("items"), table_plan("items").model_copy(update={"committed": None})
+    found = heal_broken([(key_changed, "TRUNCATE"), (unrecorded, "purged")], Source(COLUMNS, key=("id", "at")),
+                        True, WorkStore(), HiveConfig(warehouse_dir="/nowhere"), 1 << 20, submitted.append, logging.getLogger("heal"))
+    assert found.inputs == () and submitted == []
+    assert [(f.source, f.stage) for f in found.failed] == [("shop.items", "heal")] * 2
+    assert "key of shop.items is (id, at)" in found.failed[0].error
+    assert "fresh_snapshot=true" in found.failed[1].error
+    assert "shop.items: its chain broke (TRUNCATE); it is brought level by a diff against version 2" in caplog.text
