@@ -225,7 +225,9 @@ def _next_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime |
 
 
 # Two tables of one source in two task groups of one DAG: their merges run at the same moment, on the embedded
-# metastore, whose Derby admits one application at a time.
+# metastore, whose Derby admits one application at a time. Every two minutes: the runs follow each other for as
+# long as the test lasts, and each merges the writer's orders (a Spark application, and twenty task processes);
+# each step below needs one run, whatever their pace.
 INTERVALS_DAG_ID = "cdc_intervals"
 INTERVALS_DAG_FILE = '''
 import os
@@ -239,7 +241,7 @@ from airflow_cdc_provider.core.config import CdcConfig
 from airflow_cdc_provider.task_groups import cdc_params, cdc_table_group
 
 config = CdcConfig.from_dict(yaml.safe_load(Path(os.environ["CDC_CONFIG"]).read_text()))
-with DAG("cdc_intervals", schedule="*/1 * * * *", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
+with DAG("cdc_intervals", schedule="*/2 * * * *", start_date=datetime(2026, 1, 1, tzinfo=timezone.utc),
          catchup=False, max_active_runs=1, params=cdc_params()):
     for table in config.named_tables():
         cdc_table_group(table, config, group_id=table.source.table)
@@ -423,7 +425,7 @@ def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
         # is refused clearly or finds the tables already past its interval; none changes them.
         busy = _run_in_merge(airflow, [r["dag_run_id"] for r in runs] + [older])
         first_end = _when(runs[0]["data_interval_end"])
-        airflow.backfill(INTERVALS_DAG_ID, first_end - dt.timedelta(minutes=4), first_end - dt.timedelta(minutes=3),
+        airflow.backfill(INTERVALS_DAG_ID, first_end - dt.timedelta(minutes=6), first_end - dt.timedelta(minutes=4),
                          max_active_runs=2)
 
         # The scheduler killed (with its tasks, as a lost machine would) in the middle of that run's merge.
@@ -481,7 +483,7 @@ def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
 
 
 def _next_interval_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime | None = None,
-                       timeout: float = 240) -> str:
+                       timeout: float = 420) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for run in airflow.api.runs(INTERVALS_DAG_ID):

@@ -102,7 +102,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
 
     # Runs while four writers change orders and customers: each verifies every table, and finds it clean.
     in_flight = 0
-    with Writers(mariadb, pipeline.schema, threads=4, pause=0.01) as writers:
+    with Writers(mariadb, pipeline.schema, threads=4, pause=0.03) as writers:
         for n in range(2):
             writers.wait_for(50 * (n + 1))
             if n == 1:
@@ -164,7 +164,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     table = table.set_column(table.column_names.index("amount"), "amount",
                              pa.array(amounts, table.schema.field("amount").type))
     rewrite(files, table)
-    with Writers(mariadb, pipeline.schema, threads=4, pause=0.01) as writers:
+    with Writers(mariadb, pipeline.schema, threads=4, pause=0.03) as writers:
         writers.wait_for(writers.commits + 50)
         code, output = pipeline.run("2026-05-01T08:00:00+00:00", json.dumps(
             {"repair": True, "reread": {orders: "order_no BETWEEN 1001 AND 1002"}}))
