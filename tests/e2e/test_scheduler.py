@@ -379,7 +379,7 @@ def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
     airflow.api.unpause(YEARLY_DAG_ID)
 
     # A backfill of a table never loaded: its oldest interval loads it once, the later ones find it loaded.
-    # Created before the minute DAG starts, so the scheduler is not writing its first run at the same moment.
+    # Created before the intervals DAG starts, so the scheduler is not writing its first run at the same moment.
     airflow.backfill(YEARLY_DAG_ID, "2025-01-01", "2026-01-01", max_active_runs=1)
     airflow.api.unpause(INTERVALS_DAG_ID)
 
@@ -471,7 +471,7 @@ def test_intervals_backfills_a_killed_scheduler_and_concurrent_runs(intervals):
     # Every table level with the source (the yearly DAG's too): one Spark read for the three.
     pipeline.assert_all_equal(["orders", "customers", "products"])
     for table in ("orders", "customers"):
-        holder = pipeline.ledger(table).holder()  # the next minute's run may hold it by now, no run that ended
+        holder = pipeline.ledger(table).holder()  # the next scheduled run may hold it by now, no run that ended
         assert holder is None or holder.run_id not in ended, holder
 
     # The yearly backfill: the oldest interval loaded the table, the one after it left it as it was.
