@@ -65,8 +65,11 @@ class CdcSparkSubmitOperator(SparkSubmitOperator):
             bin_dir = str(Path(sys.executable).parent)
             self.env_vars["PATH"] = f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"
             spark_submit = str(Path(bin_dir) / spark_submit)
-        archive = ClassArchive(spark_submit) if self.spark.class_archive and not on_cluster else None
-        if archive is not None:
+        archive = None
+        if self.spark.class_archive and not on_cluster:
+            archive = ClassArchive(spark_submit, extra_class_path=given_conf.get("spark.driver.extraClassPath", ""))
+            if archive.refused:
+                self.log.info("%s (spark: class_archive: false says so for good)", archive.refused)
             java_options += archive.java_options() + batch_gc_options(" ".join(java_options))
         self.conf["spark.driver.extraJavaOptions"] = " ".join(o for o in java_options if o)
         self._hook = None

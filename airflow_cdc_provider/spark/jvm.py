@@ -17,6 +17,14 @@ ran cold, 25 s of CPU more for an end-to-end test). The archives of the installa
 new one is written (each is some 200 MB). So are the archives no job has mapped for ``UNUSED_DAYS``: those of a
 Spark installation removed, or of a checkout deleted (a job marks its archive's time when it maps it).
 
+A JVM that writes an archive refuses to start when a directory on its class path holds any file (JDK 17:
+``Error: non-empty directory``, then ``Error occurred during initialization of VM``). spark-class puts the
+configuration directory there (``SPARK_CONF_DIR``, or ``$SPARK_HOME/conf``), and ``HADOOP_CONF_DIR``,
+``YARN_CONF_DIR``, ``SPARK_DIST_CLASSPATH`` and ``spark.driver.extraClassPath``: on a worker whose Spark has a
+``spark-defaults.conf`` or a ``hive-site.xml``, or on any Hadoop edge node, every merge would fail. So no archive
+is used while any of those directories holds a file (``ClassArchive.refused`` says which), and the job starts as
+it would without this module.
+
 One job writes the archive; the jobs that start while it does run without one. Writing it costs a job about four
 times the CPU of a job that maps it (measured on a fresh machine: 50 s against 10 s for a small merge), and the
 first jobs of a machine often start together (a test suite's, several tables' DAGs): each would otherwise write
@@ -27,6 +35,7 @@ process id); a mark whose process is gone, or older than ``WRITER_STALE_SECONDS`
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import shutil
 import time
@@ -37,6 +46,8 @@ WRITER_STALE_SECONDS = 900
 UNUSED_DAYS = 7
 # The environment variables whose directories spark-class adds to the driver's class path (Spark's launcher).
 CLASS_PATH_VARIABLES = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
+# Class-path variables of older Sparks' launchers, still read by it.
+_OLD_CLASS_PATH_VARIABLES = ("SPARK_CLASSPATH",)
 
 
 def batch_gc_options(existing: str = "") -> list[str]:
@@ -70,11 +81,51 @@ def _mark_used(archive: Path) -> None:
         pass  # another user's cache, read-only: the archive is still mapped
 
 
-class ClassArchive:
-    """The JVM options that use (or write) the archive for one spark-submit, and the step after the job."""
+def _spark_homes(spark_submit: str) -> list[str]:
+    """Where spark-submit may take its installation from: ``SPARK_HOME``, the directory above its ``bin``, and
+    the pyspark package a pip-installed spark-submit finds (each conf directory is looked at: the one spark-class
+    uses is among them)."""
+    homes = [os.environ.get("SPARK_HOME", ""), str(Path(spark_submit).parent.parent)]
+    found = importlib.util.find_spec("pyspark")
+    if found is not None and found.origin:
+        homes.append(str(Path(found.origin).parent))
+    return [h for h in homes if h]
 
-    def __init__(self, spark_submit: str = "spark-submit", directory: Path | None = None) -> None:
+
+def class_path_directories(spark_submit: str, extra_class_path: str = "") -> list[str]:
+    """The directories spark-class may put on the driver's class path (Spark's launcher: ``SPARK_CLASSPATH``,
+    the application's extra class path, the conf directory, ``HADOOP_CONF_DIR``, ``YARN_CONF_DIR`` and
+    ``SPARK_DIST_CLASSPATH``); jar files and ``dir/*`` globs are not directories and are left out."""
+    entries = [*os.environ.get("SPARK_CLASSPATH", "").split(os.pathsep), *extra_class_path.split(os.pathsep)]
+    conf_dir = os.environ.get("SPARK_CONF_DIR")
+    entries += [conf_dir] if conf_dir else [os.path.join(home, "conf") for home in _spark_homes(spark_submit)]
+    for name in CLASS_PATH_VARIABLES[1:]:
+        entries += os.environ.get(name, "").split(os.pathsep)
+    return [e for e in dict.fromkeys(entries) if e and not e.endswith("*")]
+
+
+def _holding_files(directory: str) -> bool:
+    try:
+        with os.scandir(directory) as listing:
+            return any(True for _ in listing)
+    except (NotADirectoryError, FileNotFoundError):
+        return False
+    except OSError:
+        return True  # unreadable here, perhaps not to the JVM: taken as holding files
+
+
+class ClassArchive:
+    """The JVM options that use (or write) the archive for one spark-submit, and the step after the job.
+
+    ``extra_class_path``: the job's ``spark.driver.extraClassPath``. ``refused``: why no archive is used (a
+    directory on the class path holds files), or None."""
+
+    def __init__(self, spark_submit: str = "spark-submit", directory: Path | None = None,
+                 extra_class_path: str = "") -> None:
         resolved = os.path.realpath(shutil.which(spark_submit) or spark_submit)
+        held = [d for d in class_path_directories(resolved, extra_class_path) if _holding_files(d)]
+        self.refused = (f"no class-data archive: the driver's class path has the directory {held[0]}, which holds "
+                        "files, and a JVM writing an archive will not start with one") if held else None
         java_home = os.environ.get("JAVA_HOME")
         java = os.path.realpath(os.path.join(java_home, "bin", "java") if java_home else shutil.which("java") or "java")
         where = hashlib.sha1(resolved.encode()).hexdigest()[:12]
@@ -94,6 +145,8 @@ class ClassArchive:
         return self.directory / f".{self.path.name}.writing"
 
     def java_options(self) -> list[str]:
+        if self.refused:
+            return []
         options = ["-XX:+IgnoreUnrecognizedVMOptions"]
         if self.path.exists():
             _mark_used(self.path)

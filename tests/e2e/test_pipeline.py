@@ -181,8 +181,14 @@ def test_initial_load_then_runs_keep_hive_equal_to_the_source_a_rerun_repeats_an
     pipeline.config["spark"] = {"merge_conf": {"spark.sql.shuffle.partitions": 3}}
     pipeline.config["tables"][0]["spark_conf"] = {"spark.sql.shuffle.partitions": 2}
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
-    code, output = pipeline.run("2026-03-01T00:00:00+00:00")
+    # A Spark configuration directory holding a file, as most installations have: on the driver's class path, where
+    # a JVM writing a class-data archive refuses to start. The merge starts without one, and says why.
+    conf_dir = tmp_path / "spark-conf"
+    conf_dir.mkdir()
+    (conf_dir / "spark-defaults.conf").write_text("spark.ui.showConsoleProgress false\n")
+    code, output = pipeline.run("2026-03-01T00:00:00+00:00", env={"SPARK_CONF_DIR": str(conf_dir)})
     assert code == 0, output[-8000:]
+    assert f"no class-data archive: the driver's class path has the directory {conf_dir}, which holds" in output
     assert "--conf spark.sql.shuffle.partitions=3" in output
     assert "cdc-merge: ods.orders with spark.sql.shuffle.partitions=2 (the application's: 3)" in output
     first = pipeline.outcome("orders")

@@ -3,6 +3,8 @@
 import os
 import time
 
+import pytest
+
 from airflow_cdc_provider.spark.jvm import UNUSED_DAYS, WRITER_STALE_SECONDS, ClassArchive, batch_gc_options
 
 
@@ -123,3 +125,44 @@ def test_archives_no_job_mapped_for_a_week_are_removed_when_an_archive_is_writte
         "-XX:SharedArchiveFile=")  # mapped today: marked as used
     _written(ClassArchive(str(tmp_path / "c" / "spark-submit"), directory=cache))
     assert in_use.path.exists() and not gone.path.exists()
+
+
+@pytest.mark.parametrize("variable", ["SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH",
+                                      "SPARK_CLASSPATH", "extraClassPath"])
+def test_no_archive_while_a_directory_on_the_class_path_holds_a_file(tmp_path, monkeypatch, variable):
+    # A JVM writing an archive will not start with one (JDK 17: "non-empty directory"): every merge would fail.
+    for name in ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH", "SPARK_CLASSPATH"):
+        monkeypatch.delenv(name, raising=False)
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    cache = tmp_path / "cache"
+
+    def archive() -> ClassArchive:
+        extra = f"/opt/jars/a.jar:{conf}" if variable == "extraClassPath" else ""
+        return ClassArchive("spark-submit", directory=cache, extra_class_path=extra)
+
+    if variable != "extraClassPath":
+        monkeypatch.setenv(variable, f"/opt/jars/*:{conf}" if variable.endswith("CLASSPATH") else str(conf))
+    empty = archive()
+    assert empty.refused is None, "an empty directory is no obstacle"
+    assert empty.java_options()[1].startswith("-XX:ArchiveClassesAtExit=")
+    empty.job_failed()
+    (conf / "hive-site.xml").write_text("<configuration/>")
+    refused = archive()
+    assert refused.java_options() == []
+    assert refused.refused and f"has the directory {conf}, which holds files" in refused.refused
+    assert not cache.exists() or not list(cache.glob(".*.writing")), "no writer's mark left by a job that writes nothing"
+
+
+def test_spark_homes_conf_directory_counts_when_no_conf_dir_is_set(tmp_path, monkeypatch):
+    monkeypatch.delenv("SPARK_CONF_DIR", raising=False)
+    home = tmp_path / "spark"
+    (home / "bin").mkdir(parents=True)
+    (home / "bin" / "spark-submit").write_text("#!/bin/sh\n")
+    (home / "conf").mkdir()
+    assert ClassArchive(str(home / "bin" / "spark-submit"), directory=tmp_path / "cache").refused is None
+    (home / "conf" / "spark-defaults.conf").write_text("spark.master yarn\n")
+    assert ClassArchive(str(home / "bin" / "spark-submit"), directory=tmp_path / "cache").refused
+    # Or the installation SPARK_HOME names, wherever spark-submit is.
+    monkeypatch.setenv("SPARK_HOME", str(home))
+    assert ClassArchive("spark-submit", directory=tmp_path / "cache").refused
