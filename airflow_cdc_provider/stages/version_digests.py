@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
@@ -66,6 +65,10 @@ def digests_file_from_spark(spark_dir: str | Path | Sequence[str | Path], header
     out = Path(out_file)
     make_dirs(out.parent)
     beside, rows = f"{out}.tmp", 0
+    # Imported here: pyarrow.dataset brings pandas, half a second of CPU, and this module is imported wherever the
+    # DAG file is parsed (the heal operator's), in every task process; only a heal reads a version's digests.
+    import pyarrow.dataset as ds
+
     with pq.ParquetWriter(beside, schema) as writer:
         for batch in ds.dataset(parts, filesystem=fs, format="parquet").to_batches(columns=names,
                                                                                   batch_size=BATCH_ROWS):
