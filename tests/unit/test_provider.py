@@ -110,3 +110,12 @@ def test_the_package_lists_the_names_a_dag_file_imports_from_it_and_hands_each_o
               "all(callable(getattr(p, n)) for n in p.__all__ if n != '__version__'))")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
     assert out == ["[]", "False", "True"], out
+
+
+def test_parsing_a_dag_file_imports_no_library_only_a_task_needs():
+    # Every task process parses the DAG file again (and the dag-processor, over and over): pandas, which
+    # pyarrow.dataset brings, is half a second of CPU each time, and only a heal's digests read needs it.
+    script = ("import sys, airflow_cdc_provider.task_groups; "
+              "print(sorted(m for m in ('pandas', 'pyarrow.dataset', 'pyspark') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out
