@@ -131,8 +131,9 @@ def _orders_changes(rng: random.Random, pipeline: Pipeline, first_no: int) -> li
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mariadb, capture_conn, tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"])
+def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mariadb, capture_conn, tmp_path,
+                                                                            metastore_service):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders"], metastore=metastore_service)
     pipeline.sql(*(f"CREATE TABLE {{s}}.{t} {ITEMS}" for t in ("items", "recreated", "swapped", "ptosc")), PARTS,
                  FILL % ("items", 2000), FILL % ("recreated", 300), FILL % ("swapped", 2000), FILL % ("parts", 2000),
                  FILL % ("ptosc", 2000))
@@ -244,7 +245,8 @@ def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mar
     read = pipeline.hive_tables()  # one Spark read for every table
     for table, (rows, _) in read.items():
         expected = first[table] if table in STOPPED else pipeline.source(table)
-        assert rows == expected, f"ods.{table}: {'changed though it stopped' if table in STOPPED else 'differs'}"
+        assert rows == expected, (f"{pipeline.database}.{table}: "
+                                  f"{'changed though it stopped' if table in STOPPED else 'differs'}")
     assert {r["c"] for r in read["readd_one"][0].values()} == {7}, "the new column's default"
     assert {r["c"] for r in read["readd_two"][0].values()} == {9}
     assert read["swapped"][0][(20,)]["note"] == "after the swap"
@@ -267,4 +269,4 @@ def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mar
     read = pipeline.hive_tables()
     for table, (rows, _) in read.items():
         expected = first[table] if table in STOPPED else pipeline.source(table)
-        assert rows == expected, f"ods.{table} differs"
+        assert rows == expected, f"{pipeline.database}.{table} differs"

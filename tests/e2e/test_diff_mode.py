@@ -35,10 +35,11 @@ def _random_changes(pipeline: Pipeline, rng: random.Random, count: int) -> None:
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(start_server, make_user, tmp_path):
+def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(start_server, make_user, tmp_path,
+                                                                              metastore_service):
     server = start_server(binlog_format="MIXED")
     conn = make_user(privileges=("SELECT",), server=server)
-    pipeline = Pipeline(server, conn, tmp_path, ["orders", "customers"])
+    pipeline = Pipeline(server, conn, tmp_path, ["orders", "customers"], metastore=metastore_service)
 
     # From the binlog, as by default: refused, every problem named, and the way on without it.
     code, output = pipeline.run("2026-12-01T00:00:00+00:00")
@@ -95,6 +96,6 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
         after = pipeline.ledger(table).committed()
         assert pipeline.outcome(table)["status"] == "idle"
         assert after.version == before[table].version and after.as_of > before[table].as_of
-    digests = sorted(p.name for p in (tmp_path / "work" / "ods.orders" / "digests").iterdir())
+    digests = sorted(p.name for p in (tmp_path / "work" / f"{pipeline.database}.orders" / "digests").iterdir())
     assert digests == [pipeline.ledger("orders").committed().digests.rsplit("/", 1)[-1]], \
         "only the digests of the committed version are kept"

@@ -77,8 +77,8 @@ CHANGELOGS = {"ev_trunc": True, "ev_kind": {"mode": "all"}}
 
 
 class Partitioned(Pipeline):
-    def __init__(self, server, conn_id, tmp_path):
-        super().__init__(server, conn_id, tmp_path, list(SPECS))
+    def __init__(self, server, conn_id, tmp_path, metastore):
+        super().__init__(server, conn_id, tmp_path, list(SPECS), metastore=metastore)
         for entry in self.config["tables"]:
             entry["partition_by"] = SPECS[entry["target"]]
             if entry["target"] in CHANGELOGS:
@@ -146,8 +146,8 @@ def files_of(location: str) -> list[tuple[str, int, int]]:
 
 @pytest.mark.usefixtures("airflow_home")
 def test_each_partition_spec_keeps_hive_equal_rewrites_only_touched_partitions_and_refuses_a_changed_spec(
-        mariadb, capture_conn, tmp_path):
-    pipeline = Partitioned(mariadb, capture_conn, tmp_path)
+        mariadb, capture_conn, tmp_path, metastore_service):
+    pipeline = Partitioned(mariadb, capture_conn, tmp_path, metastore_service)
     code, output = pipeline.run("2026-11-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
     first = pipeline.levelled()
@@ -177,7 +177,7 @@ def test_each_partition_spec_keeps_hive_equal_rewrites_only_touched_partitions_a
     pipeline.sql("UPDATE {s}.ev_trunc SET amount = amount + 7 WHERE id BETWEEN 200 AND 299 ORDER BY id LIMIT 1")
     code, output = pipeline.run("2026-11-01T02:00:00+00:00")
     assert code != 0
-    for part in ("The Hive table ods.ev_kind is partitioned by kind AS kind_part, but its configuration now says "
+    for part in (f"The Hive table {pipeline.database}.ev_kind is partitioned by kind AS kind_part, but its configuration now says "
                  "partitioned by bucket(id, 4) AS id_bucket", "fresh_snapshot=true"):
         assert part in output, (part, output[-6000:])
     assert pipeline.ledger("ev_kind").committed().version == kind_version

@@ -42,8 +42,8 @@ def run_ok(pipeline: Pipeline, date: str) -> dict:
 # land in Hive within the run), customers under `schema_changes: evolve` (dropped and renamed columns kept).
 @pytest.mark.usefixtures("airflow_home")
 def test_added_columns_land_within_the_run_and_evolve_keeps_dropped_and_renamed_columns(
-        mariadb, capture_conn, tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
+        mariadb, capture_conn, tmp_path, metastore_service):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"], metastore=metastore_service)
     (customers_entry,) = [t for t in pipeline.config["tables"] if t["target"] == "customers"]
     customers_entry["schema_changes"] = "evolve"
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
@@ -77,7 +77,7 @@ def test_added_columns_land_within_the_run_and_evolve_keeps_dropped_and_renamed_
     assert changes == ["renamed city to town", "dropped name"]
     read = pipeline.hive_tables()
     hive, _ = read["orders"]
-    assert hive == pipeline.source("orders"), "ods.orders differs from the source"
+    assert hive == pipeline.source("orders"), f"{pipeline.database}.orders differs from the source"
     assert hive_columns(hive)[-3:] == ["channel", "discount", "placed"]
     assert hive[(1003, 1)]["channel"] == "web" and hive[(1003, 1)]["discount"] is None, "untouched: the default"
     assert hive[(1001, 1)]["channel"] == "web", "changed before the ALTER: the default too"
@@ -101,7 +101,7 @@ def test_added_columns_land_within_the_run_and_evolve_keeps_dropped_and_renamed_
     # same rows (the merge job run on the same spec, as a retry of the merge task does).
     run = RunRef(DAG_ID, "manual__2026-05-01T01:00:00+00:00")
     (job,) = pipeline.tmp.glob(f"work/*/runs/{run.key}/merge-job-1.json")  # one job for both tables
-    again = _merge_again(job)["ods.orders"]
+    again = _merge_again(job)[f"{pipeline.database}.orders"]
     assert again["status"] == "committed" and again["added_columns"] == [] and again["origin"] == 1
     read = pipeline.assert_all_equal(["orders"])
     assert read["orders"][0] == hive
@@ -115,7 +115,7 @@ def test_added_columns_land_within_the_run_and_evolve_keeps_dropped_and_renamed_
     assert pipeline.outcome("orders")["added_columns"] == ["region"]
     read = pipeline.hive_tables()
     hive, _ = read["orders"]
-    assert hive == pipeline.source("orders"), "ods.orders differs from the source"
+    assert hive == pipeline.source("orders"), f"{pipeline.database}.orders differs from the source"
     assert {row["region"] for row in hive.values()} == {"EU"}
     assert hive_columns(hive)[-1] == "region"
     assert pipeline.ledger("orders").committed().columns[2] == ("region", "char(2)")

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from airflow_cdc_testing.cluster import MetastoreService
 from airflow_cdc_testing.hive import read_hive_tables
 
 from airflow_cdc_provider.core.identifiers import TableName
@@ -63,9 +64,10 @@ def _ddl(schema: str, name: str, n: int) -> str:
 class Source:
     """The example DAG over one schema of the shared server, selected by a pattern."""
 
-    def __init__(self, server, conn_id: str, tmp_path: Path):
+    def __init__(self, server, conn_id: str, tmp_path: Path, metastore: MetastoreService):
         self.server, self.conn_id, self.tmp = server, conn_id, tmp_path
-        self.schema = f"many_{os.urandom(3).hex()}"
+        suffix = os.urandom(3).hex()
+        self.schema, self.database = f"many_{suffix}", f"ods_{suffix}"  # a database of its own on the service
         self.rng = random.Random(20261122)
         self.tables: dict[str, int] = {}  # name → shape number
         self.next_id: dict[str, int] = {}
@@ -89,7 +91,8 @@ class Source:
         server.execute(*[f"INSERT INTO {self.schema}.{KEYLESS} VALUES (NULL, NULL, NULL)"] * 2)
         self.config = {
             "mysql_conn_id": conn_id, "spark_conn_id": "spark_source", "work_dir": str(tmp_path / "work"),
-            "hive": {"database": "ods", "warehouse_dir": str(tmp_path / "warehouse"), "metastore_uri": None},
+            "hive": {"database": self.database, "warehouse_dir": str(tmp_path / "warehouse"),
+                     "metastore_uri": metastore.uri},
             "tables": [*({"source": f"{self.schema}.{name}", "target": name, "key": key}
                          for name, key in DECLARED.items()),
                        {"source": f"{self.schema}.*", "exclude": [f"{self.schema}.tmp_*"], "target": "{table}"}],
@@ -168,8 +171,10 @@ class Source:
         self.config_path.write_text(yaml.safe_dump(self.config))
 
     def hive(self, names: list[str]) -> dict[str, tuple[dict, str]]:
-        read = read_hive_tables(str(self.tmp / "warehouse"), None, [f"ods.{n}" for n in names])
-        return {n: (hive_rows(read[f"ods.{n}"][0], self.header(n).key), read[f"ods.{n}"][1]) for n in names}
+        hive = self.config["hive"]
+        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], [f"{self.database}.{n}" for n in names])
+        return {n: (hive_rows(read[f"{self.database}.{n}"][0], self.header(n).key), read[f"{self.database}.{n}"][1])
+                for n in names}
 
     def header(self, name: str):
         return self.hook.raw_header(TableName(self.schema, name), DECLARED.get(name))
@@ -181,7 +186,7 @@ class Source:
         """Each of ``names`` equals its source; ``also``: tables read back in the same Spark application."""
         hive = self.hive([*names, *also])
         for name in names:
-            assert hive[name][0] == self.source(name), f"ods.{name} differs from {self.schema}.{name}"
+            assert hive[name][0] == self.source(name), f"{self.database}.{name} differs from {self.schema}.{name}"
         return hive
 
 
@@ -199,15 +204,15 @@ def table_task_names() -> list[str]:
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, capture_conn, tmp_path):
-    source = Source(mariadb, capture_conn, tmp_path)
+def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, capture_conn, tmp_path, metastore_service):
+    source = Source(mariadb, capture_conn, tmp_path, metastore_service)
     since = mariadb.track_binlog_dumps()
 
     # 1. The first run loads every table the pattern matches by a snapshot, a few at a time; the table with no key
     #    is reported as captured by a diff, the excluded one never looked at; no binlog is read.
     code, output = source.run("2026-08-01T00:00:00+00:00")
     assert code == 0, output[-8000:]
-    assert f"{source.schema}.{KEYLESS} can be captured into ods.{KEYLESS}: no key (each row identified by all its " \
+    assert f"{source.schema}.{KEYLESS} can be captured into {source.database}.{KEYLESS}: no key (each row identified by all its " \
            "values, equal rows counted), by a diff" in output
     first = outcomes(DAG_ID)
     names, texts = sorted(source.tables), [*sorted(source.charsets), KEYLESS]
@@ -216,7 +221,7 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     assert "tmp_scratch" not in output
     assert "No table has changes" not in output
     assert f"Merging {len(names) + len(texts)} tables in one Spark application" in output
-    assert f"{source.schema}.lines can be captured into ods.lines: key a, b (declared by `key:`" in output
+    assert f"{source.schema}.lines can be captured into {source.database}.lines: key a, b (declared by `key:`" in output
     assert mariadb.binlog_dumps(since, source.user) == []
     source.assert_equal([*names, *texts])
 
@@ -249,7 +254,7 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     hive = source.assert_equal([*names, *texts])
     idle = next(n for n in names if statuses.get(n) == "idle")
     assert hive[idle][1].endswith("/v000001"), "an idle table keeps its version"
-    ledger_path = tmp_path / "work" / f"ods.{idle}" / "ledger" / "committed.json"
+    ledger_path = tmp_path / "work" / f"{source.database}.{idle}" / "ledger" / "committed.json"
     assert json.loads(ledger_path.read_text())["watermark"] == second[f"{source.schema}.{idle}"]["watermark"], \
         "its watermark advanced to the end of the range"
     assert not ledger_path.with_name("lock.json").exists(), "and its lock is released"
@@ -281,15 +286,15 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     since = mariadb.track_binlog_dumps()
     code, output = source.run("2026-08-01T02:00:00+00:00", env={"AIRFLOW__CORE__MAX_MAP_LENGTH": "4"})
     assert code != 0
-    assert f"{source.schema}.t04 → ods.t04 failed in this run: extract: " in output and "dropped note" in output
-    assert f"{source.schema}.cs_cp1250 → ods.cs_cp1250 failed in this run: extract: The column tx of " \
+    assert f"{source.schema}.t04 → {source.database}.t04 failed in this run: extract: " in output and "dropped note" in output
+    assert f"{source.schema}.cs_cp1250 → {source.database}.cs_cp1250 failed in this run: extract: The column tx of " \
            f"{source.schema}.cs_cp1250 holds a value that is not cp1250 text" in output
     tasks = [name.split(", ") for name in table_task_names()]
     assert len(tasks) == 4 and sorted(s for task in tasks for s in task) == sorted(
         f"{source.schema}.{n}" for n in [*changed, "t04", "cs_cp1250"]), tasks
     for name in changed:  # the table that shares its task with the refused one too
-        assert not (tmp_path / "work" / f"ods.{name}" / "ledger" / "lock.json").exists(), name
-    assert f"The table {source.schema}.{LAST} is no longer at the source" in output and f"ods.{LAST} is kept" in output
+        assert not (tmp_path / "work" / f"{source.database}.{name}" / "ledger" / "lock.json").exists(), name
+    assert f"The table {source.schema}.{LAST} is no longer at the source" in output and f"{source.database}.{LAST} is kept" in output
     third = outcomes(DAG_ID)
     assert f"{source.schema}.{LAST}" not in third
     assert {n for n in third if third[n]["status"] == "committed"} == {f"{source.schema}.{n}" for n in changed}

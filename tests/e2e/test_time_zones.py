@@ -27,9 +27,9 @@ ROWS = {
 }
 
 
-def pipeline_in(zone: str, mariadb, conn_id: str, tmp_path) -> Pipeline:
+def pipeline_in(zone: str, mariadb, conn_id: str, tmp_path, metastore) -> Pipeline:
     tmp_path.mkdir()
-    pipeline = Pipeline(mariadb, conn_id, tmp_path, [])
+    pipeline = Pipeline(mariadb, conn_id, tmp_path, [], metastore=metastore)
     pipeline.sql(DDL)
     pipeline.config["tables"] = [{"source": f"{pipeline.schema}.events", "target": "events"}]
     pipeline.config["hive"]["time_zone"] = zone
@@ -63,7 +63,9 @@ def as_reader_sees(zone: str, source: dict) -> dict:
 
 
 def read_in(zone: str, pipeline: Pipeline) -> dict:
-    rows, _ = read_hive_table(str(pipeline.tmp / "warehouse"), None, "ods.events", time_zone=zone)
+    hive = pipeline.config["hive"]
+    rows, _ = read_hive_table(hive["warehouse_dir"], hive["metastore_uri"], f"{pipeline.database}.events",
+                              time_zone=zone)
     return {(r["id"], r["at"]): (r["seen"], r["stamp"]) for r in rows.to_pylist()}
 
 
@@ -75,8 +77,9 @@ def source_rows(pipeline: Pipeline) -> list[dict]:
 
 
 @pytest.mark.usefixtures("airflow_home")
-def test_datetimes_keep_their_digits_for_readers_in_new_york_and_shanghai(mariadb, capture_conn, tmp_path):
-    new_york = pipeline_in("America/New_York", mariadb, capture_conn, tmp_path / "ny")
+def test_datetimes_keep_their_digits_for_readers_in_new_york_and_shanghai(mariadb, capture_conn, tmp_path,
+                                                                        metastore_service):
+    new_york = pipeline_in("America/New_York", mariadb, capture_conn, tmp_path / "ny", metastore_service)
     insert(new_york, ROWS)
     code, output = new_york.run("2026-09-01T00:00:00+00:00")  # the snapshot
     assert code == 0, output[-8000:]
@@ -100,7 +103,7 @@ def test_datetimes_keep_their_digits_for_readers_in_new_york_and_shanghai(mariad
     assert read_in("America/New_York", new_york) == expected
     assert len(expected) == 5 and (4, "2026-07-04 23:59:59.999999") not in expected
 
-    shanghai = pipeline_in("Asia/Shanghai", mariadb, capture_conn, tmp_path / "sh")
+    shanghai = pipeline_in("Asia/Shanghai", mariadb, capture_conn, tmp_path / "sh", metastore_service)
     insert(shanghai, ROWS)
     code, output = shanghai.run("2026-09-01T00:00:00+00:00")
     assert code == 0, output[-8000:]

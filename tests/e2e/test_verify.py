@@ -78,8 +78,8 @@ def tamper_zero_key(location: str) -> None:
 
 @pytest.mark.usefixtures("airflow_home")
 def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_under_writes(mariadb, capture_conn,
-                                                                                          tmp_path):
-    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"])
+                                                                                          tmp_path, metastore_service):
+    pipeline = Pipeline(mariadb, capture_conn, tmp_path, ["orders", "customers"], metastore=metastore_service)
     mariadb.execute(DDL.format(name=f"`{pipeline.schema}`.`all_types`"))
     insert_cases(mariadb, f"`{pipeline.schema}`.`all_types`", 1)
     pipeline.sql("INSERT INTO {s}.customers (email, name, city, created_at) SELECT CONCAT('c', seq, '@example.com'),"
@@ -178,7 +178,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
         assert {s: t["status"] for s, t in verification(pipeline).items()} == {
             orders: "clean", customers: "clean", all_types: "clean", datetime_key: "clean"}
     # The repair's commit settled what the verify had left for it.
-    assert not (tmp_path / "work" / "ods.customers" / "verify" / "repair.json").exists()
+    assert not (tmp_path / "work" / f"{pipeline.database}.customers" / "verify" / "repair.json").exists()
 
     # The defaults from here (a rolling verify that repairs, and warns), in 2 slices. Rows changed with
     # sql_log_bin=0, which no event announces, in both slices: each run's slice finds its own and succeeds, and the
