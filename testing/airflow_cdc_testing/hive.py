@@ -53,15 +53,17 @@ def read_hive_tables(warehouse_dir: str, metastore_uri: str | None, tables: list
     """For each ``database.table``: its rows (an Arrow table) and the location the metastore gives for it.
 
     With ``time_zone``, read as a Spark reader in that zone does: timestamps as the text it shows. Read by this
-    process's reader (one driver JVM kept for all its reads, ``read_table_job --serve``)."""
-    global _reader
+    process's reader for that metastore (a driver JVM kept for all its reads, ``read_table_job --serve``): one for
+    the embedded metastores, one for each metastore service. A JVM that has talked to a service keeps Hive's client
+    of it, and would look an embedded metastore's tables up there."""
     with tempfile.TemporaryDirectory(prefix="cdc-read-") as tmp:
         outs = [os.path.join(tmp, f"t{i}.parquet") for i in range(len(tables))]
         pairs = [arg for table, out in zip(tables, outs) for arg in (table, out)]
         zone = ["--time-zone", time_zone] if time_zone else []
-        if _reader is None or _reader.process.poll() is not None:
-            _reader = _Reader()
-        _reader.read([*zone, warehouse_dir, metastore_uri or "", *pairs], tables)
+        reader = _readers.get(metastore_uri or "")
+        if reader is None or reader.process.poll() is not None:
+            reader = _readers[metastore_uri or ""] = _Reader()
+        reader.read([*zone, warehouse_dir, metastore_uri or "", *pairs], tables)
         return {table: (pq.read_table(out), json.loads(Path(f"{out}.json").read_text())["location"])
                 for table, out in zip(tables, outs)}
 
@@ -107,7 +109,7 @@ class _Reader:
         shutil.rmtree(self.home, ignore_errors=True)
 
 
-_reader: _Reader | None = None
+_readers: dict[str, _Reader] = {}  # by metastore URI ("": the embedded metastores)
 
 
 def read_hive_table(warehouse_dir: str, metastore_uri: str | None, table: str,
