@@ -21,19 +21,23 @@ from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 from tests.integration.hive_helpers import hive_rows
 
 
-def wait_for_dag_run(proc, logical_date: str, timeout: float = 120) -> None:
+def wait_for_dag_run(proc, logical_date: str, timeout: float = 600) -> None:
     """Until the run of ``logical_date`` exists: its process has synced the DAG files into the metadata DB (their
-    DAGs, assets and aliases) and made its run. Two processes syncing the same new DAG objects at once collide."""
+    DAGs, assets and aliases) and made its run. Two processes syncing the same new DAG objects at once collide, so
+    the wait never ends without the run: on a loaded machine the sync took more than two minutes, and a second
+    process started then failed on the first one's asset alias. A process that ended instead is left to the
+    caller, which shows its output."""
     from airflow.models.dagrun import DagRun
     from airflow.sdk import timezone
     from airflow.utils.session import create_session
 
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and proc.poll() is None:
+    while proc.poll() is None:
         with create_session() as session:
             if session.query(DagRun).filter(DagRun.dag_id == DAG_ID,
                                             DagRun.logical_date == timezone.parse(logical_date)).first():
                 return
+        assert time.monotonic() < deadline, f"no run of {logical_date} within {timeout} s"
         time.sleep(0.5)
 
 
