@@ -58,10 +58,10 @@ def table_status(source: str, hive_table: str, committed: Committed | None, late
     running = lock.run.run_id if lock is not None and not lock.expired(now) else None
     changes = {"upserts": latest.upserts, "deletes": latest.deletes} if latest is not None else {}
     common: dict[str, Any] = {"source": source, "hive_table": hive_table, "running": running,
-              "latest_status": latest.status if latest is not None else None, **changes}
+                              "latest_status": latest.status if latest is not None else None, **changes}
     if committed is not None:
-        lag = (now - committed.as_of).total_seconds()
-        common.update(version=committed.version, mode=committed.mode, as_of=committed.as_of, lag_seconds=lag,
+        common.update(version=committed.version, mode=committed.mode, as_of=committed.as_of,
+                      lag_seconds=(now - committed.as_of).total_seconds(),
                       rows=latest.rows if latest is not None and latest.version == committed.version else None)
     if latest is not None and latest.status == Status.FAILED:
         return TableStatus(state=TableState.STOPPED, reason=latest.error or latest.reason, **common)

@@ -46,8 +46,6 @@ WRITER_STALE_SECONDS = 900
 UNUSED_DAYS = 7
 # The environment variables whose directories spark-class adds to the driver's class path (Spark's launcher).
 CLASS_PATH_VARIABLES = ("SPARK_CONF_DIR", "HADOOP_CONF_DIR", "YARN_CONF_DIR", "SPARK_DIST_CLASSPATH")
-# Class-path variables of older Sparks' launchers, still read by it.
-_OLD_CLASS_PATH_VARIABLES = ("SPARK_CLASSPATH",)
 
 
 def batch_gc_options(existing: str = "") -> list[str]:
