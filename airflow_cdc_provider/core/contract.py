@@ -123,6 +123,9 @@ class SourcePlan(Model):
     tables: tuple[TablePlan, ...]
     skipped: tuple[SkippedTable, ...] = ()
     gone: tuple[GoneTable, ...] = ()
+    # The Airflow connection of the tables' work directory (``work_conn_id:``; None: the local disk, or the default
+    # credentials): what a reader of their ledgers needs besides ``TablePlan.table_dir`` (``airflow cdc status``).
+    work_conn_id: str | None = None
 
     def of_mode(self, mode: Mode) -> list[TablePlan]:
         return [t for t in self.tables if t.mode == mode]

@@ -14,6 +14,7 @@ watermark and the end of the check (the copy has not had those changes yet: they
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -33,9 +34,9 @@ from airflow_cdc_provider.core.contract import (
 )
 from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.identifiers import validate_hive_name, validate_identifier
-from airflow_cdc_provider.core.ledger import Committed
+from airflow_cdc_provider.core.ledger import Committed, RunRef
 from airflow_cdc_provider.core.merge import version_dir_problem
-from airflow_cdc_provider.core.model import Model
+from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.modes import Status, VerifyStatus
 from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.types import ColumnType
@@ -217,15 +218,40 @@ class VerifyResult(Model):
     refused: str = ""
 
 
+class VerifyMark(Model):
+    """What a table's last check found, in short (``VerifyState.last``): for the status command and the tables
+    page, which show when each table was last verified and how it stood, without the keys (row values) the full
+    report (``TableDir.verify_report``) lists."""
+
+    run: RunRef
+    at: Instant  # when the check completed
+    version: int | None
+    status: VerifyStatus
+    slice: str | None = None  # a rolling verify's part ("slice 2 of 8"); None: the whole table
+    buckets: int = 0
+    differing_buckets: int = 0  # buckets with a real difference, or left unexamined
+    differences: int = 0  # keys that differ
+    history_buckets: int = 0  # buckets where the SCD2 history's open rows differ from the version
+    reason: str = ""  # why not verified
+
+    @classmethod
+    def of(cls, found: TableVerification, run: RunRef, at: dt.datetime) -> VerifyMark:
+        return cls(run=run, at=at, version=found.version, status=found.status,
+                   slice=str(found.slice) if found.slice is not None else None, buckets=found.buckets,
+                   differing_buckets=len(found.repair_buckets) or len(found.differing_buckets),
+                   differences=found.differences, history_buckets=len(found.history_buckets), reason=found.reason)
+
+
 class VerifyState(Model):
     """A table's verify state (``TableDir.verify_state``): the runs since its last completed verify of the whole
     table, the slice the rolling verify checks next (``VerifySlice.index``; taken modulo ``verify.slices``, so
-    that a changed setting goes on from where it is), and the runs since its last check of either kind (the
-    tables a run checks, when it checks fewer than all, are those waiting longest)."""
+    that a changed setting goes on from where it is), the runs since its last check of either kind (the
+    tables a run checks, when it checks fewer than all, are those waiting longest), and what that check found."""
 
     runs_since: int = 0
     next_slice: int = 0
     waiting: int = 0
+    last: VerifyMark | None = None  # None: never checked since this field was recorded
 
 
 class RepairRequest(Model):
@@ -269,13 +295,14 @@ class Count:
     def checked(self) -> bool:
         return self.due or self.slice is not None
 
-    def state_after(self) -> VerifyState:
-        """The table's verify state once this run's check of it has completed. A whole check restarts the count;
-        a slice moves the rolling verify on to the next slice (a whole check leaves it where it was: the slices
-        go on in turn); a table not checked waits one run more."""
+    def state_after(self, found: VerifyMark | None = None) -> VerifyState:
+        """The table's verify state once this run's check of it (``found``, when it was checked) has completed. A
+        whole check restarts the count; a slice moves the rolling verify on to the next slice (a whole check
+        leaves it where it was: the slices go on in turn); a table not checked waits one run more."""
         next_slice = (self.slice.index + 1) % self.slice.of if self.slice is not None else self.recorded.next_slice
         return VerifyState(runs_since=0 if self.due else self.runs, next_slice=next_slice,
-                           waiting=0 if self.checked else self.recorded.waiting + 1)
+                           waiting=0 if self.checked else self.recorded.waiting + 1,
+                           last=found if self.checked and found is not None else self.recorded.last)
 
 
 def count_runs(plan: SourcePlan, outcomes: Mapping[str, TableOutcome], force: bool, every: int,

@@ -95,7 +95,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                           repair=parse_flag(self.repair, "repair"), conditions=conditions)
             catalog = SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog
             return plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
-                               self.log).to_xcom()
+                               self.log, self.work.conn_id).to_xcom()
         finally:
             hand_over(taken, run, self.run.lock_lease_seconds, owner, self.log)
 

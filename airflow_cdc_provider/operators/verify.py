@@ -3,6 +3,7 @@ source keeps being written (``core.verify``, ``docs/verify.md``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from airflow_cdc_provider.compat import AirflowFailException
@@ -13,6 +14,7 @@ from airflow_cdc_provider.core.contract import (
     Verification,
 )
 from airflow_cdc_provider.core.verify import (
+    VerifyMark,
     VerifyState,
     count_runs,
     difference_message,
@@ -91,17 +93,19 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
             self.log.info("No table is due for verify in this run (whole every %s runs, or with the verify "
                           "parameter; no rolling verify: verify.slices is 0).", self.verify.every or "no")
             verification = Verification()
-        run_key = plan.run.key
+        run_key, now = plan.run.key, dt.datetime.now(dt.UTC)
+        marks = {}
         for table, found in zip(due, verification.tables):
             store.write(table.table_dir.verify_report(run_key), found)
             repair = repair_request(found, run_key)
             if repair is not None:
                 store.write(table.table_dir.repair, repair)
+            marks[table.source] = VerifyMark.of(found, plan.run, now)
             tell(found, self.log)
         # Only now that each due table's check has completed is it counted as verified: a task that failed
         # before (its Spark application, the server) leaves the counts, and its retry verifies the same tables.
         for count in counted:
-            store.write(count.table.table_dir.verify_state, count.state_after())
+            store.write(count.table.table_dir.verify_state, count.state_after(marks.get(count.table.source)))
         if not due:
             return verification.to_xcom()
         value = verification.to_xcom()

@@ -48,9 +48,9 @@ class PlanAsk:
 
 def plan_tables(run: RunRef, check: CheckResult, tables: Sequence[CapturedTable], ledgers: Mapping[str, Ledger],
                 store: WorkStore, ask: PlanAsk, settings: RunConfig, source: Callable[[], PlanSource], catalog: str,
-                log: TaskLog) -> SourcePlan:
+                log: TaskLog, work_conn_id: str | None = None) -> SourcePlan:
     """The run's plan of ``tables`` (sorted by ledger id, each's lock held in ``ledgers``), recorded; ``catalog``
-    is where the tables the check found are kept."""
+    is where the tables the check found are kept; ``work_conn_id`` the work directory's connection, recorded."""
     committed = {name: ledger.committed() for name, ledger in ledgers.items()}
     by_name = {t.ledger_id: t for t in tables}
     plans = {name: plan_run(run, committed[name], ledger.run_plan(run), ask.target,
@@ -71,7 +71,8 @@ def plan_tables(run: RunRef, check: CheckResult, tables: Sequence[CapturedTable]
                                  reread=_reread(table, plan, ledger, ask, store, log)))
     # Kept, so that the next run can tell which tables are gone.
     store.write(catalog, StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
-    result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone)
+    result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone,
+                        work_conn_id=work_conn_id)
     log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left out, %d gone",
              len(planned), len(result.snapshots), len(result.incrementals), len(result.diffs),
              len(result.of_mode(Mode.NOTHING)), len(check.skipped), len(check.gone))

@@ -13,7 +13,8 @@ import random
 import pytest
 import yaml
 
-from tests.e2e.test_pipeline import ROUNDS, Pipeline
+from tests.e2e.status import status
+from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
 
 
 def _random_changes(pipeline: Pipeline, rng: random.Random, count: int) -> None:
@@ -99,3 +100,15 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
     digests = sorted(p.name for p in (tmp_path / "work" / f"{pipeline.database}.orders" / "digests").iterdir())
     assert digests == [pipeline.ledger("orders").committed().digests.rsplit("/", 1)[-1]], \
         "only the digests of the committed version are kept"
+
+    # The status command: both tables current, captured by diffs, at their ledgers' versions, the idle run the
+    # latest; the text table says the same.
+    code, rows, text = status(DAG_ID, max_lag="100d")
+    assert code == 0 and set(rows) == {f"{pipeline.schema}.{t}" for t in pipeline.tables}, text
+    for table in pipeline.tables:
+        row = rows[f"{pipeline.schema}.{table}"]
+        committed = pipeline.ledger(table).committed()
+        assert (row["state"], row["kind"]["capture"], row["version"], row["latest_status"]) == (
+            "current", ["diff"], committed.version, "idle"), row
+        assert row["kind"]["hive_table"] == f"{pipeline.database}.{table}" and row["reason"] == "", row
+    assert text.splitlines()[0].split()[:2] == ["STATE", "DAG"] and "2 current" in text, text

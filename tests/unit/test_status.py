@@ -5,7 +5,7 @@ import datetime as dt
 from airflow_cdc_provider.core.contract import TableOutcome
 from airflow_cdc_provider.core.ledger import Committed, Lock, RunRef
 from airflow_cdc_provider.core.modes import Mode, Status
-from airflow_cdc_provider.core.status import TableState, TableStatus, table_status
+from airflow_cdc_provider.core.status import TableKind, TableRecords, TableState, TableStatus, table_status
 from airflow_cdc_provider.core.watermark import Watermark
 
 NOW = dt.datetime(2026, 11, 29, 12, 0, tzinfo=dt.UTC)
@@ -24,9 +24,13 @@ def outcome(status: Status, **fields) -> TableOutcome:
     return TableOutcome(source="shop.orders", hive_table="ods.orders", mode=Mode.INCREMENTAL, status=status, **fields)
 
 
+KIND = TableKind(dag_id="cdc", group="shop", source="shop.orders", hive_table="ods.orders")
+
+
 def status(committed_version: Committed | None, latest: TableOutcome | None = None, lock: Lock | None = None,
-           max_lag: dt.timedelta = HOUR) -> TableStatus:
-    return table_status("shop.orders", "ods.orders", committed_version, latest, lock, NOW, max_lag)
+           max_lag: dt.timedelta = HOUR, **records) -> TableStatus:
+    return table_status(TableRecords(kind=KIND, committed=committed_version, latest=latest, lock=lock, **records),
+                        NOW, max_lag)
 
 
 def test_a_table_never_loaded_is_not_loaded_and_one_within_the_lag_is_current_with_its_latest_changes():
@@ -74,3 +78,50 @@ def test_the_status_serialises_its_state_and_moments_as_plain_json():
     assert row["state"] == "stopped" and row["latest_status"] == "failed" and row["mode"] == "incremental"
     assert row["as_of"] == "2026-11-29T10:00:00Z"
     assert TableStatus.from_text(status(None).to_text()).state is TableState.NOT_LOADED
+
+
+def test_a_run_that_failed_before_any_outcome_stops_its_tables_naming_the_task_and_the_run():
+    stopped = status(committed(NOW - dt.timedelta(minutes=5)), outcome(Status.IDLE), failed_task="shop.check",
+                     failed_run="manual__1")
+    assert stopped.state == TableState.STOPPED and stopped.version == 4
+    assert stopped.reason == "the task shop.check failed in the run manual__1 before the table's outcome: its log says why"
+
+
+def test_where_the_work_directory_cannot_be_read_the_version_and_lag_come_from_the_latest_outcome():
+    latest = outcome(Status.COMMITTED, version=7, rows=10, as_of=NOW - dt.timedelta(minutes=3))
+    row = status(None, latest, unread="permission denied: /work")
+    assert (row.state, row.version, row.lag_seconds, row.rows, row.unread) == (
+        TableState.CURRENT, 7, 180.0, 10, "permission denied: /work")
+    # Readable and without a ledger: not loaded, whatever an outcome says.
+    assert status(None, latest).state == TableState.NOT_LOADED
+
+
+def test_a_verify_difference_is_pending_while_its_request_waits_and_repaired_once_a_later_version_read_it_again():
+    from airflow_cdc_provider.core.modes import VerifyStatus
+    from airflow_cdc_provider.core.status import Repair
+    from airflow_cdc_provider.core.verify import VerifyMark
+
+    mark = VerifyMark(run=RUN, at=NOW, version=4, status=VerifyStatus.DIFFERENT, buckets=16, differing_buckets=2,
+                      differences=3)
+    assert status(committed(NOW), verify=mark, repair_pending=True).repair == Repair.PENDING
+    assert status(committed(NOW, version=5), verify=mark).repair == Repair.REPAIRED
+    assert status(committed(NOW, version=4), verify=mark).repair is None, "nothing read it again yet"
+    clean = mark.model_copy(update={"status": VerifyStatus.CLEAN, "differing_buckets": 0, "differences": 0})
+    assert status(committed(NOW, version=5), verify=clean).repair is None
+
+
+def test_a_tables_kind_says_how_it_is_captured_and_names_the_tables_beside_it():
+    from airflow_cdc_provider.core.changelog import ChangelogSettings
+    from airflow_cdc_provider.core.contract import CapturedTable
+    from airflow_cdc_provider.core.history import HistorySettings
+    from airflow_cdc_provider.core.modes import Capture
+    from airflow_cdc_provider.core.shards import Shard
+
+    table = CapturedTable(source="shop_3.orders", hive_table="ods.orders", schema_changes="fail", key=(),
+                          columns=(("id", "int"),), capture=Capture.DIFF, changelog=ChangelogSettings(),
+                          history=HistorySettings(daily=True, scd2=True),
+                          shard=Shard(source_schema="shop_3", source_table="orders"))
+    kind = TableKind.of("cdc", "shards", table)
+    assert kind.capture == ("diff", "keyless", "shard") and kind.shard == "shop_3/orders"
+    assert kind.beside == ("ods.orders_changelog", "ods.orders_snapshots", "ods.orders_history")
+    assert kind.key == "cdc/shards/shop_3.orders"

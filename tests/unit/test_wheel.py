@@ -86,6 +86,7 @@ def test_every_module_of_the_package_and_its_type_marker_are_in_the_wheel(wheel)
     assert sources - in_wheel == set()
     assert in_wheel - sources == set()
     assert "airflow_cdc_provider/py.typed" in wheel
+    assert "airflow_cdc_provider/overview/page.html" in wheel, "the CDC tables page the plugin serves"
 
 
 def test_airflow_finds_the_provider_and_its_hooks_and_operators_in_the_wheel(wheel):

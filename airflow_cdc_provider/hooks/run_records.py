@@ -1,0 +1,219 @@
+"""What the runs recorded in Airflow's metadata DB, read for the status command and the tables page: each source's
+latest plan (its tables, where their work state is), its runs' outcomes, its runs' and merges' times, and the
+tasks that failed a run before it gave any outcome. Read-only.
+
+A source is a task group the factory made (``task_groups``): its plan task is found by its operator, and its merge
+and verify tasks are the group's ``merge`` and ``verify``. The values are the tasks' XComs, as the run left them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import and_, func, select
+from sqlalchemy.orm import Session
+
+from airflow_cdc_provider.core.contract import SourcePlan, TableOutcome, Verification
+from airflow_cdc_provider.core.status import RunTimes
+
+PLAN_OPERATOR = "CdcPlanOperator"
+RETURN_VALUE = "return_value"
+OUTCOMES_KEY = "outcomes"  # ``operators.merge.OUTCOMES_KEY``
+VERIFICATION_KEY = "verification"  # ``operators.verify.VERIFICATION_KEY``
+
+
+def group_task(group: str, task: str) -> str:
+    """The task id of ``task`` in the source's group ("" outside any group)."""
+    return f"{group}.{task}" if group else task
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """A source's latest plan: its DAG, its group, the run that made it and the plan itself."""
+
+    dag_id: str
+    group: str
+    run_id: str
+    plan: SourcePlan
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The outcomes one run's merge gave a source's tables."""
+
+    run_id: str
+    outcomes: tuple[TableOutcome, ...]
+
+
+class RunRecordsHook:
+    """Reads the provider's records in the metadata DB through ``session`` (the caller's: the api-server's request
+    or the CLI's)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+
+    def latest_plans(self, dag_ids: Collection[str] | None) -> list[SourceRecord]:
+        """The latest plan of every source of ``dag_ids`` (None: of every DAG)."""
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.xcom import XComModel
+
+        ranked = (select(XComModel.dag_id, XComModel.task_id, XComModel.run_id, XComModel.value,
+                         func.row_number().over(partition_by=(XComModel.dag_id, XComModel.task_id),
+                                                order_by=XComModel.dag_run_id.desc()).label("n"))
+                  .join(TaskInstance, and_(TaskInstance.dag_id == XComModel.dag_id,
+                                           TaskInstance.run_id == XComModel.run_id,
+                                           TaskInstance.task_id == XComModel.task_id,
+                                           TaskInstance.map_index == XComModel.map_index))
+                  .where(TaskInstance.operator == PLAN_OPERATOR, XComModel.key == RETURN_VALUE))
+        if dag_ids is not None:
+            ranked = ranked.where(XComModel.dag_id.in_(list(dag_ids)))
+        latest = ranked.subquery()
+        found = []
+        for dag_id, task_id, run_id, value, _ in self.session.execute(select(latest).where(latest.c.n == 1)):
+            group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
+            found.append(SourceRecord(dag_id, group, run_id, SourcePlan.model_validate(_value(value))))
+        return sorted(found, key=lambda s: (s.dag_id, s.group))
+
+    def plans_of_run(self, dag_id: str, run_id: str) -> list[SourceRecord]:
+        """The plans of every source of one DAG run."""
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.xcom import XComModel
+
+        rows = self.session.execute(
+            select(XComModel.task_id, XComModel.value)
+            .join(TaskInstance, and_(TaskInstance.dag_id == XComModel.dag_id,
+                                     TaskInstance.run_id == XComModel.run_id,
+                                     TaskInstance.task_id == XComModel.task_id,
+                                     TaskInstance.map_index == XComModel.map_index))
+            .where(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == RETURN_VALUE,
+                   TaskInstance.operator == PLAN_OPERATOR))
+        return [SourceRecord(dag_id, task_id.rsplit(".", 1)[0] if "." in task_id else "", run_id,
+                             SourcePlan.model_validate(_value(value))) for task_id, value in rows]
+
+    def outcomes(self, sources: Iterable[tuple[str, str]], runs: int = 1) -> dict[tuple[str, str], list[Outcomes]]:
+        """The outcomes of the latest ``runs`` runs of each source (dag_id, group) that gave any, newest first."""
+        return {source: [Outcomes(run_id, tuple(TableOutcome.model_validate(o) for o in value or ()))
+                         for run_id, value in values]
+                for source, values in self._latest_values(sources, "merge", OUTCOMES_KEY, runs).items()}
+
+    def verification(self, dag_id: str, group: str, run_id: str) -> Verification | None:
+        """What the run's verify found of the source's tables, if it checked any."""
+        from airflow.models.xcom import XComModel
+
+        value = self.session.scalar(select(XComModel.value).where(
+            XComModel.dag_id == dag_id, XComModel.run_id == run_id,
+            XComModel.task_id == group_task(group, "verify"), XComModel.key == VERIFICATION_KEY))
+        return Verification.model_validate(_value(value)) if value is not None else None
+
+    def _latest_values(self, sources: Iterable[tuple[str, str]], task: str, key: str,
+                       runs: int) -> dict[tuple[str, str], list[tuple[str, Any]]]:
+        from airflow.models.xcom import XComModel
+
+        by_task = {(dag_id, group_task(group, task)): (dag_id, group) for dag_id, group in sources}
+        if not by_task:
+            return {}
+        ranked = (select(XComModel.dag_id, XComModel.task_id, XComModel.run_id, XComModel.value,
+                         func.row_number().over(partition_by=(XComModel.dag_id, XComModel.task_id),
+                                                order_by=XComModel.dag_run_id.desc()).label("n"))
+                  .where(XComModel.key == key, XComModel.map_index == -1,
+                         XComModel.dag_id.in_({dag_id for dag_id, _ in by_task}),
+                         XComModel.task_id.in_({task_id for _, task_id in by_task}))).subquery()
+        found: dict[tuple[str, str], list[tuple[str, Any]]] = {source: [] for source in by_task.values()}
+        rows = self.session.execute(select(ranked).where(ranked.c.n <= runs)
+                                    .order_by(ranked.c.dag_id, ranked.c.task_id, ranked.c.n))
+        for dag_id, task_id, run_id, value, _ in rows:
+            source = by_task.get((dag_id, task_id))
+            if source is not None:
+                found[source].append((run_id, _value(value)))
+        return found
+
+    def failed_before_outcome(self, sources: Collection[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
+        """For each source (dag_id, group) whose DAG's latest finished run failed one of the group's tasks and gave
+        no outcome for it: (the first task that failed, that run's id)."""
+        from airflow.models.dagrun import DagRun
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.models.xcom import XComModel
+        from airflow.utils.state import DagRunState, TaskInstanceState
+
+        dag_ids = {dag_id for dag_id, _ in sources}
+        if not dag_ids:
+            return {}
+        ranked = (select(DagRun.dag_id, DagRun.run_id, DagRun.state,
+                         func.row_number().over(partition_by=DagRun.dag_id, order_by=DagRun.id.desc()).label("n"))
+                  .where(DagRun.dag_id.in_(dag_ids),
+                         DagRun.state.in_((DagRunState.SUCCESS, DagRunState.FAILED)))).subquery()
+        latest = {dag_id: run_id for dag_id, run_id, state, _ in
+                  self.session.execute(select(ranked).where(ranked.c.n == 1)) if state == DagRunState.FAILED}
+        if not latest:
+            return {}
+        failed = self.session.execute(
+            select(TaskInstance.dag_id, TaskInstance.run_id, TaskInstance.task_id)
+            .where(TaskInstance.dag_id.in_(latest), TaskInstance.run_id.in_(set(latest.values())),
+                   TaskInstance.state == TaskInstanceState.FAILED)
+            .order_by(TaskInstance.end_date))
+        gave = {(d, r, t) for d, r, t in self.session.execute(
+            select(XComModel.dag_id, XComModel.run_id, XComModel.task_id)
+            .where(XComModel.dag_id.in_(latest), XComModel.run_id.in_(set(latest.values())),
+                   XComModel.key == OUTCOMES_KEY))}
+        found: dict[tuple[str, str], tuple[str, str]] = {}
+        for dag_id, run_id, task_id in failed:
+            if latest.get(dag_id) != run_id:
+                continue
+            for source in sources:
+                group = source[1]
+                if source[0] == dag_id and source not in found and (not group or task_id.startswith(f"{group}.")) \
+                        and (dag_id, run_id, group_task(group, "merge")) not in gave:
+                    found[source] = (task_id, run_id)
+        return found
+
+    def run_times(self, dag_id: str, run_ids: Collection[str], group: str) -> dict[str, RunTimes]:
+        """Each run's times, and its source's merge task's end and try."""
+        from airflow.models.dagrun import DagRun
+        from airflow.models.taskinstance import TaskInstance
+
+        if not run_ids:
+            return {}
+        merges = {run_id: (end, number) for run_id, end, number in self.session.execute(
+            select(TaskInstance.run_id, TaskInstance.end_date, TaskInstance.try_number)
+            .where(TaskInstance.dag_id == dag_id, TaskInstance.run_id.in_(run_ids),
+                   TaskInstance.task_id == group_task(group, "merge"), TaskInstance.map_index == -1))}
+        return {run_id: RunTimes(run_id=run_id, state=state, start=start, end=end,
+                                 merge_end=merges.get(run_id, (None, None))[0],
+                                 merge_try=merges.get(run_id, (None, None))[1])
+                for run_id, state, start, end in self.session.execute(
+                    select(DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.end_date)
+                    .where(DagRun.dag_id == dag_id, DagRun.run_id.in_(run_ids)))}
+
+    def run_values(self, dag_id: str, run_id: str, key: str) -> dict[str, Any]:
+        """The XComs under ``key`` of one DAG run's tasks (unmapped), by task id."""
+        from airflow.models.xcom import XComModel
+
+        return {task_id: _value(value) for task_id, value in self.session.execute(
+            select(XComModel.task_id, XComModel.value).where(
+                XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == key,
+                XComModel.map_index == -1))}
+
+    def failed_tasks(self, dag_id: str, run_id: str) -> list[str]:
+        """The tasks of one DAG run that failed, or did not run because one upstream failed."""
+        from airflow.models.taskinstance import TaskInstance
+        from airflow.utils.state import TaskInstanceState
+
+        return list(self.session.scalars(
+            select(TaskInstance.task_id).where(
+                TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id,
+                TaskInstance.state.in_((TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED)))
+            .order_by(TaskInstance.end_date)).unique())
+
+
+def _value(value: Any) -> Any:
+    """An XCom's value as the task pushed it: the Execution API stores JSON, which older rows may hold as a string
+    of JSON."""
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value

@@ -1,0 +1,1 @@
+"""What operators see: every table's status (``airflow cdc status``) and the CDC tables page in Airflow's UI."""
