@@ -36,9 +36,11 @@ $(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt script
 mariadb:
 	@scripts/ensure-mariadb.sh $(if $(filter demo,$(MAKECMDGOALS)),--demo)
 
-# What the tests run against the server besides the provider: pt-online-schema-change.
+# What the tests run besides the provider: pt-online-schema-change against the server, and a headless chromium
+# with its driver for the CDC tables page.
 tools:
 	@scripts/ensure-percona-toolkit.sh
+	@scripts/ensure-chromium.sh
 
 demo: venv mariadb
 	$(BIN)/python scripts/demo.py

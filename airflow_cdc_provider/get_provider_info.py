@@ -29,8 +29,6 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": ["airflow_cdc_provider.hooks.mysql_source"],
             }
         ],
-        # The CDC tables page in the UI (``overview.plugin``): a view in the navigation and on each DAG run.
-        "plugins": [{"name": "cdc_tables", "plugin-class": "airflow_cdc_provider.overview.plugin.CdcTablesPlugin"}],
         # `airflow cdc preflight` and `airflow cdc status` (Airflow 3.3+; earlier versions ignore the entry).
         "cli": ["airflow_cdc_provider.cli.get_cli_commands"],
         "operators": [

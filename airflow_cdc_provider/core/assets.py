@@ -60,6 +60,7 @@ def event_extra(outcome: TableOutcome) -> dict[str, Any]:
         "as_of": outcome.as_of.isoformat() if outcome.as_of else None,
         "inserted": outcome.changes.get("I", 0), "updated": outcome.changes.get("U", 0),
         "deleted": outcome.changes.get("D", 0), "rows": outcome.rows,
+        "location": outcome.location,  # where the version's files are
         # A heal: why the chain broke, and what the diff read (``core.contract.Healed``); None for any other commit.
         "healed": outcome.healed.to_xcom() if outcome.healed is not None else None,
     }

@@ -11,8 +11,10 @@ Pure: the reader (``status.records``) reads the records and hands them in. Which
   ``outcomes`` XCom), whose failure names what stopped it and the way out, as the run's log and summary do; or,
   when that run ended before any outcome, the task that failed it;
 - the last verify: the table's verify state (``VerifyState.last``); a repair pending: its repair request;
-- what each run did (the charts, the versions, the failures): the outcomes of the source's runs, with their
-  DAG runs' and merge tasks' times from the metadata DB.
+- the versions and what each changed (the charts of changes, lag at commit and rows): the Hive table's asset events,
+  whose extras the commits wrote, and which outlive a cleared run (whose outcome the run's next try replaces);
+- what each run did (durations, idle runs, failures): the outcomes of the source's runs, with their DAG runs' and
+  merge tasks' times from the metadata DB.
 """
 
 from __future__ import annotations
@@ -230,15 +232,43 @@ class RunPoint(Model):
                    healed=outcome.healed is not None)
 
 
+class Commit(Model):
+    """A version as its commit announced it: the asset event of the Hive table (``core.assets.event_extra``), which
+    stays when the run that made it is cleared and its outcome replaced."""
+
+    run_id: str | None  # the DAG run that committed it
+    task_id: str | None  # the task that announced it, and its map index: the log to open
+    map_index: int | None = None
+    at: Instant  # when it was announced
+    version: int | None = None
+    mode: str | None = None
+    as_of: Instant | None = None
+    lag_at_commit: float | None = None  # seconds from the moment it reflects to its announcement
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    rows: int | None = None
+    location: str | None = None
+    healed: bool = False
+
+    @classmethod
+    def of(cls, extra: dict[str, Any], at: dt.datetime, run_id: str | None, task_id: str | None,
+           map_index: int | None) -> Commit:
+        as_of = dt.datetime.fromisoformat(extra["as_of"]) if extra.get("as_of") else None
+        lag = max(0.0, (at - as_of).total_seconds()) if as_of is not None else None
+        return cls(run_id=run_id, task_id=task_id, map_index=map_index, at=at, version=extra.get("version"),
+                   mode=extra.get("mode"), as_of=as_of, lag_at_commit=lag, inserted=extra.get("inserted") or 0,
+                   updated=extra.get("updated") or 0, deleted=extra.get("deleted") or 0, rows=extra.get("rows"),
+                   location=extra.get("location"), healed=bool(extra.get("healed")))
+
+
 class TableDetail(Model):
-    """A table's own view: its row, and what its runs did, newest first."""
+    """A table's own view: its row, its versions as their commits announced them, and what its runs did; newest
+    first."""
 
     status: TableStatus
+    commits: tuple[Commit, ...] = ()
     runs: tuple[RunPoint, ...] = ()
-
-    @property
-    def versions(self) -> list[RunPoint]:
-        return [r for r in self.runs if r.status == Status.COMMITTED]
 
     @property
     def failures(self) -> list[RunPoint]:

@@ -187,6 +187,21 @@ class RunRecordsHook:
                     select(DagRun.run_id, DagRun.state, DagRun.start_date, DagRun.end_date)
                     .where(DagRun.dag_id == dag_id, DagRun.run_id.in_(run_ids)))}
 
+    def commits(self, dag_id: str, hive_table: str, source: str, limit: int) -> list[tuple[Any, ...]]:
+        """The latest ``limit`` asset events the source's commits gave its Hive table (any metastore's ``hive://``
+        asset of that database and table), newest first: (extra, timestamp, run id, task id, map index)."""
+        from airflow.models.asset import AssetEvent, AssetModel
+
+        database, table = hive_table.split(".", 1)
+        rows = self.session.execute(
+            select(AssetEvent.extra, AssetEvent.timestamp, AssetEvent.source_run_id, AssetEvent.source_task_id,
+                   AssetEvent.source_map_index)
+            .join(AssetModel, AssetModel.id == AssetEvent.asset_id)
+            .where(AssetModel.uri.like(f"hive://%/{_like(database)}/{_like(table)}", escape="\\"),
+                   AssetEvent.source_dag_id == dag_id)
+            .order_by(AssetEvent.timestamp.desc()).limit(limit * 4))
+        return [tuple(row) for row in rows if (row[0] or {}).get("source") == source][:limit]
+
     def run_values(self, dag_id: str, run_id: str, key: str) -> dict[str, Any]:
         """The XComs under ``key`` of one DAG run's tasks (unmapped), by task id."""
         from airflow.models.xcom import XComModel
@@ -206,6 +221,11 @@ class RunRecordsHook:
                 TaskInstance.dag_id == dag_id, TaskInstance.run_id == run_id,
                 TaskInstance.state.in_((TaskInstanceState.FAILED, TaskInstanceState.UPSTREAM_FAILED)))
             .order_by(TaskInstance.end_date)).unique())
+
+
+def _like(text: str) -> str:
+    """``text`` matched literally by LIKE (escaped with a backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def _value(value: Any) -> Any:

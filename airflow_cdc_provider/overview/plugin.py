@@ -1,5 +1,6 @@
-"""The provider's plugin (registered in ``get_provider_info``): the CDC tables page in Airflow's UI, a view in the
-navigation and one on each DAG run, served by the app of ``overview.api`` on the api-server under ``/cdc``.
+"""The provider's plugin (the ``airflow.plugins`` entry point ``cdc_tables``): the CDC tables page in Airflow's UI,
+a view in the navigation and one on each DAG run, served by the app of ``overview.api`` on the api-server under
+``/cdc``.
 
 Every Airflow process loads the plugins, the tasks' included: this module imports nothing but Airflow's plugin
 base, and the app (FastAPI, the readers) is built at its first request, in the api-server alone.

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from airflow_cdc_provider.core.contract import TableOutcome, TablePlan, TableVerification
 from airflow_cdc_provider.core.ledger import Committed, Lock
 from airflow_cdc_provider.core.status import (
+    Commit,
     RunPoint,
     RunTable,
     RunTables,
@@ -139,7 +140,9 @@ def table_detail(records: RunRecordsHook, dag_id: str, group: str, source_table:
     times = records.run_times(dag_id, [found.run_id for found in history], group)
     points = tuple(RunPoint.of(outcome, times.get(found.run_id) or RunTimes(run_id=found.run_id))
                    for found in history for outcome in found.outcomes if outcome.source == source_table)
-    return TableDetail(status=row, runs=points)
+    commits = tuple(Commit.of(extra, at, run_id, task_id, map_index) for extra, at, run_id, task_id, map_index
+                    in records.commits(dag_id, table.table.hive_table, source_table, runs))
+    return TableDetail(status=row, commits=commits, runs=points)
 
 
 def run_tables(records: RunRecordsHook, dag_id: str, run_id: str) -> RunTables:

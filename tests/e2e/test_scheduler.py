@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -94,7 +96,10 @@ def scheduled(mariadb, capture_conn, tmp_path) -> Iterator[tuple[AirflowDeployme
            "AIRFLOW__METRICS__STATSD_ON": "True", "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
            "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(pipeline.lineage),
-                                                          "append": True})}
+                                                          "append": True}),
+           # The simple auth manager, but a user "outsider" may read the downstream DAG alone (the tables page).
+           "AIRFLOW__CORE__AUTH_MANAGER": "airflow_cdc_testing.auth.DagAccessAuthManager",
+           "CDC_E2E_DAG_ACCESS": json.dumps({"outsider": [DOWNSTREAM_ID]})}
     deployment = AirflowDeployment.start(tmp_path / "airflow", dags, env=env)
     try:
         yield deployment, pipeline
@@ -208,6 +213,143 @@ def test_scheduled_runs_follow_the_source_and_a_cleared_run_leaves_the_table(sch
     read = metrics.values(f"airflow.cdc.binlog.bytes.{DAG_ID}.source")
     assert read and sum(v for v, _ in read) > 0 and all(kind == "c" for _, kind in read)
     assert sum(v for v, _ in metrics.values(f"airflow.cdc.binlog.events.{DAG_ID}.source")) >= 2  # UPDATE, DELETE
+
+    # What operators see: the status command, the tables page's API as each user may read it, the page in a browser.
+    _status_command(airflow, pipeline)
+    _tables_api(airflow, pipeline, first["dag_run_id"], later["dag_run_id"])
+    _tables_page(airflow, pipeline, later["dag_run_id"])
+
+
+def _status_command(airflow: AirflowDeployment, pipeline: Pipeline) -> None:
+    """``airflow cdc status``: both tables current at their ledgers' versions; behind a lag of a second, and then
+    the exit code says so."""
+    found = airflow.cli("cdc", "status", "--json", "--dag", DAG_ID)
+    rows = {r["kind"]["hive_table"]: r for r in json.loads(found.stdout[found.stdout.index("{\n"):])["tables"]}
+    assert set(rows) == {"ods.orders", "ods.customers"}, found.stdout
+    for name, row in rows.items():
+        committed = pipeline.ledger(name.split(".")[1]).committed()
+        assert (row["state"], row["version"], row["kind"]["dag_id"], row["kind"]["group"]) == (
+            "current", committed.version, DAG_ID, "source"), row
+        assert row["as_of"] and 0 <= row["lag_seconds"] < 3600, row
+    assert rows["ods.customers"]["kind"]["beside"] == ["ods.customers_changelog", "ods.customers_snapshots",
+                                                       "ods.customers_history"]
+    behind = airflow.cli("cdc", "status", "--max-lag", "1s", check=False)
+    assert behind.returncode == 1, behind.stdout
+    assert behind.stdout.count("UTC, more than 1 s ago") == 2 and "2 behind" in behind.stdout, behind.stdout
+
+
+def _tables_api(airflow: AirflowDeployment, pipeline: Pipeline, first: str, later: str) -> None:
+    """The page's API: a login required; a user sees the tables of the DAGs Airflow lets them read, and nothing of
+    the others; each table's versions as their commits announced them, a cleared run's included; a run's tables.
+    No row value and no credential in any answer."""
+    import httpx
+
+    http = httpx.Client(base_url=airflow.api.base_url, timeout=60)
+    assert http.get("/cdc/api/tables").status_code == 401
+    assert http.get("/cdc/").status_code == 401
+    assert http.get("/cdc/api/tables", headers={"Authorization": "Bearer forged"}).status_code in (401, 403)
+    admin = {"Authorization": f"Bearer {airflow.api.token()}"}
+    outsider = {"Authorization": f"Bearer {_token(airflow, 'outsider')}"}
+    assert http.get(f"/api/v2/dags/{DOWNSTREAM_ID}", headers=outsider).status_code == 200, "a user Airflow knows"
+    assert http.get(f"/api/v2/dags/{DAG_ID}", headers=outsider).status_code == 403
+    assert http.get("/cdc/api/tables", headers=outsider).json()["tables"] == []
+    orders = {"dag_id": DAG_ID, "group": "source", "source": f"{pipeline.schema}.orders"}
+    assert http.get("/cdc/api/table", params=orders, headers=outsider).status_code == 404
+    assert http.get("/cdc/api/run", params={"dag_id": DAG_ID, "run_id": later}, headers=outsider).status_code == 404
+
+    answers = [http.get("/cdc/api/tables", headers=admin), http.get("/cdc/api/table", params=orders, headers=admin),
+               http.get("/cdc/api/run", params={"dag_id": DAG_ID, "run_id": later}, headers=admin)]
+    assert all(a.status_code == 200 for a in answers), [a.text for a in answers]
+    tables, detail, run = (a.json() for a in answers)
+    assert sorted(r["kind"]["hive_table"] for r in tables["tables"]) == ["ods.customers", "ods.orders"]
+    # The versions: the first run's too, whose outcome its cleared try replaced ("nothing"); newest first.
+    assert [(c["version"], c["run_id"], c["mode"]) for c in detail["commits"]] == [
+        (2, later, "incremental"), (1, first, "snapshot")], detail["commits"]
+    assert detail["commits"][0]["updated"] == 2 and all(c["lag_at_commit"] >= 0 for c in detail["commits"])
+    statuses = {p["run_id"]: p["status"] for p in detail["runs"]}
+    assert (statuses[first], statuses[later]) == ("nothing", "committed"), statuses
+    assert all(p["run_seconds"] > 0 for p in detail["runs"] if p["run_id"] in (first, later)), detail["runs"]
+    assert sorted((t["kind"]["hive_table"], t["point"]["status"], t["point"]["version"]) for t in run["tables"]) == [
+        ("ods.customers", "committed", 2), ("ods.orders", "committed", 2)], run
+    password = json.loads(pipeline.env[f"AIRFLOW_CONN_{pipeline.conn_id.upper()}"])["password"]
+    for answer in answers:
+        assert password not in answer.text and "ada@example.com" not in answer.text and "London" not in answer.text
+    http.close()
+
+
+def _token(airflow: AirflowDeployment, user: str) -> str:
+    """A viewer's token the deployment's api-server accepts."""
+    import subprocess
+    import sys
+
+    made = subprocess.run([sys.executable, "-m", "airflow_cdc_testing.auth", user, "viewer"], env=airflow.env,
+                          capture_output=True, text=True, check=True, timeout=120)
+    return made.stdout.strip().splitlines()[-1]
+
+
+# Where the page's test leaves its screenshots: docs/images with CDC_SCREENSHOTS=docs/images (as they were made).
+SCREENSHOTS = os.environ.get("CDC_SCREENSHOTS")
+
+
+def _tables_page(airflow: AirflowDeployment, pipeline: Pipeline, later: str) -> None:
+    """The page in Airflow's UI, in headless chromium: it lists the tables, sorts and filters them, opens a table
+    and draws its charts, and shows a run's tables on the run."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    from tests.e2e.browser import chromium, wait
+
+    shots = Path(SCREENSHOTS) if SCREENSHOTS else pipeline.tmp / "screenshots"
+    shots.mkdir(parents=True, exist_ok=True)
+    base = airflow.api.base_url
+    with chromium() as driver:
+        driver.get(f"{base}/cdc/api/tables")  # refused (no login yet): the origin the cookie is set on
+        driver.add_cookie({"name": "_token", "value": airflow.api.token(), "path": "/"})
+
+        def in_frame(url: str) -> None:
+            driver.get(url)
+            frame = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "iframe"), what=f"the view's frame: {url}")
+            driver.switch_to.frame(frame[0])
+
+        def rows() -> list[str]:
+            return [r.get_attribute("data-source") for r in driver.find_elements(By.CSS_SELECTOR, "#tables tr.row")]
+
+        in_frame(f"{base}/plugin/cdc-tables")
+        wait(driver, lambda d: len(rows()) == 2, what="the two tables listed")
+        assert sorted(rows()) == [f"{pipeline.schema}.customers", f"{pipeline.schema}.orders"]
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots / "cdc-tables.png"))
+        driver.switch_to.frame(driver.find_element(By.CSS_SELECTOR, "iframe"))
+        # Sorted by a click on a column's header, and back the other way by another.
+        driver.find_element(By.CSS_SELECTOR, "th[data-column=table]").click()
+        assert rows() == sorted(rows())
+        driver.find_element(By.CSS_SELECTOR, "th[data-column=table]").click()
+        assert rows() == sorted(rows(), reverse=True)
+        # Filtered: no table is stopped; by name, one.
+        Select(driver.find_element(By.ID, "filter-state")).select_by_value("stopped")
+        assert rows() == [] and "No table matches" in driver.find_element(By.ID, "message").text
+        Select(driver.find_element(By.ID, "filter-state")).select_by_value("")
+        text = driver.find_element(By.ID, "filter-text")
+        text.send_keys("orders\n")
+        wait(driver, lambda d: rows() == [f"{pipeline.schema}.orders"], what="the table filtered by name")
+        # A table's view: its charts drawn, a mark per commit and per run; its versions.
+        driver.find_element(By.CSS_SELECTOR, "#tables tr.row").click()
+        wait(driver, lambda d: d.find_elements(By.ID, "chart-rows"), what="the table's view")
+        assert driver.find_element(By.ID, "table-title").text == f"{pipeline.schema}.orders → ods.orders"
+        for chart in ("chart-changes", "chart-lag", "chart-rows", "chart-durations"):
+            marks = driver.find_elements(By.CSS_SELECTOR, f"#{chart} .mark")
+            assert len(marks) >= 2, (chart, len(marks))
+        versions = driver.find_elements(By.CSS_SELECTOR, "#versions tbody tr")
+        assert [v.find_element(By.CSS_SELECTOR, "td").text for v in versions] == ["2", "1"]
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots / "cdc-table.png"))
+        # On a DAG run: that run's tables, what each did.
+        in_frame(f"{base}/dags/{DAG_ID}/runs/{later}/plugin/cdc-run-tables")
+        done = wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#run-tables tbody tr"), what="the run's tables")
+        assert sorted((r.get_attribute("data-source"), r.get_attribute("data-status")) for r in done) == [
+            (f"{pipeline.schema}.customers", "committed"), (f"{pipeline.schema}.orders", "committed")]
+        driver.switch_to.default_content()
+        driver.save_screenshot(str(shots / "cdc-run.png"))
 
 
 def _next_run(airflow: AirflowDeployment, known: list[str], after: dt.datetime | None = None,

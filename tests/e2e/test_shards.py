@@ -24,6 +24,7 @@ from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
 from airflow_cdc_provider.storage import WorkStore
 from tests.conftest import ROOT
 from tests.e2e.dag_run import run_dag
+from tests.e2e.status import status
 from tests.e2e.test_example_dag import latest_xcoms, outcomes
 from tests.integration.capture_helpers import source_rows
 from tests.integration.hive_helpers import hive_rows, plain
@@ -164,6 +165,18 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
         assert {t["status"] for t in verified.values()} == {"clean"}, verified
     east.tables.append(new)
     assert outcomes(DAG_ID, "source")[str(new)]["mode"] == "snapshot"
+    # The status: a row per shard, each its own version of the one Hive table, in its group, captured its group's
+    # way, verified clean.
+    code, rows, text = status(DAG_ID, max_lag="100d")
+    assert code == 0 and sorted(rows) == sorted(str(t) for g in groups for t in g.tables), text
+    for group, task in zip(groups, ("source", "source_2")):
+        for t in group.tables:
+            row = rows[str(t)]
+            assert (row["state"], row["kind"]["hive_table"], row["kind"]["group"], row["version"]) == (
+                "current", "ods.orders", task, ledger(group, t).committed().version), row
+            assert row["kind"]["capture"] == ["diff" if group is groups[1] else "binlog", "shard"], row
+            assert ledger(group, t).table.shard == row["kind"]["shard"], row
+            assert row["verify"]["status"] == "clean", row
     table = assert_equal()
     channels = {(r["_source_schema"], r["_source_table"], r["id"]): r["channel"] for r in table.to_pylist()
                 if r["_source_server"] == "east"}

@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_cdc_provider.core.ledger import VERSION_FILE, VersionInfo
+from tests.e2e.status import status
 from tests.e2e.test_example_dag import latest_xcoms
 from tests.e2e.test_pipeline import DAG_ID, Pipeline
 from tests.e2e.writers import Writers
@@ -143,6 +144,15 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     drifted = verification(pipeline)[datetime_key]
     assert drifted["status"] == "different" and [(k["key"], k["kind"]) for k in drifted["keys"]] == [
         ("1#NULL#NULL#0", "different")]
+    # The status: every table current (the run failed on its verify, after its commits), customers verified
+    # different in the buckets of its three keys, their repair pending; no key (a row's value) in it.
+    code, rows, text = status(DAG_ID, max_lag="100d")
+    assert code == 0 and {r["state"] for r in rows.values()} == {"current"}, text
+    mark = rows[customers]["verify"]
+    assert (mark["status"], mark["differing_buckets"], mark["differences"], mark["version"]) == (
+        "different", len(found["repair_buckets"]), 3, committed.version), mark
+    assert rows[customers]["repair"] == "pending" and rows[orders]["verify"]["status"] == "clean"
+    assert "Tampered" not in json.dumps(rows) and f"{len(found['repair_buckets'])} buckets differ, pending" in text
 
     # A re-read while the configuration does not allow it (the default) fails the run before any lock, and changes
     # nothing; the runs after allow it.
@@ -151,6 +161,11 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     assert code != 0 and "This run was triggered with the parameter reread" in output, output[-8000:]
     assert "set `run: allow_reread: true` in the configuration" in output
     assert pipeline.ledger("orders").committed().version == orders_version
+    # That run stopped every table before any outcome: the status says which task, in which run, and exits with 1.
+    code, rows, text = status(DAG_ID, max_lag="100d")
+    assert code == 1 and {r["state"] for r in rows.values()} == {"stopped"}, text
+    assert rows[orders]["reason"].startswith("the task source.plan failed in the run ") and \
+        rows[orders]["version"] == orders_version, rows[orders]
     pipeline.config["run"] = {"allow_reread": True}
     pipeline.configure()
 
@@ -179,6 +194,10 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
             orders: "clean", customers: "clean", all_types: "clean", datetime_key: "clean"}
     # The repair's commit settled what the verify had left for it.
     assert not (tmp_path / "work" / f"{pipeline.database}.customers" / "verify" / "repair.json").exists()
+    code, rows, text = status(DAG_ID, max_lag="100d")
+    assert code == 0 and {r["state"] for r in rows.values()} == {"current"}, text
+    assert (rows[customers]["verify"]["status"], rows[customers]["repair"]) == ("clean", None), rows[customers]
+    assert rows[customers]["version"] > committed.version and rows[orders]["latest_status"] == "committed"
 
     # The defaults from here (a rolling verify that repairs, and warns), in 2 slices. Rows changed with
     # sql_log_bin=0, which no event announces, in both slices: each run's slice finds its own and succeeds, and the

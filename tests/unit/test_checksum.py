@@ -381,3 +381,26 @@ def test_a_history_whose_open_rows_differ_from_its_table_fails_verify_with_the_w
         "1 SCD2 histories differ from their tables: the open rows of ods.orders_history differ from ods.orders "
         "version 4 in 2 of 8 buckets. A run with fresh_snapshot=true brings a history level with the source: it "
         "closes and opens again every open row that differs from the snapshot.")
+
+
+def test_a_checked_tables_verify_state_keeps_what_its_check_found_without_keys_and_one_not_checked_keeps_the_last():
+    from airflow_cdc_provider.core.contract import KeyDifference, TableVerification, VerifySlice
+    from airflow_cdc_provider.core.modes import VerifyStatus
+    from airflow_cdc_provider.core.verify import VerifyMark
+
+    tables = [_table(n) for n in ("orders", "items")]
+    plan = SourcePlan(run=RUN, tables=tuple(tables))
+    outcomes = {t.source: _outcome(t, "committed") for t in tables}
+    found = TableVerification(source="shop.orders", hive_table="ods.orders", status=VerifyStatus.DIFFERENT, version=4,
+                              buckets=16, differing_buckets=(3,), repair_buckets=(3, 7), differences=2,
+                              keys=(KeyDifference(key="42", kind="missing"), KeyDifference(key="43", kind="extra")),
+                              slice=VerifySlice(index=1, of=4))
+    mark = VerifyMark.of(found, RUN, AT)
+    assert (mark.status, mark.slice, mark.buckets, mark.differing_buckets, mark.differences) == (
+        VerifyStatus.DIFFERENT, "slice 2 of 4", 16, 2, 2)
+    assert "42" not in mark.to_text(), "no key, which is a row's value"
+    earlier = VerifyState(last=mark.model_copy(update={"status": VerifyStatus.CLEAN}))
+    counts = count_runs(plan, outcomes, False, 0, lambda t: earlier, 2, tables_per_run=1)
+    checked, waiting = sorted(counts, key=lambda c: not c.checked)
+    assert checked.state_after(mark).last == mark
+    assert waiting.state_after(None).last == earlier.last, "not checked this run: its last check stands"

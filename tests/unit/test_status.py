@@ -125,3 +125,30 @@ def test_a_tables_kind_says_how_it_is_captured_and_names_the_tables_beside_it():
     assert kind.capture == ("diff", "keyless", "shard") and kind.shard == "shop_3/orders"
     assert kind.beside == ("ods.orders_changelog", "ods.orders_snapshots", "ods.orders_history")
     assert kind.key == "cdc/shards/shop_3.orders"
+
+
+def test_the_commands_lag_takes_seconds_or_a_unit_and_refuses_anything_else_saying_how():
+    import pytest
+
+    from airflow_cdc_provider.overview.command import UsageError, parse_lag
+
+    assert [parse_lag(t).total_seconds() for t in ("90", "45s", "90m", "2h", "1.5d")] == [90, 45, 5400, 7200, 129600]
+    for bad in ("", "1w", "-5m", "two hours"):
+        with pytest.raises(UsageError, match="give seconds"):
+            parse_lag(bad)
+
+
+def test_the_commands_table_puts_stopped_tables_first_with_their_reason_under_them_and_counts_the_states():
+    from airflow_cdc_provider.overview.command import render
+
+    error = "extract: the binlog holds a statement the capture cannot follow; set `fresh_snapshot: true`"
+    rows = [status(committed(NOW - dt.timedelta(minutes=5)), outcome(Status.COMMITTED, version=4, rows=9,
+                                                                     upserts=3, deletes=1)),
+            status(committed(NOW - dt.timedelta(minutes=5)), outcome(Status.FAILED, error=error)),
+            status(None)]
+    lines = render(rows, HOUR).splitlines()
+    assert lines[0].split()[:3] == ["STATE", "DAG", "/"]
+    assert lines[1].startswith("stopped") and lines[2] == f"    └ {error}"
+    assert lines[3].startswith("not loaded") and lines[4].startswith("current")
+    assert "committed +3 -1" in lines[4] and " 4 " in lines[4] and "5 min" in lines[4]
+    assert lines[-1] == "1 current, 1 stopped, 1 not loaded (behind: reflecting the source more than 1 h ago)"

@@ -94,6 +94,8 @@ def test_airflow_finds_the_provider_and_its_hooks_and_operators_in_the_wheel(whe
     entry_points.read_string(wheel[f"{DIST_INFO}/entry_points.txt"].decode())
     assert dict(entry_points["apache_airflow_provider"]) == {
         "provider_info": "airflow_cdc_provider.get_provider_info:get_provider_info"}
+    assert dict(entry_points["airflow.plugins"]) == {
+        "cdc_tables": "airflow_cdc_provider.overview.plugin:CdcTablesPlugin"}, "the CDC tables page's plugin"
     info = get_provider_info()
     modules = [m for kind in ("hooks", "operators") for entry in info[kind] for m in entry["python-modules"]]
     assert modules and [m for m in modules if _module_path(m) not in wheel] == []
