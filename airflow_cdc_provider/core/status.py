@@ -172,8 +172,10 @@ def _repair(records: TableRecords) -> Repair | None:
 
 
 def duration(span: dt.timedelta) -> str:
-    """A span as people write it: "90 min", "2 h", "45 s"."""
+    """A span as people write it: "90 min", "2 h", "3 d", "45 s"."""
     seconds = int(span.total_seconds())
+    if seconds and seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
     if seconds % 3600 == 0:
         return f"{seconds // 3600} h"
     if seconds % 60 == 0:

@@ -60,19 +60,23 @@ class RunRecordsHook:
         from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
 
-        ranked = (select(XComModel.dag_id, XComModel.task_id, XComModel.run_id, XComModel.value,
-                         func.row_number().over(partition_by=(XComModel.dag_id, XComModel.task_id),
-                                                order_by=XComModel.dag_run_id.desc()).label("n"))
+        # First which run is each plan task's latest (no value read), then those plans alone: a plan holds every
+        # table's columns, and a DAG keeps many runs.
+        latest = (select(XComModel.dag_id, XComModel.task_id, func.max(XComModel.dag_run_id))
                   .join(TaskInstance, and_(TaskInstance.dag_id == XComModel.dag_id,
                                            TaskInstance.run_id == XComModel.run_id,
                                            TaskInstance.task_id == XComModel.task_id,
                                            TaskInstance.map_index == XComModel.map_index))
-                  .where(TaskInstance.operator == PLAN_OPERATOR, XComModel.key == RETURN_VALUE))
+                  .where(TaskInstance.operator == PLAN_OPERATOR, XComModel.key == RETURN_VALUE)
+                  .group_by(XComModel.dag_id, XComModel.task_id))
         if dag_ids is not None:
-            ranked = ranked.where(XComModel.dag_id.in_(list(dag_ids)))
-        latest = ranked.subquery()
+            latest = latest.where(XComModel.dag_id.in_(list(dag_ids)))
         found = []
-        for dag_id, task_id, run_id, value, _ in self.session.execute(select(latest).where(latest.c.n == 1)):
+        for dag_id, task_id, dag_run_id in self.session.execute(latest).all():
+            run_id, value = self.session.execute(
+                select(XComModel.run_id, XComModel.value).where(
+                    XComModel.dag_run_id == dag_run_id, XComModel.task_id == task_id, XComModel.map_index == -1,
+                    XComModel.key == RETURN_VALUE)).one()
             group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
             found.append(SourceRecord(dag_id, group, run_id, SourcePlan.model_validate(_value(value))))
         return sorted(found, key=lambda s: (s.dag_id, s.group))
@@ -115,20 +119,28 @@ class RunRecordsHook:
         by_task = {(dag_id, group_task(group, task)): (dag_id, group) for dag_id, group in sources}
         if not by_task:
             return {}
-        ranked = (select(XComModel.dag_id, XComModel.task_id, XComModel.run_id, XComModel.value,
+        # Which runs first, without their values; then those values alone.
+        ranked = (select(XComModel.dag_id, XComModel.task_id, XComModel.dag_run_id,
                          func.row_number().over(partition_by=(XComModel.dag_id, XComModel.task_id),
                                                 order_by=XComModel.dag_run_id.desc()).label("n"))
                   .where(XComModel.key == key, XComModel.map_index == -1,
                          XComModel.dag_id.in_({dag_id for dag_id, _ in by_task}),
                          XComModel.task_id.in_({task_id for _, task_id in by_task}))).subquery()
-        found: dict[tuple[str, str], list[tuple[str, Any]]] = {source: [] for source in by_task.values()}
-        rows = self.session.execute(select(ranked).where(ranked.c.n <= runs)
-                                    .order_by(ranked.c.dag_id, ranked.c.task_id, ranked.c.n))
-        for dag_id, task_id, run_id, value, _ in rows:
-            source = by_task.get((dag_id, task_id))
-            if source is not None:
-                found[source].append((run_id, _value(value)))
-        return found
+        wanted = {(task_id, dag_run_id): (by_task[dag_id, task_id], n) for dag_id, task_id, dag_run_id, n in
+                  self.session.execute(select(ranked).where(ranked.c.n <= runs)) if (dag_id, task_id) in by_task}
+        found: dict[tuple[str, str], list[tuple[int, str, Any]]] = {source: [] for source in by_task.values()}
+        if wanted:
+            rows = self.session.execute(
+                select(XComModel.task_id, XComModel.dag_run_id, XComModel.run_id, XComModel.value).where(
+                    XComModel.key == key, XComModel.map_index == -1,
+                    XComModel.dag_run_id.in_({dag_run_id for _, dag_run_id in wanted}),
+                    XComModel.task_id.in_({task_id for task_id, _ in wanted})))
+            for task_id, dag_run_id, run_id, value in rows:
+                if (task_id, dag_run_id) in wanted:
+                    source, n = wanted[task_id, dag_run_id]
+                    found[source].append((n, run_id, _value(value)))
+        return {source: [(run_id, value) for _, run_id, value in sorted(values, key=lambda v: v[0])]
+                for source, values in found.items()}
 
     def failed_before_outcome(self, sources: Collection[tuple[str, str]]) -> dict[tuple[str, str], tuple[str, str]]:
         """For each source (dag_id, group) whose DAG's latest finished run failed one of the group's tasks and gave

@@ -5,16 +5,20 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
+from typing import Any
 
 from airflow_cdc_provider.overview.command import run
 
 
-def status(*dag_ids: str, max_lag: str = "1h", tables: list[str] | None = None) -> tuple[int, dict[str, dict], str]:
-    """(exit code, each row by its source table, the text table) of the status of ``dag_ids``' tables."""
+def status(*dag_ids: str, max_lag: str = "1h", tables: list[str] | None = None,
+           key: Callable[[dict], Any] = lambda row: row["kind"]["source"]) -> tuple[int, dict[Any, dict], str]:
+    """(exit code, each row by ``key``, by default its source table, the text table) of the status of ``dag_ids``'
+    tables."""
     out, text = io.StringIO(), io.StringIO()
     code = run(dag_ids=list(dag_ids), tables=tables, max_lag=max_lag, as_json=True, out=out)
     assert run(dag_ids=list(dag_ids), tables=tables, max_lag=max_lag, out=text) == code
     rows = json.loads(out.getvalue())["tables"]
-    by_source = {row["kind"]["source"]: row for row in rows}
-    assert len(by_source) == len(rows), rows
-    return code, by_source, text.getvalue()
+    by_key = {key(row): row for row in rows}
+    assert len(by_key) == len(rows), rows
+    return code, by_key, text.getvalue()

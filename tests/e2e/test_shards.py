@@ -165,13 +165,14 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
         assert {t["status"] for t in verified.values()} == {"clean"}, verified
     east.tables.append(new)
     assert outcomes(DAG_ID, "source")[str(new)]["mode"] == "snapshot"
-    # The status: a row per shard, each its own version of the one Hive table, in its group, captured its group's
-    # way, verified clean.
-    code, rows, text = status(DAG_ID, max_lag="100d")
-    assert code == 0 and sorted(rows) == sorted(str(t) for g in groups for t in g.tables), text
+    # The status: a row per shard (the servers' shards share their names: a row per group and source), each its own
+    # version of the one Hive table, in its group, captured its group's way, verified clean.
+    code, rows, text = status(DAG_ID, max_lag="100d", key=lambda r: (r["kind"]["group"], r["kind"]["source"]))
+    assert code == 0 and sorted(rows) == sorted((task, str(t)) for g, task in zip(groups, ("source", "source_2"))
+                                                for t in g.tables), text
     for group, task in zip(groups, ("source", "source_2")):
         for t in group.tables:
-            row = rows[str(t)]
+            row = rows[task, str(t)]
             assert (row["state"], row["kind"]["hive_table"], row["kind"]["group"], row["version"]) == (
                 "current", "ods.orders", task, ledger(group, t).committed().version), row
             assert row["kind"]["capture"] == ["diff" if group is groups[1] else "binlog", "shard"], row

@@ -315,12 +315,12 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     assert all("already committed by this run" in o["reason"] for s, o in again.items()
                if s.endswith(tuple(changed)))
     # The status: the refused tables stopped, each with its run's own message; the others current; the table with
-    # no key captured as one; exit 1.
+    # no key captured by diffs, as one; exit 1.
     code, rows, text = status(DAG_ID, max_lag="100d")
     assert code == 1 and {s for s, r in rows.items() if r["state"] == "stopped"} == failing, text
     assert rows[f"{source.schema}.t04"]["reason"] == again[f"{source.schema}.t04"]["error"] and \
         "dropped note" in rows[f"{source.schema}.t04"]["reason"]
     assert "holds a value that is not cp1250 text" in rows[f"{source.schema}.cs_cp1250"]["reason"]
     assert {r["state"] for s, r in rows.items() if s not in failing} == {"current"}, text
-    assert rows[f"{source.schema}.{KEYLESS}"]["kind"]["capture"] == ["binlog", "keyless"]
+    assert rows[f"{source.schema}.{KEYLESS}"]["kind"]["capture"] == ["diff", "keyless"]
     assert text.index("stopped") < text.index("current"), "the stopped tables first"
