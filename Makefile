@@ -22,6 +22,10 @@ UV_INSTALL = uv pip install --quiet --compile-bytecode
 # the suite is over (no install runs then), or a machine's clones and CI runs fill its disk (seen here: 56 GB of
 # them, and a suite failing for space).
 UV_FORGET_SPARK = uv cache clean --quiet pyspark pyspark-client
+# An editable install leaves the build's metadata (*.egg-info) in the source tree, where every Python process started
+# in it (the tests' runs) finds the distribution a second time, beside its installed metadata: Airflow then loads the
+# provider's plugin twice and records the second as an import error. The installed metadata is the one that counts.
+DROP_EGG_INFO = rm -rf airflow_cdc_provider.egg-info testing/airflow_cdc_testing.egg-info
 # The project's own modules too (editable installs are left as source); again before each suite: only what changed.
 COMPILE_SOURCES = -m compileall -q -j 0 airflow_cdc_provider testing tests dags bench scripts
 
@@ -31,6 +35,7 @@ $(VENV)/.installed: pyproject.toml testing/pyproject.toml constraints.txt script
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)
 	$(BIN)/$(UV_INSTALL) --python $(BIN)/python -c constraints.txt -e '.[test]' -e ./testing
+	$(DROP_EGG_INFO)
 	touch $@
 
 mariadb:
@@ -73,6 +78,7 @@ $(LOWEST)/.installed: pyproject.toml testing/pyproject.toml constraints-lowest.t
 	$(LOWEST)/bin/pip install --quiet --disable-pip-version-check $(UV)
 	$(LOWEST)/bin/$(UV_INSTALL) --python $(LOWEST)/bin/python -c constraints-lowest.txt -e '.[test]' \
 		-e ./testing
+	$(DROP_EGG_INFO)
 	touch $@
 
 test-lowest: $(LOWEST)/.installed mariadb

@@ -30,11 +30,12 @@ from airflow.sdk import Asset, AssetAlias, Param, TaskGroup, XComArg
 from airflow_cdc_provider.core.assets import hive_asset_uri
 from airflow_cdc_provider.core.catalog import resolve
 from airflow_cdc_provider.core.config import CdcConfig, TableConfig, TablePattern
+from airflow_cdc_provider.core.contract import OUTCOMES_KEY
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.operators.capture import MySqlBinlogExtractOperator, MySqlSnapshotOperator, RawReplayOperator
 from airflow_cdc_provider.operators.check import CaptureCheckOperator
 from airflow_cdc_provider.operators.heal import CdcHealOperator
-from airflow_cdc_provider.operators.merge import OUTCOMES_KEY, CdcTableOperator, SparkMergeOperator
+from airflow_cdc_provider.operators.merge import CdcTableOperator, SparkMergeOperator
 from airflow_cdc_provider.operators.plan import CdcPlanOperator
 from airflow_cdc_provider.operators.summary import CdcRunSummaryOperator
 from airflow_cdc_provider.operators.verify import CdcVerifyOperator

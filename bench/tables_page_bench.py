@@ -31,13 +31,19 @@ Then it starts an api-server (one worker; the provider's plugin mounts ``/cdc`` 
 token (``GET /auth/token``, ``simple_auth_manager_all_admins``) and times, from request to the whole body:
 
 - the very first ``GET /cdc/api/tables?max_lag=1h`` after the api-server is up: it builds the plugin's app (its
-  first request) and reads every table; then ``--repeat`` more (median, min, max). Each answer must hold every
-  table's row;
-- ``GET /cdc/`` (the page's HTML) and ``GET /cdc/api/table`` of one table (its row, runs and commits);
-- in this process, on the same DB and work directory, ``overview.read.table_rows`` split into its parts: the
-  metadata DB's reads (the latest plans, the latest outcomes, the failed runs), the work directory's reads, and
-  the rows made of them; and what the endpoint does after (``to_xcom``, FastAPI's encoding into JSON). The
-  medians of ``--repeat`` calls.
+  first request: the provider's modules are imported then) and reads every table; then ``--repeat`` more (median,
+  min, max). Each answer must hold every table's row; its rows' states are compared with those the bench built;
+- ``GET /cdc/`` (the page's HTML), and ``GET /cdc/api/table`` of one table (its row, runs and commits): the first
+  and ``--repeat`` more;
+- in a fresh process (the api-server stopped), on the same DB and work directory: importing and building the
+  plugin's app, and ``overview.read.table_rows`` split into its parts: the metadata DB's reads (the latest plans,
+  the latest outcomes, the runs failed before an outcome), the work directory's reads, and the rows made of them;
+  then what the endpoint does after (``to_xcom``, FastAPI's encoding into JSON). The first call, then the medians
+  of ``--repeat`` more.
+
+The api-server loads the plugin as its ``airflow.plugins`` entry point; a provider installed without one (whose
+plugin only its provider information lists) is served with ``[core] lazy_discover_providers`` off, and the bench
+says so.
 
 Printed: the sizes built, the fill's times, every figure above, whether the first answer is under the target, and
 a last line of JSON with the figures; the exit code is 1 when the first answer misses the target. Every process it
@@ -53,6 +59,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -72,6 +79,7 @@ import httpx  # noqa: E402
 
 from airflow_cdc_provider.core.assets import event_extra, hive_asset_uri  # noqa: E402
 from airflow_cdc_provider.core.contract import (  # noqa: E402
+    TABLES_KEY,
     CapturedTable,
     CheckResult,
     Extraction,
@@ -83,10 +91,11 @@ from airflow_cdc_provider.core.contract import (  # noqa: E402
 from airflow_cdc_provider.core.holder import Owner  # noqa: E402
 from airflow_cdc_provider.core.ledger import Committed, Lock, RunPlan, RunRef  # noqa: E402
 from airflow_cdc_provider.core.modes import Mode, Status, VerifyStatus  # noqa: E402
+from airflow_cdc_provider.core.status import SourceTables  # noqa: E402
 from airflow_cdc_provider.core.verify import RepairRequest, VerifyMark, VerifyState  # noqa: E402
 from airflow_cdc_provider.core.watermark import Watermark  # noqa: E402
 from airflow_cdc_provider.storage import WorkStore  # noqa: E402
-from tests.e2e.deployment import AirflowDeployment, DeploymentError, _enable_wal, _free_port  # noqa: E402
+from tests.e2e.deployment import AirflowDeployment, DeploymentError, _enable_wal, _free_port, _tail  # noqa: E402
 
 TARGET_SECONDS = 1.0
 GROUP = "source"
@@ -343,6 +352,8 @@ def fill_runs(args: argparse.Namespace, work_dir: Path, warehouse: Path, now: dt
                 written = [o for o in outcomes if o.status not in (Status.IDLE, Status.NOTHING)]
                 # The task instances, as the run left them
                 tis = {ti.task_id.split(".", 1)[1]: ti for ti in dag_run.get_task_instances(session=session)}
+                if tis["plan"].operator != "CdcPlanOperator":  # how the readers find a source's plan
+                    raise RuntimeError(f"the plan task's operator is {tis['plan'].operator!r}")
                 failed_tables = []
                 mapped = tis["table"]
                 for task, ti in tis.items():
@@ -388,6 +399,8 @@ def fill_runs(args: argparse.Namespace, work_dir: Path, warehouse: Path, now: dt
                         ("check", "return_value", CheckResult(flavor="mysql", watermark=watermark(d, end_step),
                                                               tables=tuple(tables)).to_xcom()),
                         ("plan", "return_value", SourcePlan(run=run, tables=tuple(plans)).to_xcom()),
+                        ("plan", TABLES_KEY, SourceTables.of(dag_id, GROUP, SourcePlan(run=run, tables=tuple(plans)))
+                         .to_xcom()),
                         ("merge", "outcomes", [o.to_xcom() for o in outcomes]),
                         ("merge", "return_value", [[o.to_xcom()] for o in written]),
                         ("summary", "return_value", [f"{o.source} → {o.hive_table}: {o.status}"
@@ -404,6 +417,12 @@ def fill_runs(args: argparse.Namespace, work_dir: Path, warehouse: Path, now: dt
                                   serialize=False, session=session)  # as the Execution API stores it
                     built.xcom_bytes += len(json.dumps(value))
                 built.xcoms += len(xcoms)
+                if r == args.runs - 1:  # the state the page should show each table in
+                    for outcome in outcomes:
+                        built.expected["stopped" if outcome.status == Status.FAILED else
+                                       "behind" if d % 10 in BEHIND_DAGS else "current"] += 1
+                    if check_failed:
+                        built.expected["stopped"] += len(tables)
                 dag_run.state = DagRunState.FAILED if check_failed or failed_tables else DagRunState.SUCCESS
                 dag_run.end_date = times.end
                 built.runs += 1
@@ -471,8 +490,7 @@ def wait_up(deployment: AirflowDeployment, timeout: float) -> None:
     while time.monotonic() < deadline:
         process = deployment.processes["api-server"]
         if process.poll() is not None:
-            raise DeploymentError(f"the api-server exited with code {process.returncode}:\n"
-                                  f"{deployment.log_tails()}")
+            raise DeploymentError(f"the api-server exited with code {process.returncode}")
         try:
             health = deployment.api.health()
             if health["metadatabase"]["status"] == "healthy":
@@ -481,7 +499,7 @@ def wait_up(deployment: AirflowDeployment, timeout: float) -> None:
         except (httpx.TransportError, httpx.HTTPStatusError) as error:
             last = repr(error)
         time.sleep(0.3)
-    raise DeploymentError(f"the api-server was not up in {timeout:.0f} s: {last}\n{deployment.log_tails()}")
+    raise DeploymentError(f"the api-server was not up in {timeout:.0f} s: {last}")
 
 
 def timed_get(http: httpx.Client, path: str, **params: Any) -> tuple[float, httpx.Response]:
@@ -544,28 +562,42 @@ def split_in_process(args: argparse.Namespace, env: dict[str, str]) -> dict[str,
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+# What the plugin's first request costs before it reads anything: importing the provider's modules the app needs
+# and building the app, in a process that has loaded what the api-server has (and none of the provider's modules,
+# which this bench's own imports would have loaded).
+APP_BUILD = """
+import time
+import airflow.api_fastapi.app
+from airflow.api_fastapi.core_api.security import get_user
+started = time.perf_counter()
+from airflow_cdc_provider.overview.api import create_app
+create_app()
+print(time.perf_counter() - started)
+"""
+
+
+def app_build(env: dict[str, str]) -> float:
+    done = subprocess.run([sys.executable, "-c", APP_BUILD], env=env, cwd=tempfile.gettempdir(), capture_output=True,
+                          text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"building the plugin's app failed ({done.returncode}):\n{done.stderr[-5000:]}")
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def split(args: argparse.Namespace) -> dict[str, float]:
     """``table_rows``' parts, timed apart (as ``overview.read.table_rows`` does them) and whole, then the
-    endpoint's making of its JSON: the first call and the medians of ``--repeat`` more. Before them, what the
-    plugin's first request costs on top: importing the app's modules and building it (``create_app``), in a
-    process that has loaded the api-server's own."""
-    import airflow.api_fastapi.app  # noqa: F401  (what the api-server has loaded before the plugin's first request)
-    from airflow.api_fastapi.core_api.security import get_user  # noqa: F401
-
-    started = time.perf_counter()
-    from airflow_cdc_provider.overview.api import create_app
-
-    create_app()
-    app_build = time.perf_counter() - started
-
+    endpoint's making of its JSON: the first call and the medians of ``--repeat`` more."""
     from airflow.utils.session import create_session
-    from fastapi.encoders import jsonable_encoder
+    from sqlalchemy.orm import configure_mappers
 
-    from airflow_cdc_provider.core.status import table_status
+    from airflow_cdc_provider.core.status import TableRows, table_status
     from airflow_cdc_provider.hooks.run_records import RunRecordsHook
     from airflow_cdc_provider.overview.command import parse_lag
     from airflow_cdc_provider.overview.read import _outcome_of, _records, table_rows, work_states
 
+    # Airflow's ORM is set up at the first query of a process (a few tenths of a second): the api-server has done it
+    # before the plugin's first request (its health check reads the jobs), so this process does it before timing.
+    configure_mappers()
     lag, readable = parse_lag(MAX_LAG), {dag_id_of(d) for d in range(args.dags)}
     parts: dict[str, list[float]] = {}
 
@@ -586,21 +618,19 @@ def split(args: argparse.Namespace) -> dict[str, float]:
             at = lap("db_outcomes", at)
             failed = records.failed_before_outcome(keys)
             at = lap("db_failed", at)
-            tables = [(source, table) for source in sources for table in source.plan.tables]
-            states = work_states([(table.table_dir, source.plan.work_conn_id) for source, table in tables])
+            tables = [(source, table) for source in sources for table in source.tables.tables]
+            states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
             at = lap("work_dir", at)
             rows = []
             for (source, table), state in zip(tables, states):
                 key = (source.dag_id, source.group)
                 outcomes = latest.get(key)
                 outcome = _outcome_of(outcomes.outcomes, table) if outcomes is not None else None
-                rows.append(table_status(_records(source, table, state, outcome,
-                                                  outcomes.run_id if outcomes else None, failed.get(key)), now, lag))
+                rows.append(table_status(_records(table, state, outcome, outcomes.run_id if outcomes else None,
+                                                  failed.get(key)), now, lag))
             at = lap("rows", at)
-            payload = {"now": now.isoformat(), "max_lag_seconds": lag.total_seconds(),
-                       "tables": [r.to_xcom() for r in rows]}
-            at = lap("to_xcom", at)
-            encoded = json.dumps(jsonable_encoder(payload)).encode()
+            # As the endpoint encodes its answer (``overview.api``).
+            encoded = TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows)).model_dump_json()
             lap("encode", at)
             at = time.perf_counter()
             whole = table_rows(RunRecordsHook(session), readable, now, lag)
@@ -611,7 +641,7 @@ def split(args: argparse.Namespace) -> dict[str, float]:
     figures.update({f"first_{name}": values[0] for name, values in parts.items()})
     for prefix in ("", "first_"):
         figures[f"{prefix}db"] = sum(figures[f"{prefix}db_{part}"] for part in ("plans", "outcomes", "failed"))
-    figures.update(app_build=app_build, encoded_bytes=len(encoded))
+    figures["encoded_bytes"] = len(encoded)
     return figures
 
 
@@ -634,6 +664,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.dags < 1 or args.tables_per_dag < 1 or args.runs < 1:
         parser.error("--dags, --tables-per-dag and --runs must be at least 1")
+    # A SIGTERM ends the bench as Ctrl-C does: through the ``finally`` that stops the api-server and removes the files.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
 
     tmp = Path(tempfile.mkdtemp(prefix="cdc-bench-tables-page-"))
     home, work_dir, warehouse = tmp / "airflow", tmp / "work", tmp / "warehouse"
@@ -692,11 +724,11 @@ def main(argv: list[str] | None = None) -> int:
         http = time_requests(args, deployment, built)
         deployment.stop()  # the in-process figures alone on the machine
 
-        parts = split_in_process(args, env)
+        parts = {**split_in_process(args, env), "app_build": app_build(env)}
     except BaseException:
         if deployment.log_path("api-server").exists():
             with contextlib.suppress(Exception):
-                print(deployment.log_tails(30), file=sys.stderr)
+                print(_tail(deployment.log_path("api-server"), 30), file=sys.stderr)
         raise
     finally:
         deployment.stop()
@@ -721,19 +753,21 @@ def report(args: argparse.Namespace, built: Built, http: dict[str, Any], parts: 
     print()
     print(f"GET /cdc/api/tables  first answer {http['first']:.3f} s "
           f"({'UNDER' if under else 'NOT under'} the {TARGET_SECONDS:.0f} s target); {_spread(again)}")
-    print(f"                     {http['rows']:,} rows, {http['body_bytes'] / 1e6:.1f} MB of JSON; {states}")
+    print(f"                     {http['rows']:,} rows, {http['body_bytes'] / 1e6:.1f} MB of JSON; {states}"
+          f"{' (as built)' if http['states'] == dict(built.expected) else f' (NOT as built: {dict(built.expected)})'}")
     print(f"GET /cdc/            {http['page']:.3f} s ({http['page_bytes'] / 1e3:.0f} kB of HTML)")
     print(f"GET /cdc/api/table   first {http['detail']:.3f} s; {_spread(http['detail_again'])}")
     print(f"                     ({built.detail['source']} of {built.detail['dag_id']}: {http['detail_state']}, "
           f"{http['detail_runs']} runs, {http['detail_commits']} commits)")
     print(f"in a fresh process, on the same DB and work dir (first call, then the median of {max(args.repeat, 1)}):")
-    print(f"  the plugin's app: importing and building it  {parts['app_build']:.3f} s")
-    for name, label in (("table_rows", "table_rows, whole"), ("db", "  metadata DB"),
+    print(f"  the plugin's app: importing and building it  {parts['app_build']:.3f} s (in a process of its own; the "
+          "api-server does it as it starts, when it asks the plugin for its apps)")
+    for name, label in (("table_rows", "table_rows, whole (after its parts)"), ("db", "  metadata DB"),
                         ("db_plans", "    latest plans"), ("db_outcomes", "    latest outcomes"),
                         ("db_failed", "    runs failed before an outcome"),
                         ("work_dir", "  work dir (4 reads a table)"),
-                        ("rows", "  the rows (table_status)"), ("to_xcom", "then rows to JSON values (to_xcom)"),
-                        ("encode", "then FastAPI's encoding (jsonable_encoder)")):
+                        ("rows", "  the rows (table_status)"),
+                        ("encode", "then the answer's JSON (TableRows.model_dump_json)")):
         print(f"  {label:<45}{parts[f'first_{name}']:.3f} s, then {parts[name]:.3f} s")
     print(f"load average now: {', '.join(f'{x:.2f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs)")
     print(json.dumps({

@@ -378,6 +378,13 @@ class TableVerification(Model):
 
 KEYS_LISTED = 100
 
+# The XCom keys the tasks push under besides their return values, which the status and the tables page read
+# (``hooks.run_records``): the merge's outcomes (one per table), a verify's findings when it checked any table, the
+# plan's tables in short (``core.status.SourceTables``).
+OUTCOMES_KEY = "outcomes"
+VERIFICATION_KEY = "verification"
+TABLES_KEY = "tables"
+
 
 class Verification(Model):
     """The verify task's result: one entry per table of the run it looked at."""
@@ -391,7 +398,8 @@ class Verification(Model):
 
 
 __all__ = [
-    "AddedColumn", "BrokenChain", "ColumnChange", "Healed", "KEYS_LISTED", "KeyDifference", "Reread",
+    "AddedColumn", "BrokenChain", "ColumnChange", "Healed", "KEYS_LISTED", "KeyDifference", "OUTCOMES_KEY", "Reread",
+    "TABLES_KEY", "VERIFICATION_KEY",
     "TableVerification", "Verification",
     "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
     "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",

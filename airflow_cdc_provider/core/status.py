@@ -24,12 +24,13 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_cdc_provider.core.changelog import changelog_table
-from airflow_cdc_provider.core.contract import CapturedTable, TableOutcome
+from airflow_cdc_provider.core.contract import CapturedTable, SourcePlan, TableOutcome
 from airflow_cdc_provider.core.history import history_table, snapshots_table
-from airflow_cdc_provider.core.ledger import Committed, Lock
+from airflow_cdc_provider.core.ledger import Committed, Lock, RunRef
 from airflow_cdc_provider.core.model import Instant, Model
 from airflow_cdc_provider.core.modes import Mode, Status
 from airflow_cdc_provider.core.verify import VerifyMark
+from airflow_cdc_provider.core.workdir import TableDir
 
 
 class TableState(StrEnum):
@@ -84,6 +85,29 @@ class TableKind(Model):
         return f"{self.dag_id}/{self.group}/{self.source}"
 
 
+class PlannedTable(Model):
+    """A table of a source's plan, as the status reads it: what it is, and where its work state is."""
+
+    kind: TableKind
+    table_dir: TableDir
+
+
+class SourceTables(Model):
+    """The tables of one run's plan of a source, in short (the plan task's ``tables`` XCom): what the status and
+    the tables page read for every table, instead of the whole plan (each table's columns, its run plan, its
+    committed version), which is ten times the size."""
+
+    run: RunRef
+    work_conn_id: str | None = None  # ``SourcePlan.work_conn_id``
+    tables: tuple[PlannedTable, ...] = ()
+
+    @classmethod
+    def of(cls, dag_id: str, group: str, plan: SourcePlan) -> SourceTables:
+        return cls(run=plan.run, work_conn_id=plan.work_conn_id,
+                   tables=tuple(PlannedTable(kind=TableKind.of(dag_id, group, t.table), table_dir=t.table_dir)
+                                for t in plan.tables))
+
+
 class TableRecords(Model):
     """What the runs recorded of one table, read at one moment: the input of ``table_status``."""
 
@@ -121,6 +145,14 @@ class TableStatus(Model):
     verify: VerifyMark | None = None
     repair: Repair | None = None
     unread: str = ""
+
+
+class TableRows(Model):
+    """Every table's row at one moment: the tables page's and ``airflow cdc status --json``'s answer."""
+
+    now: Instant
+    max_lag_seconds: float
+    tables: tuple[TableStatus, ...] = ()
 
 
 def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta) -> TableStatus:

@@ -16,13 +16,11 @@ from typing import Any
 from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
-from airflow_cdc_provider.core.contract import SourcePlan, TableOutcome, Verification
-from airflow_cdc_provider.core.status import RunTimes
+from airflow_cdc_provider.core.contract import OUTCOMES_KEY, TABLES_KEY, SourcePlan, TableOutcome
+from airflow_cdc_provider.core.status import RunTimes, SourceTables
 
 PLAN_OPERATOR = "CdcPlanOperator"
 RETURN_VALUE = "return_value"
-OUTCOMES_KEY = "outcomes"  # ``operators.merge.OUTCOMES_KEY``
-VERIFICATION_KEY = "verification"  # ``operators.verify.VERIFICATION_KEY``
 
 
 def group_task(group: str, task: str) -> str:
@@ -32,12 +30,12 @@ def group_task(group: str, task: str) -> str:
 
 @dataclass(frozen=True)
 class SourceRecord:
-    """A source's latest plan: its DAG, its group, the run that made it and the plan itself."""
+    """A source's plan of one run: its DAG, its group, the run that made it, and its tables."""
 
     dag_id: str
     group: str
     run_id: str
-    plan: SourcePlan
+    tables: SourceTables
 
 
 @dataclass(frozen=True)
@@ -56,12 +54,11 @@ class RunRecordsHook:
         self.session = session
 
     def latest_plans(self, dag_ids: Collection[str] | None) -> list[SourceRecord]:
-        """The latest plan of every source of ``dag_ids`` (None: of every DAG)."""
+        """The tables of the latest plan of every source of ``dag_ids`` (None: of every DAG)."""
         from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
 
-        # First which run is each plan task's latest (no value read), then those plans alone: a plan holds every
-        # table's columns, and a DAG keeps many runs.
+        # First which run is each plan task's latest (no value read), then the tables of those plans alone.
         latest = (select(XComModel.dag_id, XComModel.task_id, func.max(XComModel.dag_run_id))
                   .join(TaskInstance, and_(TaskInstance.dag_id == XComModel.dag_id,
                                            TaskInstance.run_id == XComModel.run_id,
@@ -71,46 +68,56 @@ class RunRecordsHook:
                   .group_by(XComModel.dag_id, XComModel.task_id))
         if dag_ids is not None:
             latest = latest.where(XComModel.dag_id.in_(list(dag_ids)))
-        found = []
-        for dag_id, task_id, dag_run_id in self.session.execute(latest).all():
-            run_id, value = self.session.execute(
-                select(XComModel.run_id, XComModel.value).where(
-                    XComModel.dag_run_id == dag_run_id, XComModel.task_id == task_id, XComModel.map_index == -1,
-                    XComModel.key == RETURN_VALUE)).one()
-            group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
-            found.append(SourceRecord(dag_id, group, run_id, SourcePlan.model_validate(_value(value))))
-        return sorted(found, key=lambda s: (s.dag_id, s.group))
+        plans = {(task_id, dag_run_id): dag_id for dag_id, task_id, dag_run_id in self.session.execute(latest)}
+        return sorted(self._tables_of(plans), key=lambda s: (s.dag_id, s.group))
 
     def plans_of_run(self, dag_id: str, run_id: str) -> list[SourceRecord]:
-        """The plans of every source of one DAG run."""
+        """The tables of the plans of every source of one DAG run."""
         from airflow.models.taskinstance import TaskInstance
         from airflow.models.xcom import XComModel
 
         rows = self.session.execute(
-            select(XComModel.task_id, XComModel.value)
+            select(XComModel.task_id, XComModel.dag_run_id)
             .join(TaskInstance, and_(TaskInstance.dag_id == XComModel.dag_id,
                                      TaskInstance.run_id == XComModel.run_id,
                                      TaskInstance.task_id == XComModel.task_id,
                                      TaskInstance.map_index == XComModel.map_index))
             .where(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == RETURN_VALUE,
                    TaskInstance.operator == PLAN_OPERATOR))
-        return [SourceRecord(dag_id, task_id.rsplit(".", 1)[0] if "." in task_id else "", run_id,
-                             SourcePlan.model_validate(_value(value))) for task_id, value in rows]
+        return sorted(self._tables_of({(task_id, dag_run_id): dag_id for task_id, dag_run_id in rows}),
+                      key=lambda s: s.group)
+
+    def _tables_of(self, plans: dict[tuple[str, int], str]) -> list[SourceRecord]:
+        """The tables of each plan ((plan task id, dag_run id): dag_id): the plan task's ``tables`` XCom; for a plan
+        an earlier version of the provider made, which has none, its whole plan."""
+        from airflow.models.xcom import XComModel
+
+        found: dict[tuple[str, int], tuple[str, str, Any]] = {}
+        for key in (TABLES_KEY, RETURN_VALUE):
+            missing = [plan for plan in plans if plan not in found]
+            if not missing:
+                break
+            for task_id, dag_run_id, run_id, value in self.session.execute(
+                    select(XComModel.task_id, XComModel.dag_run_id, XComModel.run_id, XComModel.value).where(
+                        XComModel.key == key, XComModel.map_index == -1,
+                        XComModel.dag_run_id.in_({dag_run_id for _, dag_run_id in missing}),
+                        XComModel.task_id.in_({task_id for task_id, _ in missing}))):
+                if (task_id, dag_run_id) in plans and (task_id, dag_run_id) not in found:
+                    found[task_id, dag_run_id] = (run_id, key, _value(value))
+        records = []
+        for (task_id, dag_run_id), (run_id, key, value) in found.items():
+            dag_id = plans[task_id, dag_run_id]
+            group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
+            tables = (SourceTables.model_validate(value) if key == TABLES_KEY else
+                      SourceTables.of(dag_id, group, SourcePlan.model_validate(value)))
+            records.append(SourceRecord(dag_id, group, run_id, tables))
+        return records
 
     def outcomes(self, sources: Iterable[tuple[str, str]], runs: int = 1) -> dict[tuple[str, str], list[Outcomes]]:
         """The outcomes of the latest ``runs`` runs of each source (dag_id, group) that gave any, newest first."""
         return {source: [Outcomes(run_id, tuple(TableOutcome.model_validate(o) for o in value or ()))
                          for run_id, value in values]
                 for source, values in self._latest_values(sources, "merge", OUTCOMES_KEY, runs).items()}
-
-    def verification(self, dag_id: str, group: str, run_id: str) -> Verification | None:
-        """What the run's verify found of the source's tables, if it checked any."""
-        from airflow.models.xcom import XComModel
-
-        value = self.session.scalar(select(XComModel.value).where(
-            XComModel.dag_id == dag_id, XComModel.run_id == run_id,
-            XComModel.task_id == group_task(group, "verify"), XComModel.key == VERIFICATION_KEY))
-        return Verification.model_validate(_value(value)) if value is not None else None
 
     def _latest_values(self, sources: Iterable[tuple[str, str]], task: str, key: str,
                        runs: int) -> dict[tuple[str, str], list[tuple[str, Any]]]:

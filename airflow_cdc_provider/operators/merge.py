@@ -10,7 +10,14 @@ from airflow.sdk import Asset, AssetAlias, BaseOperator
 from airflow_cdc_provider.compat import AirflowFailException, max_map_length
 from airflow_cdc_provider.core.assets import beside_events, event_extra, hive_asset_uri
 from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, SparkConfig, WorkConfig
-from airflow_cdc_provider.core.contract import Captured, Extraction, MergeInput, SourcePlan, TableOutcome
+from airflow_cdc_provider.core.contract import (
+    OUTCOMES_KEY,
+    Captured,
+    Extraction,
+    MergeInput,
+    SourcePlan,
+    TableOutcome,
+)
 from airflow_cdc_provider.core.ledger import RunRef
 from airflow_cdc_provider.core.lineage import TableLineage, hive_namespace, mysql_namespace
 from airflow_cdc_provider.core.merge import MergeSpec, written_lineage
@@ -123,7 +130,6 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
         return operator_lineage(lineage)
 
 
-OUTCOMES_KEY = "outcomes"
 
 
 class CdcTableOperator(BaseOperator):

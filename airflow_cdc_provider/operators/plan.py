@@ -8,12 +8,13 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
-from airflow_cdc_provider.core.contract import CapturedTable, CheckResult
+from airflow_cdc_provider.core.contract import TABLES_KEY, CapturedTable, CheckResult
 from airflow_cdc_provider.core.holder import Owner
 from airflow_cdc_provider.core.ledger import Ledger, RunRef, run_target
 from airflow_cdc_provider.core.planning import fresh_snapshot_of, take_locks
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import reread_conditions
+from airflow_cdc_provider.core.status import SourceTables
 from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.processes import look
@@ -94,8 +95,12 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                           fresh=parse_flag(self.fresh_snapshot, "fresh_snapshot"), reload=reload,
                           repair=parse_flag(self.repair, "repair"), conditions=conditions)
             catalog = SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog
-            return plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
-                               self.log, self.work.conn_id).to_xcom()
+            plan = plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
+                               self.log, self.work.conn_id)
+            # The plan's tables in short, for the status command and the tables page (``core.status``).
+            group = self.task_id.rsplit(".", 1)[0] if "." in self.task_id else ""
+            context["ti"].xcom_push(key=TABLES_KEY, value=SourceTables.of(self.dag_id, group, plan).to_xcom())
+            return plan.to_xcom()
         finally:
             hand_over(taken, run, self.run.lock_lease_seconds, owner, self.log)
 

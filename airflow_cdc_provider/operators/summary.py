@@ -7,12 +7,10 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_cdc_provider.core.contract import TableOutcome, Verification
+from airflow_cdc_provider.core.contract import OUTCOMES_KEY, VERIFICATION_KEY, TableOutcome, Verification
 from airflow_cdc_provider.core.metrics import table_metrics, verify_metrics
 from airflow_cdc_provider.core.summary import summary_line, verify_note
-from airflow_cdc_provider.operators.merge import OUTCOMES_KEY
 from airflow_cdc_provider.operators.metrics import send_metrics
-from airflow_cdc_provider.operators.verify import VERIFICATION_KEY
 
 
 class CdcRunSummaryOperator(BaseOperator):

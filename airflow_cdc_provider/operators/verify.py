@@ -9,6 +9,7 @@ from typing import Any
 from airflow_cdc_provider.compat import AirflowFailException
 from airflow_cdc_provider.core.config import HiveConfig, SourceConfig, SparkConfig, VerifyConfig, WorkConfig
 from airflow_cdc_provider.core.contract import (
+    VERIFICATION_KEY,
     SourcePlan,
     TableOutcome,
     Verification,
@@ -28,8 +29,6 @@ from airflow_cdc_provider.operators.spark_submit import CdcSparkSubmitOperator
 from airflow_cdc_provider.spark import VERIFY_JOB
 from airflow_cdc_provider.stages.verify import CopyPlace, tell, verify_tables
 from airflow_cdc_provider.storage import WorkStore
-
-VERIFICATION_KEY = "verification"
 
 
 class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):

@@ -23,8 +23,9 @@ from airflow.api_fastapi.app import get_auth_manager
 from airflow.api_fastapi.core_api.security import get_user
 from airflow.utils.session import create_session
 from fastapi import Depends, FastAPI, HTTPException, Query, Request
-from fastapi.responses import HTMLResponse
+from fastapi.responses import HTMLResponse, Response
 
+from airflow_cdc_provider.core.status import TableRows
 from airflow_cdc_provider.hooks.run_records import RunRecordsHook
 from airflow_cdc_provider.overview.command import UsageError, parse_lag
 from airflow_cdc_provider.overview.read import run_tables, table_detail, table_rows
@@ -67,12 +68,14 @@ def create_app() -> FastAPI:
         return _page(request)
 
     @app.get("/api/tables")
-    def tables(user: User, max_lag: str = "1h") -> dict[str, Any]:
+    def tables(user: User, max_lag: str = "1h") -> Response:
         lag, now = _lag(max_lag), dt.datetime.now(dt.UTC)
         readable = _readable_dag_ids(user)
         with create_session() as session:
             rows = table_rows(RunRecordsHook(session), readable, now, lag) if readable else []
-        return {"now": now.isoformat(), "max_lag_seconds": lag.total_seconds(), "tables": [r.to_xcom() for r in rows]}
+        # Encoded by the model itself: FastAPI's encoder of a 2,000-table answer takes ten times as long.
+        answer = TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows))
+        return Response(answer.model_dump_json(), media_type="application/json")
 
     @app.get("/api/table")
     def table(user: User, dag_id: str, source: str, group: str = "", max_lag: str = "1h",

@@ -4,13 +4,12 @@ when a table is stopped or behind the lag allowed, so that a cron job or a monit
 from __future__ import annotations
 
 import datetime as dt
-import json
 import re
 import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from airflow_cdc_provider.core.status import Repair, TableState, TableStatus, duration
+from airflow_cdc_provider.core.status import Repair, TableRows, TableState, TableStatus, duration
 from airflow_cdc_provider.core.verify import VerifyMark
 
 _LAG = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
@@ -50,9 +49,7 @@ def run(dag_ids: Sequence[str] | None = None, tables: Sequence[str] | None = Non
         wanted = set(tables)
         rows = [r for r in rows if r.kind.source in wanted or r.kind.hive_table in wanted]
     if as_json:
-        json.dump({"now": now.isoformat(), "max_lag_seconds": lag.total_seconds(),
-                   "tables": [r.to_xcom() for r in rows]}, out, indent=1)
-        out.write("\n")
+        out.write(TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows)).to_text() + "\n")
     else:
         out.write(render(rows, lag))
     return 1 if any(r.state in (TableState.STOPPED, TableState.BEHIND) for r in rows) else 0

@@ -3,43 +3,31 @@ a view in the navigation and one on each DAG run, served by the app of ``overvie
 ``/cdc``.
 
 Every Airflow process loads the plugins, the tasks' included: this module imports nothing but Airflow's plugin
-base, and the app (FastAPI, the readers) is built at its first request, in the api-server alone.
+base, and the app (FastAPI, the readers) is built where the api-server asks for its apps.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from airflow.plugins_manager import AirflowPlugin
 
 URL_PREFIX = "/cdc"  # ``overview.api.URL_PREFIX``
 
-Scope = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[MutableMapping[str, Any]]]
-Send = Callable[[MutableMapping[str, Any]], Awaitable[None]]
-
-
-class _AppOnFirstRequest:
-    """An ASGI app that builds ``overview.api.create_app()`` when the api-server first hands it a request."""
-
-    def __init__(self) -> None:
-        self._app: Any = None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if self._app is None:
-            from airflow_cdc_provider.overview.api import create_app
-
-            self._app = create_app()
-        await self._app(scope, receive, send)
-
 
 class CdcTablesPlugin(AirflowPlugin):
     name = "cdc_tables"
-    fastapi_apps = [{"app": _AppOnFirstRequest(), "url_prefix": URL_PREFIX, "name": "CDC tables"}]
     external_views = [
         {"name": "CDC tables", "href": f"{URL_PREFIX}/", "destination": "nav", "category": "browse",
          "url_route": "cdc-tables"},
         {"name": "CDC tables", "href": f"{URL_PREFIX}/run?dag_id={{DAG_ID}}&run_id={{RUN_ID}}",
          "destination": "dag_run", "url_route": "cdc-run-tables"},
     ]
+
+    @property
+    def fastapi_apps(self) -> list[dict[str, Any]]:  # type: ignore[override]
+        # Built when the api-server asks for its apps, as it starts: its first answer does not wait for the
+        # imports (pyarrow among them), and no other process that loads the plugins pays for them.
+        from airflow_cdc_provider.overview.api import create_app
+
+        return [{"app": create_app(), "url_prefix": URL_PREFIX, "name": "CDC tables"}]

@@ -10,16 +10,16 @@ from collections.abc import Collection, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from airflow_cdc_provider.core.contract import TableOutcome, TablePlan, TableVerification
+from airflow_cdc_provider.core.contract import OUTCOMES_KEY, VERIFICATION_KEY, TableOutcome, TableVerification
 from airflow_cdc_provider.core.ledger import Committed, Lock
 from airflow_cdc_provider.core.status import (
     Commit,
+    PlannedTable,
     RunPoint,
     RunTable,
     RunTables,
     RunTimes,
     TableDetail,
-    TableKind,
     TableRecords,
     TableStatus,
     table_status,
@@ -27,10 +27,7 @@ from airflow_cdc_provider.core.status import (
 from airflow_cdc_provider.core.verify import VerifyMark, VerifyState
 from airflow_cdc_provider.core.workdir import LOCAL_SCHEMES, TableDir, scheme_of
 from airflow_cdc_provider.hooks.run_records import (
-    OUTCOMES_KEY,
-    VERIFICATION_KEY,
     RunRecordsHook,
-    SourceRecord,
     group_task,
 )
 from airflow_cdc_provider.storage import WorkStore
@@ -98,50 +95,50 @@ def table_rows(records: RunRecordsHook, dag_ids: Collection[str] | None, now: dt
     keys = [(s.dag_id, s.group) for s in sources]
     latest = {key: found[0] for key, found in records.outcomes(keys, runs=1).items() if found}
     failed = records.failed_before_outcome(keys)
-    tables = [(source, table) for source in sources for table in source.plan.tables]
-    states = work_states([(table.table_dir, source.plan.work_conn_id) for source, table in tables])
+    tables = [(source, table) for source in sources for table in source.tables.tables]
+    states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
     rows = []
     for (source, table), state in zip(tables, states):
         key = (source.dag_id, source.group)
         outcomes = latest.get(key)
         outcome = _outcome_of(outcomes.outcomes, table) if outcomes is not None else None
-        rows.append(table_status(_records(source, table, state, outcome, outcomes.run_id if outcomes else None,
+        rows.append(table_status(_records(table, state, outcome, outcomes.run_id if outcomes else None,
                                           failed.get(key)), now, max_lag))
     return rows
 
 
-def _records(source: SourceRecord, table: TablePlan, state: WorkState, outcome: TableOutcome | None,
-             latest_run: str | None, failed: tuple[str, str] | None) -> TableRecords:
+def _records(table: PlannedTable, state: WorkState, outcome: TableOutcome | None, latest_run: str | None,
+             failed: tuple[str, str] | None) -> TableRecords:
     return TableRecords(
-        kind=TableKind.of(source.dag_id, source.group, table.table), committed=state.committed, lock=state.lock,
+        kind=table.kind, committed=state.committed, lock=state.lock,
         latest=outcome, latest_run=latest_run if outcome is not None else None,
         failed_task=failed[0] if failed else None, failed_run=failed[1] if failed else None,
         verify=state.verify, repair_pending=state.repair_pending, unread=state.unread)
 
 
-def _outcome_of(outcomes: Iterable[TableOutcome], table: TablePlan) -> TableOutcome | None:
-    return next((o for o in outcomes if o.source == table.source), None)
+def _outcome_of(outcomes: Iterable[TableOutcome], table: PlannedTable) -> TableOutcome | None:
+    return next((o for o in outcomes if o.source == table.kind.source), None)
 
 
 def table_detail(records: RunRecordsHook, dag_id: str, group: str, source_table: str, now: dt.datetime,
                  max_lag: dt.timedelta, runs: int = DETAIL_RUNS) -> TableDetail | None:
     """One table's row and its latest ``runs`` runs (newest first); None if no plan of the source names it."""
     source = next((s for s in records.latest_plans([dag_id]) if s.group == group), None)
-    table = next((t for t in source.plan.tables if t.source == source_table), None) if source else None
+    table = next((t for t in source.tables.tables if t.kind.source == source_table), None) if source else None
     if source is None or table is None:
         return None
     key = (dag_id, group)
     history = records.outcomes([key], runs=runs).get(key, [])
-    (state,) = work_states([(table.table_dir, source.plan.work_conn_id)])
+    (state,) = work_states([(table.table_dir, source.tables.work_conn_id)])
     latest = next(((o, found.run_id) for found in history[:1] for o in found.outcomes
                    if o.source == source_table), (None, None))
-    row = table_status(_records(source, table, state, latest[0], latest[1],
+    row = table_status(_records(table, state, latest[0], latest[1],
                                 records.failed_before_outcome([key]).get(key)), now, max_lag)
     times = records.run_times(dag_id, [found.run_id for found in history], group)
     points = tuple(RunPoint.of(outcome, times.get(found.run_id) or RunTimes(run_id=found.run_id))
                    for found in history for outcome in found.outcomes if outcome.source == source_table)
     commits = tuple(Commit.of(extra, at, run_id, task_id, map_index) for extra, at, run_id, task_id, map_index
-                    in records.commits(dag_id, table.table.hive_table, source_table, runs))
+                    in records.commits(dag_id, table.kind.hive_table, source_table, runs))
     return TableDetail(status=row, commits=commits, runs=points)
 
 
@@ -155,14 +152,14 @@ def run_tables(records: RunRecordsHook, dag_id: str, run_id: str) -> RunTables:
         given = [TableOutcome.model_validate(o) for o in outcomes.get(group_task(source.group, "merge")) or ()]
         found = {v["source"]: v for v in
                  (verifications.get(group_task(source.group, "verify")) or {}).get("tables", ())}
-        for table in source.plan.tables:
+        for table in source.tables.tables:
             outcome = _outcome_of(given, table)
-            verified = found.get(table.source)
+            verified = found.get(table.kind.source)
             mark = None
             if verified is not None:
-                mark = VerifyMark.of(TableVerification.model_validate(verified), source.plan.run,
+                mark = VerifyMark.of(TableVerification.model_validate(verified), source.tables.run,
                                      times.end or times.merge_end or dt.datetime.now(dt.UTC))
-            tables.append(RunTable(kind=TableKind.of(dag_id, source.group, table.table),
+            tables.append(RunTable(kind=table.kind,
                                    point=RunPoint.of(outcome, times) if outcome is not None else None, verify=mark))
     state = records.run_times(dag_id, [run_id], "").get(run_id)
     return RunTables(dag_id=dag_id, run_id=run_id, state=state.state if state else None, tables=tuple(tables),
