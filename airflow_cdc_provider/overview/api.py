@@ -16,6 +16,7 @@ the runs' own messages. No connection, credential or row value: a verify's diffe
 from __future__ import annotations
 
 import datetime as dt
+import json
 from importlib import resources
 from typing import Annotated, Any
 
@@ -53,7 +54,8 @@ def _page(request: Request) -> str:
     base = request.scope.get("root_path", "")
     base = base[: -len(URL_PREFIX)] if base.endswith(URL_PREFIX) else base
     page = resources.files("airflow_cdc_provider.overview").joinpath("page.html").read_text()
-    return page.replace("{{AIRFLOW_BASE}}", base.rstrip("/"))
+    # As a JSON string (a JavaScript literal), whatever the path holds.
+    return page.replace("{{AIRFLOW_BASE}}", json.dumps(base.rstrip("/")).replace("<", "\\u003c"))
 
 
 def create_app() -> FastAPI:
