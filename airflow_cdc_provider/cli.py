@@ -1,7 +1,7 @@
 """The provider's commands in Airflow's CLI (Airflow 3.3+ loads them from the provider's ``cli`` entry):
 
     airflow cdc preflight path/to/cdc.yaml
-    airflow cdc status [--dag ID] [--table NAME] [--max-lag 1h] [--json]
+    airflow cdc status [--dag ID] [--table NAME] [--database NAME] [--max-lag 1h] [--json]
 
 Earlier Airflows ignore the entry; ``python -m airflow_cdc_provider.preflight`` runs the same everywhere, and
 ``python -m airflow_cdc_provider.cli status ...`` the status.
@@ -40,6 +40,8 @@ STATUS_ARGS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
                   "help": "only the tables of this DAG (repeatable)"}),
     (("--table",), {"dest": "table", "metavar": "NAME", "action": "append",
                     "help": "only this table: its source (schema.table) or its Hive table (database.table)"}),
+    (("--database",), {"dest": "database", "metavar": "DATABASE", "action": "append",
+                       "help": "only the tables of this Hive database (repeatable)"}),
     (("--max-lag",), {"dest": "max_lag", "metavar": "LAG", "default": "1h",
                       "help": "how far behind the source a table may be and still be current: seconds, or a "
                               "number with s, m, h or d (default 1h)"}),
@@ -50,7 +52,7 @@ STATUS_ARGS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
 def status_command(args: Any) -> None:
     from airflow_cdc_provider.overview.command import run
 
-    code = run(dag_ids=args.dag, tables=args.table, max_lag=args.max_lag, as_json=args.json)
+    code = run(dag_ids=args.dag, tables=args.table, databases=args.database, max_lag=args.max_lag, as_json=args.json)
     if code:
         raise SystemExit(code)
 

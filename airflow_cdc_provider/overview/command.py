@@ -28,9 +28,11 @@ def parse_lag(text: str) -> dt.timedelta:
     return dt.timedelta(seconds=float(found.group(1)) * _UNIT[found.group(2)])
 
 
-def run(dag_ids: Sequence[str] | None = None, tables: Sequence[str] | None = None, max_lag: str = "1h",
-        as_json: bool = False, out: TextIO | None = None) -> int:
-    """Print the rows; 1 when any is stopped or behind, 2 on a bad argument, else 0."""
+def run(dag_ids: Sequence[str] | None = None, tables: Sequence[str] | None = None,
+        databases: Sequence[str] | None = None, max_lag: str = "1h", as_json: bool = False,
+        out: TextIO | None = None) -> int:
+    """Print the rows (of ``dag_ids``, ``tables`` by source or Hive name, Hive ``databases``: each None for all);
+    1 when any is stopped or behind, 2 on a bad argument, else 0."""
     out = out or sys.stdout
     try:
         lag = parse_lag(max_lag)
@@ -48,6 +50,8 @@ def run(dag_ids: Sequence[str] | None = None, tables: Sequence[str] | None = Non
     if tables:
         wanted = set(tables)
         rows = [r for r in rows if r.kind.source in wanted or r.kind.hive_table in wanted]
+    if databases:
+        rows = [r for r in rows if r.kind.hive_table.split(".", 1)[0] in set(databases)]
     if as_json:
         out.write(TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows)).to_text() + "\n")
     else:

@@ -103,7 +103,7 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
 
     # The status command: both tables current, captured by diffs, at their ledgers' versions, the idle run the
     # latest; the text table says the same.
-    code, rows, text = status(DAG_ID, max_lag="100d")
+    code, rows, text = status(DAG_ID, pipeline.database, max_lag="100d")
     assert code == 0 and set(rows) == {f"{pipeline.schema}.{t}" for t in pipeline.tables}, text
     for table in pipeline.tables:
         row = rows[f"{pipeline.schema}.{table}"]

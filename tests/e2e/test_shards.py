@@ -167,7 +167,7 @@ def test_eight_shards_on_two_servers_into_one_hive_table(mariadb, start_server, 
     assert outcomes(DAG_ID, "source")[str(new)]["mode"] == "snapshot"
     # The status: a row per shard (the servers' shards share their names: a row per group and source), each its own
     # version of the one Hive table, in its group, captured its group's way, verified clean.
-    code, rows, text = status(DAG_ID, max_lag="100d", key=lambda r: (r["kind"]["group"], r["kind"]["source"]))
+    code, rows, text = status(DAG_ID, "ods", max_lag="100d", key=lambda r: (r["kind"]["group"], r["kind"]["source"]))
     assert code == 0 and sorted(rows) == sorted((task, str(t)) for g, task in zip(groups, ("source", "source_2"))
                                                 for t in g.tables), text
     for group, task in zip(groups, ("source", "source_2")):

@@ -316,7 +316,7 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
                if s.endswith(tuple(changed)))
     # The status: the refused tables stopped, each with its run's own message; the others current; the table with
     # no key captured by diffs, as one; exit 1.
-    code, rows, text = status(DAG_ID, max_lag="100d")
+    code, rows, text = status(DAG_ID, source.database, max_lag="100d")
     assert code == 1 and {s for s, r in rows.items() if r["state"] == "stopped"} == failing, text
     assert rows[f"{source.schema}.t04"]["reason"] == again[f"{source.schema}.t04"]["error"] and \
         "dropped note" in rows[f"{source.schema}.t04"]["reason"]

@@ -146,7 +146,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
         ("1#NULL#NULL#0", "different")]
     # The status: every table current (the run failed on its verify, after its commits), customers verified
     # different in the buckets of its three keys, their repair pending; no key (a row's value) in it.
-    code, rows, text = status(DAG_ID, max_lag="100d")
+    code, rows, text = status(DAG_ID, pipeline.database, max_lag="100d")
     assert code == 0 and {r["state"] for r in rows.values()} == {"current"}, text
     mark = rows[customers]["verify"]
     assert (mark["status"], mark["differing_buckets"], mark["differences"], mark["version"]) == (
@@ -162,7 +162,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
     assert "set `run: allow_reread: true` in the configuration" in output
     assert pipeline.ledger("orders").committed().version == orders_version
     # That run stopped every table before any outcome: the status says which task, in which run, and exits with 1.
-    code, rows, text = status(DAG_ID, max_lag="100d")
+    code, rows, text = status(DAG_ID, pipeline.database, max_lag="100d")
     assert code == 1 and {r["state"] for r in rows.values()} == {"stopped"}, text
     assert rows[orders]["reason"].startswith("the task source.plan failed in the run ") and \
         rows[orders]["version"] == orders_version, rows[orders]
@@ -194,7 +194,7 @@ def test_verify_finds_a_tampered_version_and_reports_nothing_for_a_clean_one_und
             orders: "clean", customers: "clean", all_types: "clean", datetime_key: "clean"}
     # The repair's commit settled what the verify had left for it.
     assert not (tmp_path / "work" / f"{pipeline.database}.customers" / "verify" / "repair.json").exists()
-    code, rows, text = status(DAG_ID, max_lag="100d")
+    code, rows, text = status(DAG_ID, pipeline.database, max_lag="100d")
     assert code == 0 and {r["state"] for r in rows.values()} == {"current"}, text
     assert (rows[customers]["verify"]["status"], rows[customers]["repair"]) == ("clean", None), rows[customers]
     assert rows[customers]["version"] > committed.version and rows[orders]["latest_status"] == "committed"
