@@ -446,12 +446,15 @@ REREAD_ATTACKS = {
 }
 
 
-def plan_context() -> dict:
+def plan_context(pushed: dict | None = None) -> dict:
+    """A plan task's context; what it pushes under a key of its own goes to ``pushed``."""
     from types import SimpleNamespace
 
+    pushed = {} if pushed is None else pushed
     return {"dag_run": SimpleNamespace(dag_id="ops", run_id="manual__reread", run_type="manual",
                                        data_interval_end=None),
-            "ti": SimpleNamespace(task_id="plan", try_number=1, get_dagrun_state=lambda **_: "success")}
+            "ti": SimpleNamespace(task_id="plan", try_number=1, get_dagrun_state=lambda **_: "success",
+                                  xcom_push=lambda key, value: pushed.__setitem__(key, value))}
 
 
 def sent_by(mariadb, since, conn_id: str) -> list[str]:
@@ -478,11 +481,13 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
     a = f"{schema}.a"
     work = tmp_path / "work"
 
+    pushed: dict = {}
+
     def plan(asked: str, allow: bool = True) -> dict:
         with DAG("ops", schedule=None):
             operator = CdcPlanOperator(task_id="plan", check=checked.to_xcom(), reread=json.dumps({a: asked}),
                                        **sections(capture_conn, work, allow_reread=allow))
-        return operator.execute(plan_context())
+        return operator.execute(plan_context(pushed))
 
     hook = MySqlSourceHook(capture_conn)
     (table,) = source_plan(checked, tmp_path, committed={a: hook.current_watermark()}).tables
@@ -510,6 +515,8 @@ def test_a_reread_condition_that_is_not_plain_is_refused_and_nothing_of_it_reach
     condition = "`A`.`ID` BETWEEN 1 AND 2 AND v NOT LIKE 'b%' OR v <=> 'c'"
     since = mariadb.track_binlog_dumps()
     plan(condition)
+    # Its tables in short, for the status and the tables page (``core.status.SourceTables``).
+    assert [(t["kind"]["source"], t["table_dir"]["work_dir"]) for t in pushed["tables"]["tables"]] == [(a, str(work))]
     header = hook.raw_header(TableName(schema, "a"))
     with hook.streaming_reads() as reads:
         result = reread(reads, header, reread_clause(header, 0, (), condition, True), tmp_path / "read")

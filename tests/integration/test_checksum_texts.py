@@ -175,7 +175,8 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
     assert not store.exists(table_dir.verify_report(run.key))
     monkeypatch.delenv("CDC_FAILPOINT")
     assert [(t.source, t.status) for t in attempt().tables] == [(str(table), "clean")]
-    assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=0)
+    verified = store.read(table_dir.verify_state, VerifyState)
+    assert verified.runs_since == 0 and (verified.last.status, verified.last.run) == ("clean", run), verified
 
     # A value changed with sql_log_bin=0: no event announces it. The rolling verify (4 slices of the integer key's
     # values) checks the slice that holds the row (the state says which is next), finds the one key, and leaves
@@ -199,8 +200,11 @@ def _verify_killed_then_retried(target, table, header, user, monkeypatch, mariad
     assert [(k.key, k.kind) for k in found.keys] == [("103", "different")]
     assert found.repair_buckets == (int(bucket),)
     assert 0 < found.rows < 2 * len(CASES), "the server summed the slice's rows, not the whole table's"
-    assert store.read(table_dir.verify_state, VerifyState) == VerifyState(runs_since=1,
-                                                                          next_slice=(holding.index + 1) % 4)
+    verified = store.read(table_dir.verify_state, VerifyState)
+    assert (verified.runs_since, verified.next_slice) == (1, (holding.index + 1) % 4)
+    # What the status and the tables page show of it: the slice and its differing buckets.
+    assert (verified.last.status, verified.last.slice, verified.last.differing_buckets) == (
+        "different", str(holding), 1)
     assert store.read(table_dir.repair, RepairRequest) == RepairRequest(buckets=buckets, which=(int(bucket),),
                                                                         version=found.version, run=run.key)
 
