@@ -590,10 +590,10 @@ def split(args: argparse.Namespace) -> dict[str, float]:
     from airflow.utils.session import create_session
     from sqlalchemy.orm import configure_mappers
 
-    from airflow_cdc_provider.core.status import TableRows, table_status
+    from airflow_cdc_provider.core.status import TableRows
     from airflow_cdc_provider.hooks.run_records import RunRecordsHook
     from airflow_cdc_provider.overview.command import parse_lag
-    from airflow_cdc_provider.overview.read import _outcome_of, _records, table_rows, work_states
+    from airflow_cdc_provider.overview.read import rows_of, table_rows, work_states
 
     # Airflow's ORM is set up at the first query of a process (a few tenths of a second): the api-server has done it
     # before the plugin's first request (its health check reads the jobs), so this process does it before timing.
@@ -621,13 +621,7 @@ def split(args: argparse.Namespace) -> dict[str, float]:
             tables = [(source, table) for source in sources for table in source.tables.tables]
             states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
             at = lap("work_dir", at)
-            rows = []
-            for (source, table), state in zip(tables, states):
-                key = (source.dag_id, source.group)
-                outcomes = latest.get(key)
-                outcome = _outcome_of(outcomes.outcomes, table) if outcomes is not None else None
-                rows.append(table_status(_records(table, state, outcome, outcomes.run_id if outcomes else None,
-                                                  failed.get(key)), now, lag))
+            rows = rows_of(tables, states, latest, failed, now, lag)
             at = lap("rows", at)
             # As the endpoint encodes its answer (``overview.api``).
             encoded = TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows)).model_dump_json()

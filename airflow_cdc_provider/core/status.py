@@ -304,10 +304,6 @@ class TableDetail(Model):
     commits: tuple[Commit, ...] = ()
     runs: tuple[RunPoint, ...] = ()
 
-    @property
-    def failures(self) -> list[RunPoint]:
-        return [r for r in self.runs if r.status == Status.FAILED]
-
 
 class RunTable(Model):
     """One table in one DAG run: what the run did to it, and what its verify found."""

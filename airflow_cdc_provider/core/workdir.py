@@ -287,6 +287,11 @@ def capture_dir_problem(location: str, hive_table: str, run_key: str, shard: str
             f"(<work_dir>/{own}/runs/{run_key}): a merge reads only what its own run wrote.")
 
 
+def task_group(task_id: str) -> str:
+    """The task group of a source's task (``group.plan``: ``group``); "" for a task outside any group."""
+    return task_id.rsplit(".", 1)[0] if "." in task_id else ""
+
+
 class SourceDir(Model):
     """What the work directory keeps of one source (one DAG's task group): the tables its last run captured."""
 
@@ -296,8 +301,7 @@ class SourceDir(Model):
 
     @classmethod
     def of_task(cls, work_dir: str, dag_id: str, task_id: str) -> SourceDir:
-        group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
-        return cls(work_dir=work_dir, dag_id=dag_id, group=group or "tables")
+        return cls(work_dir=work_dir, dag_id=dag_id, group=task_group(task_id) or "tables")
 
     @property
     def catalog(self) -> str:

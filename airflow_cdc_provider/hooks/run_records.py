@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from airflow_cdc_provider.core.contract import OUTCOMES_KEY, TABLES_KEY, SourcePlan, TableOutcome
 from airflow_cdc_provider.core.status import RunTimes, SourceTables
+from airflow_cdc_provider.core.workdir import task_group
 
 PLAN_OPERATOR = "CdcPlanOperator"
 RETURN_VALUE = "return_value"
@@ -107,7 +108,7 @@ class RunRecordsHook:
         records = []
         for (task_id, dag_run_id), (run_id, key, value) in found.items():
             dag_id = plans[task_id, dag_run_id]
-            group = task_id.rsplit(".", 1)[0] if "." in task_id else ""
+            group = task_group(task_id)
             tables = (SourceTables.model_validate(value) if key == TABLES_KEY else
                       SourceTables.of(dag_id, group, SourcePlan.model_validate(value)))
             records.append(SourceRecord(dag_id, group, run_id, tables))

@@ -15,7 +15,7 @@ from airflow_cdc_provider.core.planning import fresh_snapshot_of, take_locks
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.reread import reread_conditions
 from airflow_cdc_provider.core.status import SourceTables
-from airflow_cdc_provider.core.workdir import SourceDir
+from airflow_cdc_provider.core.workdir import SourceDir, task_group
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.hooks.processes import look
 from airflow_cdc_provider.hooks.work_store import work_store
@@ -98,8 +98,8 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
             plan = plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
                                self.log, self.work.conn_id)
             # The plan's tables in short, for the status command and the tables page (``core.status``).
-            group = self.task_id.rsplit(".", 1)[0] if "." in self.task_id else ""
-            context["ti"].xcom_push(key=TABLES_KEY, value=SourceTables.of(self.dag_id, group, plan).to_xcom())
+            context["ti"].xcom_push(key=TABLES_KEY,
+                                    value=SourceTables.of(self.dag_id, task_group(self.task_id), plan).to_xcom())
             return plan.to_xcom()
         finally:
             hand_over(taken, run, self.run.lock_lease_seconds, owner, self.log)

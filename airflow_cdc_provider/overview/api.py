@@ -29,7 +29,7 @@ from fastapi.responses import HTMLResponse, Response
 from airflow_cdc_provider.core.status import TableRows
 from airflow_cdc_provider.hooks.run_records import RunRecordsHook
 from airflow_cdc_provider.overview.command import UsageError, parse_lag
-from airflow_cdc_provider.overview.read import run_tables, table_detail, table_rows
+from airflow_cdc_provider.overview.read import DETAIL_RUNS, run_tables, table_detail, table_rows
 
 URL_PREFIX = "/cdc"
 
@@ -81,7 +81,7 @@ def create_app() -> FastAPI:
 
     @app.get("/api/table")
     def table(user: User, dag_id: str, source: str, group: str = "", max_lag: str = "1h",
-              runs: Annotated[int, Query(ge=1, le=500)] = 60) -> dict[str, Any]:
+              runs: Annotated[int, Query(ge=1, le=500)] = DETAIL_RUNS) -> dict[str, Any]:
         lag, now = _lag(max_lag), dt.datetime.now(dt.UTC)
         if dag_id not in _readable_dag_ids(user):
             raise HTTPException(status_code=404, detail="No such table among the DAGs you may read.")

@@ -6,7 +6,7 @@ turned into the rows of ``core.status``. Read-only; what the status command prin
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -27,7 +27,9 @@ from airflow_cdc_provider.core.status import (
 from airflow_cdc_provider.core.verify import VerifyMark, VerifyState
 from airflow_cdc_provider.core.workdir import LOCAL_SCHEMES, TableDir, scheme_of
 from airflow_cdc_provider.hooks.run_records import (
+    Outcomes,
     RunRecordsHook,
+    SourceRecord,
     group_task,
 )
 from airflow_cdc_provider.storage import WorkStore
@@ -97,6 +99,14 @@ def table_rows(records: RunRecordsHook, dag_ids: Collection[str] | None, now: dt
     failed = records.failed_before_outcome(keys)
     tables = [(source, table) for source in sources for table in source.tables.tables]
     states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
+    return rows_of(tables, states, latest, failed, now, max_lag)
+
+
+def rows_of(tables: Sequence[tuple[SourceRecord, PlannedTable]], states: Sequence[WorkState],
+            latest: Mapping[tuple[str, str], Outcomes], failed: Mapping[tuple[str, str], tuple[str, str]],
+            now: dt.datetime, max_lag: dt.timedelta) -> list[TableStatus]:
+    """Each table's row, from its work state, its source's latest outcomes and the task that failed its source's
+    latest run before any outcome (each by (dag_id, group))."""
     rows = []
     for (source, table), state in zip(tables, states):
         key = (source.dag_id, source.group)
