@@ -45,7 +45,7 @@ os.environ.update(
 
 from airflow_cdc_testing.cluster import MetastoreService, SparkCluster  # noqa: E402
 from airflow_cdc_testing.s3 import S3Server  # noqa: E402
-from airflow_cdc_testing.server import CaptureUser, ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.server import CaptureUser, Product, ThrowawayServer  # noqa: E402
 
 from tests.servers import start_server as start_test_server  # noqa: E402
 
@@ -177,6 +177,19 @@ def mariadb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayServe
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def mysql(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ThrowawayServer]:
+    """A MySQL 9.7 server with the settings capture needs (and GTIDs on, as MySQL is mostly run), the sample schema
+    loaded; stopped after the session. Its binlog transaction compression is off, as MySQL's default: a test turns
+    it on for its own sessions (``binlog_transaction_compression`` is a session variable too)."""
+    server = start_test_server(tmp_path_factory.mktemp("mysql"), product=Product.MYSQL)
+    try:
+        server.run_script(SAMPLE_SCHEMA)
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., ThrowawayServer]]:
     """Start a server with some settings overridden (``log_bin=False``, ``binlog_format="STATEMENT"``…)."""
@@ -193,12 +206,13 @@ def start_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[
 
 
 @pytest.fixture
-def make_user(mariadb: ThrowawayServer, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
-    """Create a user on a server and an Airflow connection (as AIRFLOW_CONN_<ID>) for it; returns the conn id."""
+def make_user(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[..., str]]:
+    """Create a user on a server (the session's MariaDB unless given) and an Airflow connection (as
+    AIRFLOW_CONN_<ID>) for it; returns the conn id."""
     created: list[tuple[ThrowawayServer, str]] = []
 
     def make(privileges=("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT"), on="*.*", server=None) -> str:
-        server = server or mariadb
+        server = server or request.getfixturevalue("mariadb")
         name = f"u{len(created)}_{os.urandom(3).hex()}"
         login: CaptureUser = server.create_user(name, privileges, on)
         conn_id = f"mysql_{name}"

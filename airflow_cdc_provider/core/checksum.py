@@ -18,8 +18,9 @@ the server's own printing where the Hive value allows it:
 
 A row's text joins its columns' texts with ``#`` and ends with one flag per column, 1 for a NULL text, so
 that NULL and an empty string differ. A bucket's checksum is its row count and the XOR, over its rows, of the
-first 64 bits of the MD5 of each row's text: order-free. (Spark XORs them as signed 64-bit integers: the same
-bits.)
+first 64 bits of the SHA-256 of each row's text (``text_hash_sql``): order-free. (Spark XORs them as signed 64-bit
+integers: the same bits.) SHA-256, not MD5: MySQL 9 has no ``MD5()`` (nor ``SHA1()``); ``SHA2()`` is in every MySQL
+from 5.5 and every MariaDB, and in Spark.
 """
 
 from __future__ import annotations
@@ -72,6 +73,17 @@ def kind_of(column_type: str) -> str:
 
 
 # --- the server's side ------------------------------------------------------------------------------------
+
+# The hash every digest of a row's or a key's text is cut from, on both sides (``text_hash_sql``; Spark's
+# ``spark.row_texts.text_hash``). Its name is kept in each digests file (``stages.diff``), so that one written
+# with another hash is known as such.
+TEXT_HASH = "sha256"
+
+
+def text_hash_sql(text: str) -> str:
+    """The SQL expression of the hash of a text, in hex digits (``TEXT_HASH``): a function both servers have."""
+    return f"SHA2({text}, 256)"
+
 
 def source_text(name: str, column_type: str, mariadb: bool, every_json: bool = False) -> str | None:
     """The SQL expression of a column's text on the server (NULL for NULL), or None for a column counted by its
@@ -150,7 +162,7 @@ def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequ
                        buckets: int, where: str = "", part: tuple[int, int] | None = None) -> str:
     """The statement that sums each bucket on the server (``table`` quoted; ``where`` a condition on the key with
     ``%s`` placeholders, to read one range of keys): rows (bucket, row count, XOR of the rows' digests: the first
-    64 bits of the MD5 of each row's text, unsigned). ``part`` (index, of): only the buckets ``b % of == index``
+    64 bits of the hash of each row's text, unsigned). ``part`` (index, of): only the buckets ``b % of == index``
     (a rolling verify's slice); the others' rows are read for their key but build no text and no digest. Run it
     with arguments (a list, perhaps empty): its own ``%`` are doubled for them (in the table's name too)."""
     row = formatted(source_row_text(columns, mariadb))
@@ -158,7 +170,7 @@ def source_bucket_sums(table: str, columns: Sequence[tuple[str, str]], key: Sequ
     conditions = [where] if where else []
     if part is not None:
         conditions.append(f"MOD({bucket}, {int(part[1])}) = {int(part[0])}")
-    return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING(MD5({row}), 1, 16), 16, 10)) "
+    return (f"SELECT {bucket} AS bucket, COUNT(*), BIT_XOR(CONV(SUBSTRING({text_hash_sql(row)}, 1, 16), 16, 10)) "
             f"FROM {formatted(table)}{' WHERE ' + ' AND '.join(f'({c})' for c in conditions) if conditions else ''}"
             " GROUP BY bucket")
 

@@ -1,7 +1,8 @@
 """Diff mode: a table's changes found without the binlog, by comparing the source with the row digests kept from
 the version before, shipping from the server little more than the changed rows.
 
-Each row has two 64-bit numbers, both the first 64 bits of an MD5 computed on the server:
+Each row has two 64-bit numbers, both the first 64 bits of a hash computed on the server
+(``core.checksum.text_hash_sql``):
 
 - its **hash**, of its key's text (``core.checksum.source_key_text``), which places it: a bucket of ``bits`` bits
   is the hash's top ``bits`` bits, so the buckets of a level split each bucket of the level above;
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from airflow_cdc_provider.core.checksum import source_key_text, source_row_text
+from airflow_cdc_provider.core.checksum import source_key_text, source_row_text, text_hash_sql
 from airflow_cdc_provider.core.identifiers import formatted, quote_identifier
 
 HASH_BITS = 64
@@ -60,14 +61,14 @@ MAX_PARENTS = 50_000
 
 # --- the server's expressions ------------------------------------------------------------------------------
 
-def _first_64_bits(md5_of: str) -> str:
+def _first_64_bits(hash_of: str) -> str:
     # CONV gives the digits of an unsigned 64-bit number; CAST keeps it an integer for SUM (a string would be
     # summed as a DOUBLE).
-    return f"CAST(CONV(LEFT(MD5({md5_of}), 16), 16, 10) AS UNSIGNED)"
+    return f"CAST(CONV(LEFT({text_hash_sql(hash_of)}, 16), 16, 10) AS UNSIGNED)"
 
 
 def key_hash(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bool) -> str:
-    """The SQL expression of a row's hash: the first 64 bits of the MD5 of its key's text."""
+    """The SQL expression of a row's hash: the first 64 bits of the hash of its key's text."""
     return _first_64_bits(source_key_text(columns, key, mariadb))
 
 
@@ -78,7 +79,7 @@ def row_hash(columns: Sequence[tuple[str, str]], key: Sequence[str], mariadb: bo
 
 
 def row_digest(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
-    """The SQL expression of a row's digest: the first 64 bits of the MD5 of its row's text. Unlike verify's, a
+    """The SQL expression of a row's digest: the first 64 bits of the hash of its row's text. Unlike verify's, a
     JSON value on MySQL counts by its text (the server's own canonical print), not by its NULL flag alone: both
     sides of a diff are the server's."""
     return _first_64_bits(source_row_text(columns, mariadb, every_json=True))

@@ -2,12 +2,12 @@
 
 Both sides put each row in a bucket, CRC32 of the text of its key (``core.checksum``) modulo the number of
 buckets, and sum each bucket: its row count and the XOR of its rows' digests (the first 64 bits of each row
-text's MD5). Buckets, not key ranges: the server orders a string key by its collation (``'a' = 'A'`` in most),
+text's hash). Buckets, not key ranges: the server orders a string key by its collation (``'a' = 'A'`` in most),
 Spark by its bytes, so a range of keys would not hold the same rows on both sides; a bucket does. The server still
 reads in key order, a range of keys at a time, each range adding to every bucket (so no query runs long on a busy
 primary).
 
-A bucket whose sums differ is looked into: both sides list its rows' key texts with their MD5, and the keys
+A bucket whose sums differ is looked into: both sides list its rows' key texts with their rows' hashes, and the keys
 that differ are the difference, less the keys whose rows the binlog changed between the Hive version's
 watermark and the end of the check (the copy has not had those changes yet: they are not a fault).
 """
@@ -46,7 +46,7 @@ from airflow_cdc_provider.core.zones import zone_problem
 
 @dataclass(frozen=True)
 class BucketSum:
-    """A bucket's row count and the XOR of its rows' digests (the first 64 bits of each row text's MD5, unsigned)."""
+    """A bucket's row count and the XOR of its rows' digests (the first 64 bits of each row text's hash, unsigned)."""
 
     rows: int
     digest: int
@@ -79,7 +79,7 @@ class RowDifference:
 
 def row_differences(source: Mapping[str, str], copy: Mapping[str, str],
                     changed: Collection[str] = ()) -> list[RowDifference]:
-    """The rows of looked-into buckets that differ, by key text (each side's key text → row MD5), less the keys
+    """The rows of looked-into buckets that differ, by key text (each side's key text → row text's hash), less the keys
     the binlog changed since the copy's watermark."""
     found = []
     for key in sorted(set(source) | set(copy)):
@@ -205,8 +205,8 @@ class SourceSums(Model):
 
 class VerifyResult(Model):
     """What the Spark half found for one table (its job's ``result_file``): each bucket's sums over the copy, the
-    buckets that differ from the server's (when ``compared``), and the rows (key text, row MD5) listed by bucket;
-    or why the version was not read (``refused``, ``core.merge.VersionRefused``'s message)."""
+    buckets that differ from the server's (when ``compared``), and the rows (key text, row text's hash) listed by
+    bucket; or why the version was not read (``refused``, ``core.merge.VersionRefused``'s message)."""
 
     buckets: Sums
     differing: tuple[int, ...] = ()
@@ -356,7 +356,7 @@ def verifiable(table: TablePlan, committed: Committed | None) -> Committed | Tab
 def judged(checked: TableVerification, differing: Sequence[int], detail_limit: int, source: Mapping[str, str],
            copy: Mapping[str, str], changed: Collection[str]) -> TableVerification:
     """The verdict on a table whose ``differing`` buckets' rows were listed, at most ``detail_limit`` of them
-    (each side's key text → row MD5 in ``source`` and ``copy``; ``changed``: the keys the binlog wrote since the
+    (each side's key text → row text's hash in ``source`` and ``copy``; ``changed``: the keys the binlog wrote since the
     version's watermark). ``checked`` is the table's check so far.
 
     Different when a row differs that the binlog did not write since, or when buckets differ that were not

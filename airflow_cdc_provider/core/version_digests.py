@@ -2,7 +2,7 @@
 version to compare it with its source, computed by Spark from the version's rows (``spark.digests_job``).
 
 A diff-mode table's digests come from the server at each snapshot (``stages.diff.digests_schema``): each row's
-identity columns as the capture files type them, its ``_hash`` (the first 64 bits of the MD5 of its key's text)
+identity columns as the capture files type them, its ``_hash`` (the first 64 bits of the hash of its key's text)
 and its ``_digest`` (the same of its row's text). A binlog-mode table keeps none, so Spark computes them over the
 Hive version from the same texts verify sums (``core.checksum``; ``spark.row_texts``). The digest is verify's: a
 JSON column on MySQL counts by its NULL flag only, for Spark cannot print JSON as MySQL does; the server's side

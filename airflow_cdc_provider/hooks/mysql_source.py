@@ -17,7 +17,13 @@ from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication import event as binlog_event
 from pymysqlreplication import row_event as binlog_row_event
 
-from airflow_cdc_provider.core.checksum import kind_of, source_bucket_sums, source_key_text, source_row_text
+from airflow_cdc_provider.core.checksum import (
+    kind_of,
+    source_bucket_sums,
+    source_key_text,
+    source_row_text,
+    text_hash_sql,
+)
 from airflow_cdc_provider.core.contract import VerifySlice
 from airflow_cdc_provider.core.errors import (
     CaptureNotPossible,
@@ -669,8 +675,8 @@ class MySqlSourceHook(BaseHook):
 
     def bucket_rows(self, header: RawHeader, buckets: int, which: Sequence[int],
                     part: VerifySlice | None = None) -> dict[str, str]:
-        """The rows of the buckets ``which`` of ``buckets`` (``core.verify``): each row's key text → its text's MD5;
-        of a slice's range of keys only, when it is one.
+        """The rows of the buckets ``which`` of ``buckets`` (``core.verify``): each row's key text → its text's hash
+        (hex); of a slice's range of keys only, when it is one.
 
         One read of the table, or of the range (a bucket is a hash of the key, which no index serves), shipping only
         those rows."""
@@ -682,10 +688,10 @@ class MySqlSourceHook(BaseHook):
         listed = ", ".join(str(int(b)) for b in sorted(set(which)))
         with self.cursor() as cursor:
             bounds, bound_args = key_range_condition(formatted(quote_identifier(header.key[0])), part)
-            cursor.execute(formatted(f"SELECT {key}, MD5({row}) FROM {table.quoted} "
+            cursor.execute(formatted(f"SELECT {key}, {text_hash_sql(row)} FROM {table.quoted} "
                                      f"WHERE MOD(CRC32({key}), {int(buckets)}) IN ({listed})")
                            + (f" AND {bounds}" if bounds else ""), bound_args)
-            return {k: md5 for k, md5 in cursor.fetchall()}
+            return {k: digest for k, digest in cursor.fetchall()}
 
     def estimated_rows(self, table: TableName | str) -> int:
         """The server's estimate of a table's row count (``information_schema.TABLES``): free, and near enough to

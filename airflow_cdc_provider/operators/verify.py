@@ -39,7 +39,7 @@ class CdcVerifyOperator(ReadsSource, CdcSparkSubmitOperator):
     whether the run changed it or not. For each, the server sums the buckets (of the slice) in SQL (one pass over
     the table, a range of keys at a time); one Spark application sums the same buckets of the version's files and
     lists the rows of the buckets whose sums differ; the server lists the same buckets' rows (their key texts and
-    MD5s, no more); the keys the binlog changed from the version's watermark to then are left out: the copy has
+    hashes, no more); the keys the binlog changed from the version's watermark to then are left out: the copy has
     not had those changes yet. What remains is a real difference.
 
     The result (``core.contract.Verification``) goes to the log, to XCom (the return value, and the key

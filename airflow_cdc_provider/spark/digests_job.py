@@ -31,7 +31,14 @@ from airflow_cdc_provider.core.version_digests import (
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark.files import HadoopFiles
 from airflow_cdc_provider.spark.names import column
-from airflow_cdc_provider.spark.row_texts import column_text, first_64_bits, key_text, row_text, version_frame
+from airflow_cdc_provider.spark.row_texts import (
+    column_text,
+    first_64_bits,
+    key_text,
+    row_text,
+    text_hash,
+    version_frame,
+)
 from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 
 
@@ -47,7 +54,6 @@ def _carried(name: str, column_type: str, job: DigestsJob) -> Any:
 def digests_frame(spark: Any, job: DigestsJob, files: HadoopFiles) -> Any:
     """The version's rows as (``_key0``, …, ``_hash``, ``_digest``): the key's and the row's texts are verify's
     (``spark.row_texts``), which the server's ``core.diff.key_hash`` and ``row_digest(every_json=False)`` match."""
-    from pyspark.sql import functions as F
 
     frame = version_frame(spark, job, files)  # refuses a place that is not one of the table's versions
     text = files.read_text(f"{job.location.rstrip('/')}/{VERSION_FILE}")
@@ -59,8 +65,7 @@ def digests_frame(spark: Any, job: DigestsJob, files: HadoopFiles) -> Any:
     key = key_text(job.columns, job.key, job.mariadb, job.time_zone)
     row = row_text(job.columns, job.mariadb, job.time_zone)
     return frame.select(
-        *keys, first_64_bits(F.md5(key.cast("binary"))).alias(SPARK_HASH),
-        first_64_bits(F.md5(row.cast("binary"))).alias(SPARK_DIGEST))
+        *keys, first_64_bits(text_hash(key)).alias(SPARK_HASH), first_64_bits(text_hash(row)).alias(SPARK_DIGEST))
 
 
 def write_digests(spark: Any, job: DigestsJob, files: HadoopFiles) -> int | None:

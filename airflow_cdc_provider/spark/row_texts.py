@@ -1,6 +1,6 @@
 """The row texts of ``core.checksum`` in Spark, over a Hive version: each column's text, a key's, a row's, and the
-first 64 bits of their MD5. Verify (``spark.verify_job``) sums them; a heal's digests job (``spark.digests_job``)
-writes them row by row; both read the version through ``version_frame``.
+first 64 bits of their hash (``text_hash``). Verify (``spark.verify_job``) sums them; a heal's digests job
+(``spark.digests_job``) writes them row by row; both read the version through ``version_frame``.
 """
 
 from __future__ import annotations
@@ -98,12 +98,20 @@ def row_text(columns: Sequence[tuple[str, str]], mariadb: bool, time_zone: str) 
     return F.concat_ws("#", *texts, flags)
 
 
-def first_64_bits(md5: Any) -> Any:
-    """The first 64 bits of an MD5 (a Spark column of its hex digits) as a signed bigint: Spark has no unsigned
+def text_hash(text: Any) -> Any:
+    """The hash of a text (a Spark column) in hex digits, as the server's ``core.checksum.text_hash_sql`` gives
+    it: SHA-256 of its UTF-8 bytes."""
+    from pyspark.sql import functions as F
+
+    return F.sha2(text.cast("binary"), 256)
+
+
+def first_64_bits(hex_digits: Any) -> Any:
+    """The first 64 bits of a hash (a Spark column of its hex digits) as a signed bigint: Spark has no unsigned
     one, and these are the same bits as the server's unsigned number."""
     from pyspark.sql import functions as F
 
-    return F.conv(F.substring(md5, 1, 16), 16, -10).cast("bigint")
+    return F.conv(F.substring(hex_digits, 1, 16), 16, -10).cast("bigint")
 
 
 def bucket_of(text: Any, buckets: int) -> Any:

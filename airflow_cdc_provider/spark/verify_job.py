@@ -4,9 +4,9 @@
 
 See ``core.verify`` for the buckets, ``core.checksum`` for the row texts (``spark.row_texts`` spells them in
 Spark). Writes the result file each job names: ``{"buckets": {bucket: [rows, digest]}, "differing": [bucket, ...],
-"rows": {bucket: [[key text, md5], ...]}, "seconds": …}``; ``differing`` compares with the server's sums (in the
-job, or written to the job's ``source_file`` while it runs), ``rows`` lists the rows of the differing buckets (at
-most the job's ``detail_limit`` of them) and of those the job names.
+"rows": {bucket: [[key text, row text's hash], ...]}, "seconds": …}``; ``differing`` compares with the server's
+sums (in the job, or written to the job's ``source_file`` while it runs), ``rows`` lists the rows of the differing
+buckets (at most the job's ``detail_limit`` of them) and of those the job names.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from airflow_cdc_provider.spark.names import column
 
 # bucket_of and key_text re-exported: the merge (spark.merge_job, spark.partitioning) imports them from here.
 from airflow_cdc_provider.spark.row_texts import bucket_of as bucket_of
-from airflow_cdc_provider.spark.row_texts import first_64_bits, row_text, version_frame
+from airflow_cdc_provider.spark.row_texts import first_64_bits, row_text, text_hash, version_frame
 from airflow_cdc_provider.spark.row_texts import key_text as key_text
 from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
 
@@ -60,7 +60,7 @@ def history_frame(spark: Any, job: VerifyJob, files: HadoopFiles) -> Any | None:
 
 
 def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None = None) -> Any:
-    """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text MD5); of a rolling
+    """The table's rows (or those of ``frame``, in its columns) as (bucket, key text, row text's hash); of a rolling
     verify's slice only, filtered on the key's bucket before any row's text is built."""
     from pyspark.sql import functions as F
 
@@ -78,7 +78,7 @@ def row_frame(spark: Any, job: VerifyJob, files: HadoopFiles, frame: Any | None 
             frame = frame.where(value < F.lit(end))
     elif job.slice is not None:
         frame = frame.where(F.pmod(bucket, F.lit(job.slice.of)) == F.lit(job.slice.index))
-    return frame.select(bucket.alias("bucket"), key.alias("key"), F.md5(text.cast("binary")).alias("md5"))
+    return frame.select(bucket.alias("bucket"), key.alias("key"), text_hash(text).alias("text_hash"))
 
 
 def wait_for_sums(files: HadoopFiles, job: VerifyJob, timeout: float = 6 * 3600) -> dict[int, BucketSum] | None:
@@ -128,7 +128,7 @@ def sum_copies(spark: Any, tables: list[_Table], files: HadoopFiles) -> None:
     readable = [t for t in tables if not t.refused]
     for start in range(0, len(readable), BATCH):
         batch = readable[start:start + BATCH]
-        union = reduce(lambda a, b: a.unionByName(b), (t.rows.select(F.lit(n).alias("table"), "bucket", "md5")
+        union = reduce(lambda a, b: a.unionByName(b), (t.rows.select(F.lit(n).alias("table"), "bucket", "text_hash")
                                                           for n, t in enumerate(batch)))
         for table in batch:
             table.copy = {}
@@ -153,8 +153,8 @@ def compare(spark: Any, table: _Table, files: HadoopFiles, summing: float) -> Ve
     listed = sorted(set(job.detail) | set(differing[: job.detail_limit]))
     listed_rows: dict[int, list[tuple[str, str]]] = {}
     if listed:
-        for r in rows.where(F.col("bucket").isin(listed)).select("bucket", "key", "md5").collect():
-            listed_rows.setdefault(int(r["bucket"]), []).append((r["key"], r["md5"]))
+        for r in rows.where(F.col("bucket").isin(listed)).select("bucket", "key", "text_hash").collect():
+            listed_rows.setdefault(int(r["bucket"]), []).append((r["key"], r["text_hash"]))
     return VerifyResult(buckets=sums_of(copy), differing=tuple(differing),
                         rows={b: tuple(found) for b, found in listed_rows.items()}, compared=source is not None,
                         history_differing=history_differing,
@@ -162,11 +162,11 @@ def compare(spark: Any, table: _Table, files: HadoopFiles, summing: float) -> Ve
 
 
 def _summed(rows: Any, *by: str) -> Any:
-    """Each bucket's (of each ``by`` group's) rows and XOR of their MD5s' first 64 bits, of ``row_frame``'s rows."""
+    """Each bucket's (of each ``by`` group's) rows and XOR of their hashes' first 64 bits, of ``row_frame``'s rows."""
     from pyspark.sql import functions as F
 
     return rows.groupBy(*by, "bucket").agg(F.count(F.lit(1)).alias("rows"),
-                                           F.bit_xor(first_64_bits(F.col("md5"))).alias("digest"))
+                                           F.bit_xor(first_64_bits(F.col("text_hash"))).alias("digest"))
 
 
 def _bucket_sum(summed: Any) -> BucketSum:

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core import diff
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER, RowSize, next_batch
+from airflow_cdc_provider.core.checksum import TEXT_HASH
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.types import arrow_table, file_schema, parquet_options
@@ -37,6 +38,9 @@ from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.storage import make_dirs, new_file
 
 HASH_COLUMN, DIGEST_COLUMN = "_hash", "_digest"
+# The digests file's schema metadata naming the hash its numbers are cut from (``core.checksum.TEXT_HASH``). A file
+# without it was written before the hash was named, with MD5.
+HASH_METADATA = b"cdc.text_hash"
 BATCH_ROWS = 262_144  # rows of the kept digests held at once
 
 
@@ -74,6 +78,9 @@ class DiffResult:
     # The binlog position the snapshot reflects exactly (MariaDB's binlog_snapshot_file and _position), when asked
     # for and the server tells it; None otherwise.
     binlog: tuple[str, int] | None = None
+    # The hash the kept digests were cut from, when not the one the server computes now (``kept_hash``): none of
+    # them can match, so every row is read and the version's rows replaced by them, once.
+    other_hash: str | None = None
 
     @property
     def changes(self) -> dict[str, int]:
@@ -87,7 +94,13 @@ def digests_schema(header: RawHeader) -> pa.Schema:
     them), each row's hash and digest (``core.diff``)."""
     schema = file_schema(header)
     return pa.schema([*(schema.field(k) for k in header.identity), pa.field(HASH_COLUMN, pa.uint64()),
-                      pa.field(DIGEST_COLUMN, pa.uint64())])
+                      pa.field(DIGEST_COLUMN, pa.uint64())], metadata={HASH_METADATA: TEXT_HASH.encode()})
+
+
+def kept_hash(digests_file: str | os.PathLike[str]) -> str:
+    """The hash a digests file's numbers were cut from: its metadata's, or ``md5`` for a file from before it."""
+    metadata = pq.read_schema(digests_file).metadata or {}
+    return str(metadata.get(HASH_METADATA, b"md5").decode())
 
 
 def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.PathLike[str],
@@ -103,6 +116,7 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
     table goes on from the binlog and keeps none); ``DiffResult.digests_file`` is then empty."""
     out = Path(out_dir)
     make_dirs(out)
+    kept_with = kept_hash(digests_file)
     kept = pq.read_table(digests_file, columns=[HASH_COLUMN, DIGEST_COLUMN])
     hashes = kept.column(HASH_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
     digests = kept.column(DIGEST_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
@@ -113,7 +127,8 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
         digest_sql = digest_sql or diff.row_digest(header.columns, reads.mariadb)
         result = DiffResult(reads.as_of, str(out / UPSERT_FILE), str(out / DELETE_FILE),
                             str(digests_out or out / DIGESTS_FILE) if keep_digests else "", keyed=not header.whole_row,
-                            binlog=reads.binlog_position() if binlog else None)
+                            binlog=reads.binlog_position() if binlog else None,
+                            other_hash=kept_with if kept_with != TEXT_HASH else None)
         sent = reads.bytes_sent()
         parent_bits, parents = _descend(reads, table, hash_sql, digest_sql, hashes, digests, result)
         inside = diff.within(hashes, parent_bits, parents)

@@ -139,6 +139,9 @@ def _diff(hook: SnapshotSource, table: TablePlan, started: float, store: Callabl
             digests_staging(work, table) as digests_dir:
         assert digests_dir is not None
         found = diff_table(hook, header, kept, local, settings.read_buffer, digests_out=digests_dir / DIGESTS_FILE)
+    if found.other_hash:
+        log.info("The digests of %s's version %d are of %s, not of the hash the server computes now: every row "
+                 "is read again and replaces the version's, once", table.source, committed.version, found.other_hash)
     log.info("Diff of %s with version %d: %d rows changed or new, %d deleted; %d rows' digests compared in "
                   "levels %s; %d bytes sent by the server; as of %s", table.source, committed.version,
                   found.upserts, found.deletes, found.compared_rows, found.levels, found.bytes_sent,

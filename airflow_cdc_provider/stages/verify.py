@@ -249,7 +249,7 @@ def _compare(hook: VerifySource, check: _Check, result: VerifyResult) -> TableVe
     started = time.monotonic()
     served = hook.bucket_rows(header, job.buckets, listed, job.slice)
     end = hook.current_watermark()
-    copied = {key: md5 for rows in result.rows.values() for key, md5 in rows}
+    copied = {key: digest for rows in result.rows.values() for key, digest in rows}
     if committed.watermark is None:
         return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
             f"{len(differing)} buckets differ, and the version was read without the binlog (capture: diff): "

@@ -1,6 +1,11 @@
-"""A throwaway MariaDB (or MySQL) server in a temp data dir on a free loopback port, for tests and the demo.
+"""A throwaway MariaDB or MySQL server in a temp data dir on a free loopback port, for tests and the demo.
 
 It never touches a system server: its own data dir, socket, port and no option files (``--no-defaults``).
+
+MariaDB is Debian's own package on the machine. MySQL is Debian's ``mysql-server-core`` from the sid suite, which
+needs a newer C library than the machine's: it runs in a minimal Debian root (``scripts/ensure-mysql.sh`` makes it,
+at ``CDC_MYSQL_ROOT`` or ``.mysql-root`` in the repository), under ``chroot``. A MySQL server's directory is
+therefore inside that root; clients reach it over TCP or through its socket, from outside the root.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +37,24 @@ CAPTURE_SETTINGS: dict[str, Any] = {
     "server_id": 1,
 }
 CAPTURE_PRIVILEGES = ("SELECT", "REPLICATION SLAVE", "REPLICATION CLIENT")
+
+
+class Product(StrEnum):
+    MARIADB = "mariadb"
+    MYSQL = "mysql"
+
+
+# What MySQL needs besides: GTIDs on (as most MySQL deployments run, and as managed services require for
+# replicas), no X protocol listener, no directory for LOAD DATA (its default one does not exist in the root), and
+# a small redo log (its default, 100 MB, would be most of each throwaway data directory).
+MYSQL_SETTINGS: dict[str, Any] = {
+    "gtid_mode": "ON",
+    "enforce_gtid_consistency": "ON",
+    "mysqlx": "OFF",
+    "secure_file_priv": "",
+    "innodb_redo_log_capacity": "8M",
+}
+MYSQL_ROOT = Path(os.environ.get("CDC_MYSQL_ROOT") or Path(__file__).resolve().parents[2] / ".mysql-root")
 
 
 class ServerNotAvailable(RuntimeError):
@@ -151,6 +175,7 @@ class ThrowawayServer:
     owns_dir: bool = False
     environment: dict[str, str] = field(default_factory=dict)  # e.g. {"TZ": "America/New_York"}: its system zone
     tls: TlsFiles | None = None  # TLS on, and required of every TCP client (require_secure_transport)
+    product: Product = Product.MARIADB
 
     @property
     def data_dir(self) -> Path:
@@ -167,47 +192,90 @@ class ThrowawayServer:
     @classmethod
     def start(
         cls, base_dir: str | os.PathLike | None = None, overrides: Mapping[str, Any] | None = None, timeout: float = 60,
-        environment: Mapping[str, str] | None = None, tls: bool = False,
+        environment: Mapping[str, str] | None = None, tls: bool = False, product: Product = Product.MARIADB,
     ) -> ThrowawayServer:
         """``tls``: the server has a certificate of a CA made for it (``server.tls``) and refuses TCP clients
-        without TLS (``require_secure_transport=ON``; root's socket connection is unaffected)."""
-        settings = {**CAPTURE_SETTINGS, **(overrides or {})}
-        owns = base_dir is None
-        base = Path(base_dir or tempfile.mkdtemp(prefix="cdc-mariadb-")).resolve()
-        base.mkdir(parents=True, exist_ok=True)
+        without TLS (``require_secure_transport=ON``; root's socket connection is unaffected). ``product``: MySQL
+        runs in its root (``home``), whatever ``base_dir`` says."""
+        product_settings = MYSQL_SETTINGS if product is Product.MYSQL else {}
+        settings = {**CAPTURE_SETTINGS, **product_settings, **(overrides or {})}
+        owns = base_dir is None or product is Product.MYSQL
+        base = cls.home(base_dir, product)
         files = TlsFiles.make(base / "tls") if tls else None
         if files is not None:
             settings.update(ssl_ca=files.ca, ssl_cert=files.server_cert, ssl_key=files.server_key,
                             require_secure_transport="ON")
-        server = cls(base, _free_port(), settings, owns_dir=owns, environment=dict(environment or {}), tls=files)
+        server = cls(base, _free_port(), settings, owns_dir=owns, environment=dict(environment or {}), tls=files,
+                     product=product)
         server._install()
         server._launch(timeout)
         return server
 
+    @staticmethod
+    def home(base_dir: str | os.PathLike | None, product: Product = Product.MARIADB) -> Path:
+        """The directory a server of ``product`` keeps its files in, made if need be: ``base_dir`` (a temp
+        directory when None) for MariaDB; for MySQL a new directory inside its root, which ``base_dir`` (when given
+        and outside the root) links to as ``mysql-server``, for a person looking."""
+        if product is Product.MARIADB:
+            base = Path(base_dir or tempfile.mkdtemp(prefix="cdc-mariadb-")).resolve()
+            base.mkdir(parents=True, exist_ok=True)
+            return base
+        if not (MYSQL_ROOT / "usr" / "sbin" / "mysqld").exists():
+            raise ServerNotAvailable(f"No MySQL root at {MYSQL_ROOT}: run scripts/ensure-mysql.sh as root (make test "
+                                     "and make demo-mysql do), or set CDC_MYSQL_ROOT to one made before.")
+        if base_dir is not None and Path(base_dir).resolve().is_relative_to(MYSQL_ROOT.resolve()):
+            base = Path(base_dir).resolve()
+            base.mkdir(parents=True, exist_ok=True)
+            return base
+        (MYSQL_ROOT / "srv").mkdir(exist_ok=True)
+        # Short: the socket's path must stay under the 108 bytes a Unix socket's address holds.
+        base = Path(tempfile.mkdtemp(prefix="my-", dir=MYSQL_ROOT / "srv")).resolve()
+        if base_dir is not None:
+            link = Path(base_dir) / "mysql-server"
+            link.parent.mkdir(parents=True, exist_ok=True)
+            link.unlink(missing_ok=True)
+            link.symlink_to(base)
+        return base
+
+    def _in_root(self, path: Path) -> str:
+        """``path`` as the server sees it: inside the MySQL root, relative to it."""
+        if self.product is Product.MARIADB:
+            return str(path)
+        return "/" + str(path.resolve().relative_to(MYSQL_ROOT.resolve()))
+
+    def _program(self, *names: str) -> list[str]:
+        """The command that runs one of ``names`` (the first installed) for this server's product."""
+        if self.product is Product.MARIADB:
+            return [_binary(*names)]
+        return ["chroot", str(MYSQL_ROOT), names[-1]]
+
     def _install(self) -> None:
         if (self.data_dir / "mysql").is_dir():
             return
-        install_db = _binary("mariadb-install-db", "mysql_install_db")
+        if self.product is Product.MYSQL:
+            install = [*self._program("mysqld"), "--no-defaults", "--initialize-insecure", "--user=root",
+                       f"--datadir={self._in_root(self.data_dir)}",
+                       f"--innodb-redo-log-capacity={MYSQL_SETTINGS['innodb_redo_log_capacity']}"]
+        else:
+            install = [*self._program("mariadb-install-db", "mysql_install_db"), "--no-defaults",
+                       f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal", "--skip-test-db"]
         failures = []
         # Tried twice: on a loaded machine its bootstrap server has been seen to fail once with no cause given,
         # and the next try to succeed. Each try starts from an empty data directory.
         for _ in range(2):
             shutil.rmtree(self.data_dir, ignore_errors=True)
-            result = subprocess.run(
-                [install_db, "--no-defaults", f"--datadir={self.data_dir}", "--auth-root-authentication-method=normal",
-                 "--skip-test-db"],
-                capture_output=True, text=True,
-            )
+            result = subprocess.run(install, capture_output=True, text=True)
             if result.returncode == 0:
                 return
             failures.append(f"exit code {result.returncode}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
-        raise ServerNotAvailable(f"{install_db} failed twice:\n" + "\n---\n".join(failures))
+        raise ServerNotAvailable(f"{' '.join(install)} failed twice:\n" + "\n---\n".join(failures))
 
     def command(self) -> list[str]:
+        inside = self._in_root
         args = [
-            _binary("mariadbd", "mysqld"), "--no-defaults", f"--datadir={self.data_dir}",
-            f"--socket={self.socket_path}", f"--port={self.port}", "--bind-address=127.0.0.1",
-            f"--log-error={self.error_log}", f"--pid-file={self.base_dir / 'mysqld.pid'}",
+            *self._program("mariadbd", "mysqld"), "--no-defaults", f"--datadir={inside(self.data_dir)}",
+            f"--socket={inside(self.socket_path)}", f"--port={self.port}", "--bind-address=127.0.0.1",
+            f"--log-error={inside(self.error_log)}", f"--pid-file={inside(self.base_dir / 'mysqld.pid')}",
             "--skip-name-resolve", "--innodb-buffer-pool-size=64M", "--character-set-server=utf8mb4",
         ]
         if os.geteuid() == 0:
@@ -216,7 +284,9 @@ class ThrowawayServer:
             option = name.replace("_", "-")
             if name == "log_bin":
                 if value:
-                    args.append(f"--log-bin={self.data_dir / 'binlog'}")
+                    args.append(f"--log-bin={inside(self.data_dir / 'binlog')}")
+            elif isinstance(value, Path):
+                args.append(f"--{option}={inside(value)}")
             elif value is not None:
                 args.append(f"--{option}={value}")
         return args
@@ -280,10 +350,10 @@ class ThrowawayServer:
 
     def run_script(self, path: str | os.PathLike, database: str | None = None) -> None:
         """Load a SQL file with the mariadb client, which understands DELIMITER and comments."""
-        client = _binary("mariadb", "mysql")
         with open(path, "rb") as script:
             subprocess.run(
-                [client, "--no-defaults", f"--socket={self.socket_path}", "-uroot", "--default-character-set=utf8mb4",
+                [*self._program("mariadb", "mysql"), "--no-defaults", f"--socket={self._in_root(self.socket_path)}",
+                 "-uroot", "--default-character-set=utf8mb4",
                  *([f"--database={database}"] if database else [])],
                 stdin=script, check=True, capture_output=True,
             )

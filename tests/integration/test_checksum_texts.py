@@ -50,10 +50,10 @@ def test_the_server_and_the_copys_values_give_the_same_text_for_every_type(maria
 
 
 @pytest.mark.spark
-def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, make_user, tmp_path, monkeypatch):
+def test_the_server_and_spark_give_the_same_bucket_sums_and_row_hashes(mariadb, make_user, tmp_path, monkeypatch):
     from airflow_cdc_testing.hive import run_spark_job
 
-    from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text
+    from airflow_cdc_provider.core.checksum import source_bucket_sums, source_key_text, source_row_text, text_hash_sql
     from airflow_cdc_provider.core.contract import VerifySlice
     from airflow_cdc_provider.core.verify import BucketSum, SourceSums, VerifyJob, VerifyJobs, key_slice, sums_of
     from airflow_cdc_provider.spark import VERIFY_JOB
@@ -83,7 +83,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
         cursor.execute(source_bucket_sums(table.quoted, header.columns, header.key, True, buckets), [])
         served = {int(b): BucketSum(int(n), int(digest)) for b, n, digest in cursor.fetchall()}
         cursor.execute(f"SELECT {source_key_text(header.columns, header.key, True)}, "
-                       f"MD5({source_row_text(header.columns, True)}) FROM {table.quoted}")
+                       f"{text_hash_sql(source_row_text(header.columns, True))} FROM {table.quoted}")
         served_rows = dict(cursor.fetchall())
     (tmp_path / "sums.json").write_text(SourceSums(sums=sums_of(served)).to_text())
     job = VerifyJob(target.warehouse, None, "ods.all_types", header.columns, header.key, True, buckets,
@@ -123,7 +123,7 @@ def test_the_server_and_spark_give_the_same_bucket_sums_and_row_md5s(mariadb, ma
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-5000:]
     result = json.loads((tmp_path / "verify-result.json").read_text())
     summed = {int(b): BucketSum(*sums) for b, sums in result["buckets"].items()}
-    copied_rows = {key: md5 for rows in result["rows"].values() for key, md5 in rows}
+    copied_rows = {key: digest for rows in result["rows"].values() for key, digest in rows}
 
     assert copied_rows == served_rows
     assert summed == served and sum(s.rows for s in served.values()) == 2 * len(CASES)

@@ -130,7 +130,7 @@ def test_spark_and_python_give_every_row_the_same_partition_value(spark, tmp_pat
 def test_verify_sums_a_partitioned_version_as_the_same_rows_unpartitioned(spark, tmp_path):
     """Verify's Spark half over a version whose partitions are spread over two version directories (one kept
     from version 1, one rewritten by version 2, one emptied by it, the NULL partition kept) gives the sums and
-    row MD5s it gives over the same rows in one unpartitioned version directory; a version file naming another
+    row hashes it gives over the same rows in one unpartitioned version directory; a version file naming another
     table's partition is refused before anything is read."""
     from pyspark.sql import functions as F
 
