@@ -87,12 +87,16 @@ def row_digest(columns: Sequence[tuple[str, str]], mariadb: bool) -> str:
 
 def heal_digest(columns: Sequence[tuple[str, str]], added: Sequence[str], mariadb: bool) -> str:
     """The SQL expression of a row's digest as a heal compares it with a Hive version's (``stages.heal``): that of
-    ``columns`` (the version's columns still at the source, with their types now) as verify writes a row's text,
-    a JSON value on MySQL by its NULL flag (Spark cannot print it as MySQL does). A row where a column ``added``
-    since the version holds a value gets a mark: its digest then differs from any the version has, since the
-    version's rows hold NULL there, and the row is read in full; rows that hold NULL in every added column (those
-    an online schema change copied over, when the column has no default) are compared by their other columns."""
-    text = source_row_text(columns, mariadb, every_json=False)
+    ``columns`` (the version's columns still at the source, with their types now) as verify writes a row's text.
+    A JSON value on MySQL, which Spark cannot print as MySQL does (the Hive value has lost the digits of a
+    DECIMAL's scale, among others), is in the server's text by MySQL's print and nowhere in Spark's: a row that
+    holds a JSON document never matches, and is read in full; rows whose JSON columns are all NULL are compared
+    by their other columns and the NULL flags. A heal is then exact for such a table, at the cost of re-reading
+    its rows that hold a document. A row where a column ``added`` since the version holds a value gets a mark:
+    its digest then differs from any the version has, since the version's rows hold NULL there, and the row is
+    read in full; rows that hold NULL in every added column (those an online schema change copied over, when the
+    column has no default) are compared by their other columns."""
+    text = source_row_text(columns, mariadb, every_json=not mariadb)
     if added:
         nulls = " AND ".join(f"{quote_identifier(name)} IS NULL" for name in added)
         text = f"CONCAT({text}, IF({nulls}, '', '#added'))"

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 import pymysql
 from pymysqlreplication.constants.BINLOG import PARTIAL_UPDATE_ROWS_EVENT
 from pymysqlreplication.constants.NONE_SOURCE import EMPTY_SET
+from pymysqlreplication.json_binary import JsonDiff
 from pymysqlreplication.row_event import UpdateRowsEvent, WriteRowsEvent
 
 from airflow_cdc_provider.core.binlog_columns import ENUM, SET, TEXT_CODES, column_type_of, text_charset
@@ -101,6 +102,16 @@ class EventNotUnderstood(ChainBroken):
 
 class RowsUndone(ChainBroken):
     """Row events of the table may not have happened: their transaction was rolled back or only prepared."""
+
+
+class PartialRowImage(ChainBroken):
+    """A row event whose image leaves columns out (``binlog_row_image`` MINIMAL or NOBLOB, on the server or in the
+    session that wrote it), or holds a JSON column's change as a diff (``binlog_row_value_options=PARTIAL_JSON``):
+    the copy's row cannot be written from part of it, and is never guessed."""
+
+
+class RowsNotDecoded(CdcError):
+    """The binlog reader could not decode a row event of the table (a value it does not know)."""
 
 
 class UnreadableText(CdcError):
@@ -554,10 +565,11 @@ class _TableSink:
         partial JSON update, rows not yet read); else by the reader, row by row."""
         body = _rows_body(event) if self.decoder is not None else None
         if body is None:
+            rows = _reader_rows(self, event, where)
             if isinstance(event, UpdateRowsEvent):
                 return [self.image(row[f"{side}_values"], row[f"{side}_none_sources"], where)
-                        for row in event.rows for side in ("before", "after")]
-            return [self.image(row["values"], row["none_sources"], where) for row in event.rows]
+                        for row in rows for side in ("before", "after")]
+            return [self.image(row["values"], row["none_sources"], where) for row in rows]
         assert self.decoder is not None
         try:
             images = self.decoder.images(body)
@@ -1066,6 +1078,7 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
     if sink.failed is not None:
         return False
     sink.trail.ddl_since_rows = False
+    _check_images_whole(sink, event, where)
     kind = UPDATE if isinstance(event, UpdateRowsEvent) else INSERT if isinstance(event, WriteRowsEvent) else DELETE
     if workers is not None:
         if sink.partitions is None and sink.decoder is not None and (body := _rows_body(event)) is not None:
@@ -1075,6 +1088,8 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
             workers.drain()
             if sink.failed is not None:
                 return False
+    if event.event_type == PARTIAL_UPDATE_ROWS_EVENT:
+        _check_json_whole(sink, event, where)
     images = sink.images(event, where)
     write = sink.writer.write
     for op, uid, coordinate, values in records_of(kind, images, sink.key_indexes, sink.before_images, *at):
@@ -1082,6 +1097,62 @@ def _write_rows(sink: _TableSink, event: Any, at: tuple[int, int], workers: Deco
     if sink.partitions is not None:  # a partitioned table: the one test per event a table not partitioned pays
         sink.partitions.note(kind == UPDATE, images, sink.uid)
     return True
+
+
+_ROW_IMAGE_FIX = (
+    "Set binlog_row_image=FULL on the server (SET PERSIST binlog_row_image = 'FULL'; on Amazon RDS and Aurora, in "
+    "the DB parameter group) and keep sessions from changing it (setting it for a session takes a privilege: "
+    "SESSION_VARIABLES_ADMIN or SYSTEM_VARIABLES_ADMIN on MySQL, SUPER or BINLOG ADMIN on MariaDB).")
+
+
+def _check_images_whole(sink: _TableSink, event: Any, where: str) -> None:
+    """Raise ``PartialRowImage`` when an image of the event leaves a column of the table out. MySQL and MariaDB
+    write only the key's columns in a MINIMAL before image and only the columns a statement set in an after image;
+    NOBLOB leaves unchanged BLOB and TEXT columns out."""
+    columns = event.columns
+    full = (1 << len(columns)) - 1
+    images = (("before", event.columns_present_bitmap), ("after", getattr(event, "columns_present_bitmap2", None))) \
+        if isinstance(event, UpdateRowsEvent) else (("", event.columns_present_bitmap),)
+    for side, bitmap in images:
+        if bitmap is None:
+            continue
+        present = int.from_bytes(bitmap, "little") & full
+        if present != full:
+            missing = [column.name or f"#{n + 1}" for n, column in enumerate(columns) if not present >> n & 1]
+            raise PartialRowImage(
+                f"The row event of {sink.header.table} at {where} leaves the column(s) {', '.join(missing)} out of "
+                f"its {side + ' ' if side else ''}image: the server, or the session that wrote it, logs "
+                f"binlog_row_image=MINIMAL or NOBLOB, and the copy's row cannot be written from part of one. "
+                f"{_ROW_IMAGE_FIX}")
+
+
+def _check_json_whole(sink: _TableSink, event: Any, where: str) -> None:
+    """Raise ``PartialRowImage`` when an after image of a partial update event holds a JSON column's change as a
+    diff (``binlog_row_value_options=PARTIAL_JSON``) instead of the document. (Read through the reader, which
+    keeps the rows for ``images``.)"""
+    diffs = sorted({str(name) for row in _reader_rows(sink, event, where)
+                    for name, value in row["after_values"].items() if isinstance(value, JsonDiff)})
+    if diffs:
+        raise PartialRowImage(
+            f"The row event of {sink.header.table} at {where} holds the change of the JSON column(s) "
+            f"{', '.join(diffs)} as a diff, not the document: the server, or the session that wrote it, logs "
+            "binlog_row_value_options=PARTIAL_JSON, and the copy's document cannot be made from a diff exactly. "
+            "Set binlog_row_value_options='' on the server (SET PERSIST binlog_row_value_options = ''; on Amazon "
+            "RDS and Aurora, in the DB parameter group) and keep sessions from changing it.")
+
+
+def _reader_rows(sink: _TableSink, event: Any, where: str) -> list[dict[str, Any]]:
+    """The event's rows as the reader decodes them. Whatever it fails on stops the table alone: the event's bytes
+    were all read from the server before, so the pass goes on."""
+    try:
+        return list(event.rows)
+    except CdcError:
+        raise
+    except Exception as exc:
+        raise RowsNotDecoded(
+            f"The binlog reader could not decode the row event of {sink.header.table} at {where}: "
+            f"{type(exc).__name__}: {str(exc)[:300]}. {_STOPPED} Report it with the server's version and the "
+            "column types of the table; a run with fresh_snapshot=true reloads the table past it.") from None
 
 
 def _nothing_held() -> None:

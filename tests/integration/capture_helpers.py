@@ -85,6 +85,15 @@ def source_rows(server, header: RawHeader) -> dict:
         for name in dated:
             if isinstance(row[name], str):
                 row[name] = None
+    # JSON as the copy holds it: one canonical text of the document (``core.values.canonical_json``), whatever the
+    # server printed (MySQL prints blanks after its commas and colons, MariaDB the text as written).
+    from airflow_cdc_provider.core.values import canonical_json
+
+    documents = [name for name, ctype in header.columns if ColumnType.parse(ctype).base == "json"]
+    for row in rows:
+        for name in documents:
+            if row[name] is not None:
+                row[name] = canonical_json(row[name])
     # Through Arrow, so both sides hold the same Python types (e.g. TIMESTAMP as an aware UTC datetime).
     table_ = pa.Table.from_pylist(rows, schema=arrow_schema(header.columns))
     if header.whole_row:
