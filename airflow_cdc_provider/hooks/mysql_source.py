@@ -16,6 +16,7 @@ from pydantic import SecretStr
 from pymysqlreplication import BinLogStreamReader
 from pymysqlreplication import event as binlog_event
 from pymysqlreplication import row_event as binlog_row_event
+from pymysqlreplication.packet import BinLogPacketWrapper
 
 from airflow_cdc_provider.core.checksum import (
     kind_of,
@@ -43,6 +44,7 @@ from airflow_cdc_provider.core.gtid import (
 )
 from airflow_cdc_provider.core.identifiers import TableName, formatted, quote_identifier
 from airflow_cdc_provider.core.keys import IndexColumn, TableKey, choose_key
+from airflow_cdc_provider.core.mysql_json import json_text
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.core.resume import BinlogFacts, BinlogFile, needs_gtid_search
 from airflow_cdc_provider.core.schema import UnknownDefault, added_column_default
@@ -64,6 +66,23 @@ from airflow_cdc_provider.hooks.source_link import (
     StreamingReads,
     _server_side_cursor,
 )
+
+
+def _exact_json(packet: BinLogPacketWrapper, size: int, is_partial: bool) -> Any:
+    """A JSON column's value as the text MySQL prints for it (``core.mysql_json``), in place of the reader's own
+    decoding of MySQL's binary JSON, which gets opaque dates, times and decimals and bare-string documents wrong.
+    A partial update's diff (``binlog_row_value_options=PARTIAL_JSON``) is left to the reader: the extraction
+    stops its table on one (``stages.extract.PartialRowImage``). Undecodable bytes raise ``UndecodableJson``,
+    which stops the table alone."""
+    if is_partial:
+        return _reader_json(packet, size, is_partial)
+    return json_text(bytes(packet.read(packet.read_uint_by_size(size))))
+
+
+# The reader decodes JSON in its packet class, which its stream makes for every event: replaced there, once, for
+# every stream of the process (MariaDB's JSON is text, not this format, and never comes here).
+_reader_json = BinLogPacketWrapper.read_binary_json
+BinLogPacketWrapper.read_binary_json = _exact_json
 
 # Every event class the reader has: given as its only_events, none is left out (its default list leaves some out,
 # INTVAR_EVENT among them); with filter_non_implemented_events off, events of other types come too.

@@ -555,7 +555,11 @@ class _TableSink:
         row = list(values.values())
         self.texts.decode(row, where)
         if self.normalisers:
-            normalise_rows([row], self.normalisers)
+            try:
+                normalise_rows([row], self.normalisers)
+            except ValueError as exc:  # a value its column's normaliser does not take (a JSON text that is not)
+                raise RowsNotDecoded(f"A value of the row event of {self.header.table} at {where} cannot be "
+                                     f"taken: {str(exc)[:300]}. {_STOPPED}") from None
         return row
 
     def images(self, event: Any, where: str) -> list[list[Any]]:

@@ -82,3 +82,33 @@ def test_a_ready_configuration_says_so_and_what_it_found(mariadb, capture_conn, 
     assert "[spark] Java " in output and "[spark] spark-submit: " in output
     assert output.rstrip().endswith("Ready for the first load.")
     assert not (tmp_path / "work").exists(), "the pre-flight makes nothing"
+
+
+def test_mysql_as_it_ships_gets_every_problem_its_defaults_would_fail_runs_with(tmp_path, make_user):
+    from airflow_cdc_testing.server import Product
+
+    from tests.servers import start_server
+
+    # MySQL 9.7's own defaults for what capture needs: binlog_row_metadata MINIMAL, the rest as MySQL ships it.
+    server = start_server(tmp_path / "mysql", {"binlog_row_metadata": None, "binlog_format": None,
+                                               "binlog_row_image": None, "max_binlog_size": None},
+                          product=Product.MYSQL)
+    try:
+        server.run_script(SAMPLE_SCHEMA)
+        server.execute("CREATE TABLE shop.visits (page VARCHAR(100) NOT NULL, seen DATETIME NOT NULL)")
+        conn_id = make_user(server=server)
+        spark = {"AIRFLOW_CONN_SPARK_PREFLIGHT": json.dumps({"conn_type": "spark", "host": "local[1]"})}
+        config = {"source": {"mysql_conn_id": conn_id}, "work": {"dir": str(tmp_path / "work")},
+                  "hive": {"warehouse_dir": str(tmp_path / "warehouse")}, "spark": {"conn_id": "spark_preflight"},
+                  "tables": [{"source": "shop.*"}]}
+        code, output = preflight(config, tmp_path, spark)
+        assert code == 1, output
+        assert "ok      [source] MySQL 8.4+ (9.7." in output, "the server's product and version named"
+        problems = [line for line in output.splitlines() if line.startswith("  PROBLEM")]
+        assert len(problems) == 1, output
+        assert "The server setting binlog_row_metadata is 'MINIMAL', but capture needs FULL" in problems[0]
+        assert "Fix: SET PERSIST binlog_row_metadata='FULL'" in problems[0]
+        # The table with no key is taken by a diff, which runs on MySQL as on MariaDB (the e2e test runs one).
+        assert "shop.visits → ods.shop_visits: no key" in output and "(capture: diff)" in output
+    finally:
+        server.stop()
