@@ -61,8 +61,9 @@ _MARK_BY_DIRECTORY = {"integration": pytest.mark.integration, "e2e": pytest.mark
 # the longest first, so that no worker starts a five-minute test while the other has nothing left. The end-to-end
 # modules by their measured length (a full run's --durations), then the integration tests that start Spark, the
 # other integration tests and the unit tests. A module missing from the list goes after those named.
-_LONGEST_FIRST = ["test_scheduler", "test_source", "test_faults", "test_pipeline", "test_verify", "test_quickstart",
-                  "test_shards", "test_diff_mode", "test_schema_evolution", "test_cluster", "test_time_zones", "test_example_dag"]
+_LONGEST_FIRST = ["test_scheduler", "test_source", "test_faults", "test_pipeline", "test_verify", "test_mysql",
+                  "test_quickstart", "test_shards", "test_diff_mode", "test_schema_evolution", "test_cluster",
+                  "test_time_zones", "test_example_dag"]
 _STAGE_BY_DIRECTORY = {"e2e": 0, "integration": 1}
 # Modules whose tests share something costly to start (a module-scoped server or Spark environment, the session's
 # Spark cluster and metastore service): their tests stay on one worker, which starts it once. The scheduler's tests
