@@ -55,6 +55,10 @@ tools:
 demo: venv mariadb
 	$(BIN)/python scripts/demo.py
 
+# The same on a throwaway MySQL 9.7 (make mysql).
+demo-mysql: venv mysql
+	CDC_DEMO_SERVER=mysql $(BIN)/python scripts/demo.py
+
 # The checks first (seconds), then the suite; beside it, in the background, the lowest supported Airflow's
 # environment and tests (test-lowest, logged to .venv-lowest.log): both must pass.
 # One worker per core (pytest-xdist): the end-to-end tests spend a third of their time waiting on processes they

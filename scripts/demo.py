@@ -5,8 +5,10 @@ against it, with Spark in local mode and an embedded Hive metastore: an initial 
 made in between (inserts, updates, deletes, a key change, a delete and a re-insert of the same key). After
 each run the source and the Hive table are printed side by side.
 
-Set CDC_MYSQL_ADMIN_URL=mysql://admin:password@host:3306 to use an existing MySQL 8 / MariaDB server instead:
-the demo then (re)creates the `shop` schema and a capture user `cdc_demo` there.
+`make demo-mysql` (CDC_DEMO_SERVER=mysql) does the same on a throwaway MySQL 9.7 (Debian's, from its root made by
+scripts/ensure-mysql.sh), with the configuration as shipped. Set CDC_MYSQL_ADMIN_URL=mysql://admin:password@host:3306
+to use an existing MySQL 8 / MariaDB server instead: the demo then (re)creates the `shop` schema and a capture user
+`cdc_demo` there.
 """
 
 from __future__ import annotations
@@ -66,15 +68,17 @@ def main() -> int:
     }
     os.environ.update({k: env[k] for k in ("AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER",
                                            "AIRFLOW__CORE__LOAD_EXAMPLES")})
-    from airflow_cdc_testing.server import ExistingServer, ThrowawayServer
+    from airflow_cdc_testing.server import ExistingServer, Product, ThrowawayServer
 
     admin_url = os.environ.get("CDC_MYSQL_ADMIN_URL")
     if admin_url:
         server = ExistingServer(admin_url)
         say(f"Using the existing server at {server.host}:{server.port}")
     else:
-        server = ThrowawayServer.start(DEMO / "mariadb")
-        say(f"Started a throwaway MariaDB on 127.0.0.1:{server.port} (data in {server.data_dir}), row binlog on")
+        product = Product(os.environ.get("CDC_DEMO_SERVER") or Product.MARIADB)
+        server = ThrowawayServer.start(DEMO / product, product=product)
+        say(f"Started a throwaway {server.execute('SELECT VERSION()')[0][0]} on 127.0.0.1:{server.port} (data in "
+            f"{server.data_dir}), row binlog on")
     try:
         server.execute("DROP DATABASE IF EXISTS shop", "DROP USER IF EXISTS 'cdc_demo'@'%'")
         server.run_script(ROOT / "dags" / "sample" / "shop.sql")
