@@ -77,8 +77,9 @@ def main() -> int:
     else:
         product = Product(os.environ.get("CDC_DEMO_SERVER") or Product.MARIADB)
         server = ThrowawayServer.start(DEMO / product, product=product)
-        say(f"Started a throwaway {server.execute('SELECT VERSION()')[0][0]} on 127.0.0.1:{server.port} (data in "
-            f"{server.data_dir}), row binlog on")
+        name = "MySQL" if product is Product.MYSQL else "MariaDB"
+        say(f"Started a throwaway {name} {server.execute('SELECT VERSION()')[0][0]} on 127.0.0.1:{server.port} "
+            f"(data in {server.data_dir}), row binlog on")
     try:
         server.execute("DROP DATABASE IF EXISTS shop", "DROP USER IF EXISTS 'cdc_demo'@'%'")
         server.run_script(ROOT / "dags" / "sample" / "shop.sql")

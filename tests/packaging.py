@@ -11,8 +11,9 @@ from pathlib import Path
 from airflow_cdc_provider import __version__
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_SOURCES = shutil.ignore_patterns(".git", ".venv*", ".demo", "build", "dist", "*.egg-info", "__pycache__",
-                                     ".pytest_cache", "metastore_db", "spark-warehouse", "derby.log")
+# .mysql-root: the MySQL root the tests run MySQL from (scripts/ensure-mysql.sh), whose dev/ holds device nodes.
+NOT_SOURCES = shutil.ignore_patterns(".git", ".venv*", ".demo", ".mysql-root*", "build", "dist", "*.egg-info",
+                                     "__pycache__", ".pytest_cache", "metastore_db", "spark-warehouse", "derby.log")
 
 
 def build_wheel(tmp: Path) -> Path:

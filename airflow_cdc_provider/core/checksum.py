@@ -116,7 +116,10 @@ def source_text(name: str, column_type: str, mariadb: bool, every_json: bool = F
     if kind in ("datetime", "timestamp"):
         return f"IF({_invalid_date(col)}, NULL, DATE_FORMAT({col}, '{DATETIME_FORMAT_SQL}'))"
     if kind == "time":
-        return f"CAST(CAST(TIME_TO_SEC({col}) * 1000000 AS SIGNED) AS CHAR)"
+        # From its parts, which both servers give alike (absolute, the sign apart): MySQL's TIME_TO_SEC drops the
+        # fraction of a second, where MariaDB's keeps it.
+        return (f"CAST(IF(LEFT(CAST({col} AS CHAR), 1) = '-', -1, 1) * ((((HOUR({col}) * 60 + MINUTE({col})) * 60 "
+                f"+ SECOND({col})) * 1000000 + MICROSECOND({col}))) AS CHAR)")
     raise AssertionError(kind)
 
 

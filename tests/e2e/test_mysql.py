@@ -13,7 +13,17 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.identifiers import TableName
+from tests.conftest import CONFORMANCE_SQL
 from tests.e2e.test_pipeline import Pipeline
+from tests.integration.fidelity_helpers import (
+    MARIADB_ONLY,
+    MYSQL_COLUMNS,
+    MYSQL_DDL,
+    differences,
+    insert_cases,
+    oracle_rows,
+)
 from tests.integration.test_source_hook import purge_binlogs_to
 
 DOCS_DDL = [
@@ -32,15 +42,27 @@ NUMBERS = "WITH RECURSIVE numbers (n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM n
 @pytest.mark.usefixtures("airflow_home")
 def test_the_example_dag_on_mysql_keeps_every_table_equal_through_payloads_partial_images_and_a_purge(
         mysql, make_user, tmp_path):
-    pipeline = Pipeline(mysql, make_user(server=mysql), tmp_path, ["orders", "customers", "docs", "visits"])
-    pipeline.sql(*DOCS_DDL)
+    pipeline = Pipeline(mysql, make_user(server=mysql), tmp_path,
+                        ["orders", "customers", "docs", "visits", "all_types", "full_types"])
+    pipeline.sql(*DOCS_DDL, MYSQL_DDL.format(name="{s}.all_types"))
+    # Every type, awkward values included, by the snapshot now and through the binlog in the next run; and Flink
+    # CDC's conformance table (every MySQL type, one row).
+    all_types = f"{pipeline.schema}.all_types"
+    insert_cases(mysql, all_types, 1, MARIADB_ONLY)
+    mysql.run_script(CONFORMANCE_SQL, database=pipeline.schema)
     del pipeline.config["verify"]  # as shipped: the rolling verify on
     pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
 
     def run(hour: int) -> str:
         code, output = pipeline.run(f"2026-03-01T{hour:02d}:00:00+00:00")
         assert code == 0, output[-8000:]
-        pipeline.assert_all_equal()
+        for table, (hive, _) in pipeline.hive_tables().items():
+            if table in ("all_types", "full_types"):  # against the server's own answer of each value's Hive form
+                header = pipeline.hook.raw_header(TableName(pipeline.schema, table))
+                problems = differences(oracle_rows(mysql, header), hive)
+                assert problems == [], f"run {hour}, {table}:\n" + "\n".join(problems)
+            else:
+                assert hive == pipeline.source(table), (hour, table)
         return output
 
     output = run(0)
@@ -67,12 +89,17 @@ def test_the_example_dag_on_mysql_keeps_every_table_equal_through_payloads_parti
         " (12, CAST(CAST('2024-01-01 00:00:00' AS DATETIME) AS JSON))",
         "UPDATE {s}.docs SET doc = JSON_SET(doc, '$.later', CAST('23:59:59' AS TIME)) WHERE id = 4",
         "INSERT INTO {s}.visits VALUES ('/b', NOW(), '[1]')", "DELETE FROM {s}.visits WHERE doc IS NULL LIMIT 1")
+    insert_cases(mysql, all_types, 101, MARIADB_ONLY)
+    pipeline.sql("UPDATE {s}.full_types SET id = 2 WHERE id = 1",
+                 "UPDATE {s}.all_types SET " + ", ".join(f"`{name}` = NULL" for name, _ in MYSQL_COLUMNS)
+                 + " WHERE id = 1")
     events = mysql.execute(f"SHOW BINLOG EVENTS IN '{pipeline.hook.current_watermark().file}'")
     assert "Transaction_payload" in {event[2] for event in events}
     run(1)
     assert pipeline.outcome("orders")["changes"] == {"I": 20000, "U": 2, "D": 11}, pipeline.outcome("orders")
     modes = {t: pipeline.outcome(t)["mode"] for t in pipeline.tables}
-    assert modes == {"orders": "incremental", "customers": "incremental", "docs": "incremental", "visits": "diff"}
+    assert modes == {"orders": "incremental", "customers": "incremental", "docs": "incremental", "visits": "diff",
+                     "all_types": "incremental", "full_types": "incremental"}
 
     # A session that logs MINIMAL row images: an update, a key change, an insert that leaves defaults out, a delete.
     # Its table is brought level by a diff; the tables the session did not touch go on from the binlog.
@@ -108,7 +135,8 @@ def test_the_example_dag_on_mysql_keeps_every_table_equal_through_payloads_parti
     purge_binlogs_to(mysql, pipeline.hook.current_watermark().file)
     run(4)
     modes = {t: pipeline.outcome(t)["mode"] for t in pipeline.tables}
-    assert modes == {"orders": "heal", "customers": "heal", "docs": "heal", "visits": "diff"}
+    assert modes == {"orders": "heal", "customers": "heal", "docs": "heal", "visits": "diff", "all_types": "heal",
+                     "full_types": "heal"}
     pipeline.sql("UPDATE {s}.orders SET amount = 1 WHERE order_no = 1001")
     run(5)
     assert pipeline.outcome("orders")["changes"] == {"I": 0, "U": 2, "D": 0}

@@ -35,6 +35,11 @@ COLUMNS = [
 ]
 
 DDL = "CREATE TABLE {name} (id INT NOT NULL PRIMARY KEY, " + ", ".join(f"`{n}` {t}" for n, t in COLUMNS) + ")"
+# The columns of types only MariaDB has, and the fixture on MySQL without them.
+MARIADB_ONLY = frozenset(name for name, ctype in COLUMNS if ctype in ("INET4", "INET6", "UUID"))
+MYSQL_COLUMNS = [(name, ctype) for name, ctype in COLUMNS if name not in MARIADB_ONLY]
+MYSQL_DDL = ("CREATE TABLE {name} (id INT NOT NULL PRIMARY KEY, "
+             + ", ".join(f"`{n}` {t}" for n, t in MYSQL_COLUMNS) + ")")
 
 # Each case is one row: column → SQL expression, the others NULL. Inserted with sql_mode='' (zero dates) in the
 # session's own time zone, the server's: TIMESTAMPs come from FROM_UNIXTIME, an instant whatever that zone is.
@@ -139,12 +144,14 @@ PROMISED = {
 }
 
 
-def insert_cases(server, table: str, first_id: int) -> list[int]:
-    """Insert every case, ids from ``first_id``; returns the ids."""
+def insert_cases(server, table: str, first_id: int, without: frozenset[str] = frozenset()) -> list[int]:
+    """Insert every case, ids from ``first_id``, but the values of the columns ``without`` (those a server lacks);
+    returns the ids."""
     conn = server.root_connection(init_command="SET SESSION sql_mode = ''")
     try:
         with conn.cursor() as cursor:
             for n, case in enumerate(CASES):
+                case = {c: v for c, v in case.items() if c not in without}
                 names = ", ".join(["id", *(f"`{c}`" for c in case)])
                 values = ", ".join([str(first_id + n), *case.values()])
                 cursor.execute(f"INSERT INTO {table} ({names}) VALUES ({values})")
@@ -167,14 +174,19 @@ def update_to_cases(server, table: str, first_id: int) -> list[int]:
     return list(range(first_id, first_id + len(CASES)))
 
 
-def _oracle_select(name: str, column_type: str) -> str:
+def _oracle_select(name: str, column_type: str, mariadb: bool = True) -> str:
     t, q = ColumnType.parse(column_type), f"`{name}`"
     if t.base == "float":
         return f"CAST({q} AS DOUBLE)"
-    if t.base == "bit" or t.base in GEOMETRIES:
-        return f"HEX({q})" if t.base == "bit" else f"CONCAT(ST_SRID({q}), ':', HEX(ST_AsBinary({q})))"
+    if t.base == "bit":
+        return f"HEX({q})"
+    if t.base in GEOMETRIES:
+        # MySQL gives a geographic SRS's coordinates (SRID 4326) latitude first unless told; stored (and in the
+        # copy, as in PostGIS's EWKB) they are longitude first, as MariaDB has them.
+        binary = f"ST_AsBinary({q})" if mariadb else f"ST_AsBinary({q}, 'axis-order=long-lat')"
+        return f"CONCAT(ST_SRID({q}), ':', HEX({binary}))"
     if t.base == "time":
-        return f"TIME_TO_SEC({q})"
+        return f"CAST({q} AS CHAR)"  # MySQL's TIME_TO_SEC drops the fraction of a second
     if t.base == "timestamp":
         return f"UNIX_TIMESTAMP({q})"
     if t.base in ("date", "datetime", "inet4", "inet6", "uuid") or (t.base == "decimal" and t.decimal[0] > 38):
@@ -200,8 +212,10 @@ def _oracle_value(column_type: str, value: Any) -> Any:
             kind = struct.unpack("<I", wkb[1:5])[0]
             return wkb[:1] + struct.pack("<II", kind | 0x20000000, int(srid)) + wkb[5:]
         return wkb
-    if base == "time":
-        return int(Decimal(value) * 1_000_000)
+    if base == "time":  # [-]H:MM:SS[.ffffff]
+        sign = -1 if value.startswith("-") else 1
+        hours, minutes, seconds = value.lstrip("-").split(":")
+        return sign * int((int(hours) * 3600 + int(minutes) * 60 + Decimal(seconds)) * 1_000_000)
     if base == "timestamp":
         return None if Decimal(value) == 0 else dt.datetime(1970, 1, 1) + dt.timedelta(
             microseconds=int(Decimal(value) * 1_000_000))
@@ -221,10 +235,12 @@ def _oracle_value(column_type: str, value: Any) -> Any:
 
 def oracle_rows(server, header: RawHeader) -> dict[tuple, dict]:
     """The table as Hive must hold it, by key, with Hive's lower-case names."""
-    exprs = ", ".join(_oracle_select(name, ctype) for name, ctype in header.columns)
     conn = server.root_connection()
     try:
         with conn.cursor() as cursor:
+            cursor.execute("SELECT VERSION()")
+            mariadb = "mariadb" in cursor.fetchone()[0].lower()
+            exprs = ", ".join(_oracle_select(name, ctype, mariadb) for name, ctype in header.columns)
             cursor.execute(f"SELECT {exprs} FROM {header.table}")
             rows = cursor.fetchall()
     finally:
