@@ -1,5 +1,6 @@
 """TLS to the source and the time limits on it, against real servers: one of this module's own that requires TLS
-(``require_secure_transport``, a certificate of a CA the test made), and the session's server without TLS.
+(``require_secure_transport``, a certificate of a CA the test made), and the session's server without TLS; each a
+MariaDB and a MySQL (whose users log in by caching_sha2_password: over TLS, and in clear by its RSA exchange).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import signal
 import time
 
 import pytest
+from airflow_cdc_testing.server import Product
 
 from airflow_cdc_provider.core.errors import (
     AccessDenied,
@@ -27,9 +29,9 @@ from tests.servers import start_server
 ITEMS = TableName("tls_db", "items")
 
 
-@pytest.fixture(scope="module")
-def tls_server(tmp_path_factory):
-    server = start_server(tmp_path_factory.mktemp("mariadb-tls"), tls=True)
+@pytest.fixture(scope="module", params=[Product.MARIADB, Product.MYSQL])
+def tls_server(request, tmp_path_factory):
+    server = start_server(tmp_path_factory.mktemp(f"{request.param}-tls"), tls=True, product=request.param)
     try:
         server.execute("CREATE DATABASE tls_db",
                        "CREATE TABLE tls_db.items (id INT PRIMARY KEY, label VARCHAR(1000) NOT NULL)")
@@ -65,6 +67,9 @@ def test_queries_and_a_binlog_pass_go_through_tls_with_a_verified_certificate(tl
     with hook.cursor() as cursor:
         cursor.execute("SHOW SESSION STATUS LIKE 'Ssl_version'")
         assert cursor.fetchone()[1].startswith("TLSv1.")
+    if tls_server.product is Product.MYSQL:  # its only way to log in: the password goes over the TLS channel
+        plugins = tls_server.execute(f"SELECT plugin FROM mysql.user WHERE user = '{hook.login.user}'")
+        assert plugins == [("caching_sha2_password",)]
     header = hook.raw_header(ITEMS)
     # The pass's replication connection is the hook's too: the server takes no TCP client without TLS.
     result = extract(hook, in_one_directory([header], tmp_path / "raw"), start, hook.current_watermark()).check()
@@ -88,8 +93,15 @@ def test_a_ca_that_did_not_sign_the_servers_certificate_is_refused_for_good(tls_
 
 
 def test_a_connection_without_tls_is_refused_clearly(tls_server, tls_user):
-    # MariaDB refuses it as it refuses a wrong password (MySQL has an error of its own): the message names both.
     for extra in (None, {"ssl_mode": "DISABLED"}):
+        if tls_server.product is Product.MYSQL:  # MySQL has an error of its own for it
+            with pytest.raises(TlsNotPossible) as refused:
+                MySqlSourceHook(tls_user.with_extra(extra)).current_watermark()
+            assert f"The server 127.0.0.1:{tls_server.port} accepts only TLS connections (MySQL error 3159" in \
+                str(refused.value)
+            assert "asks for none. Give it an `ssl` extra" in str(refused.value)
+            continue
+        # MariaDB refuses it as it refuses a wrong password: the message names both.
         with pytest.raises(AccessDenied) as caught:
             MySqlSourceHook(tls_user.with_extra(extra)).current_watermark()
         message = str(caught.value)
@@ -115,18 +127,23 @@ def test_tls_required_of_a_server_without_tls_is_refused_before_the_login(mariad
     assert MySqlSourceHook(conn_id).current_watermark().file.startswith("binlog.")
 
 
-def test_a_statement_past_its_time_limit_is_stopped_and_fails_clearly(mariadb, capture_conn):
-    hook = MySqlSourceHook(capture_conn, statement_timeout_seconds=1)
+@pytest.mark.parametrize("product", ["mariadb", "mysql"])
+def test_a_statement_past_its_time_limit_is_stopped_and_fails_clearly(product, request, make_user):
+    server = request.getfixturevalue(product)
+    hook = MySqlSourceHook(make_user(server=server), statement_timeout_seconds=1)
     started = time.monotonic()
     with pytest.raises(StatementTimedOut) as caught, hook.cursor() as cursor:
-        cursor.execute("SELECT SLEEP(5)")
+        # Not a SLEEP: MySQL's limit ends one as having slept, without an error.
+        cursor.execute("SELECT COUNT(*) FROM information_schema.COLUMNS a, information_schema.COLUMNS b, "
+                       "information_schema.COLUMNS c")
         cursor.fetchall()
     assert time.monotonic() - started < 4
-    assert f"127.0.0.1:{mariadb.port} ran past the statement time limit of 1 s" in str(caught.value)
+    assert f"127.0.0.1:{server.port} ran past the statement time limit of 1 s" in str(caught.value)
     assert "Raise `source: statement_timeout_seconds:`" in str(caught.value)
-    with hook.cursor() as cursor:  # the next statement is within the limit
-        cursor.execute("SELECT @@max_statement_time, SLEEP(0.1)")
-        assert cursor.fetchone() == (1.0, 0)
+    with hook.cursor() as cursor:  # the next statement is within the limit: MariaDB's in seconds, MySQL's in ms
+        cursor.execute("SELECT @@max_statement_time, SLEEP(0.1)" if product == "mariadb" else
+                       "SELECT @@max_execution_time, SLEEP(0.1)")
+        assert cursor.fetchone() == ((1.0, 0) if product == "mariadb" else (1000, 0))
 
 
 def test_a_streamed_read_slow_to_be_consumed_is_not_stopped_by_the_statement_time_limit(mariadb, capture_conn,
@@ -163,7 +180,8 @@ def test_a_silent_server_fails_reads_the_binlog_reader_and_a_new_connection_with
     hook = MySqlSourceHook(tls_user.verified, statement_timeout_seconds=1, read_timeout_seconds=1)
     start = hook.current_watermark()
     # A binlog longer than the sockets hold, so that the server is still sending when it stops.
-    tls_server.execute("SET SESSION max_recursive_iterations = 100000",
+    depth = "max_recursive_iterations" if tls_server.product is Product.MARIADB else "cte_max_recursion_depth"
+    tls_server.execute(f"SET SESSION {depth} = 100000",
                        "INSERT INTO tls_db.items WITH RECURSIVE n(i) AS (SELECT 100 UNION ALL SELECT i + 1 FROM n "
                        "WHERE i < 30099) SELECT i, REPEAT('y', 1000) FROM n")
     stream = hook.binlog_stream(start, 7777, ["tls_db"], ["items"])
