@@ -27,7 +27,9 @@ from tests.integration.fidelity_helpers import (
 from tests.integration.test_source_hook import purge_binlogs_to
 
 DOCS_DDL = [
-    "CREATE TABLE {s}.docs (id INT NOT NULL PRIMARY KEY, doc JSON NULL, tag VARCHAR(20) NOT NULL DEFAULT 'new')",
+    # With an invisible column (in the row events, not in a SELECT *) and a virtual generated one.
+    "CREATE TABLE {s}.docs (id INT NOT NULL PRIMARY KEY, doc JSON NULL, tag VARCHAR(20) NOT NULL DEFAULT 'new',"
+    " secret INT NULL DEFAULT 5 INVISIBLE, twice INT AS (id * 2) VIRTUAL)",
     "INSERT INTO {s}.docs (id, doc) VALUES (1, '{{\"a\": 1, \"b\": [true, null, \"x\"]}}'), (2, NULL),"
     " (3, '[1, 2.5, \"three\", {{\"four\": 4}}]')",
     # No key: taken by a diff with its last version's row digests (capture: diff, chosen for it), a JSON column too.

@@ -71,7 +71,9 @@ def source_rows(server, header: RawHeader) -> dict:
     conn = server.root_connection(init_command="SET time_zone = '+00:00'")
     try:
         with conn.cursor() as cursor:
-            cursor.execute(f"SELECT * FROM `{schema}`.`{table}`")
+            # By name: MySQL's invisible columns are not in a SELECT *.
+            names = ", ".join(f"`{name}`" for name, _ in header.columns)
+            cursor.execute(f"SELECT {names} FROM `{schema}`.`{table}`")
             names = [d[0] for d in cursor.description]
             rows = [dict(zip(names, r)) for r in cursor.fetchall()]
     finally:

@@ -1,6 +1,7 @@
 """Statements run on the real server, one captured table each, in one binlog pass: each that changes rows without
 row events stops its table with a message naming it; each that keeps every row's values is followed, and the
-table's later row events are read. Partitioned source tables, both servers' spellings, comments, odd names."""
+table's later row events are read. Partitioned source tables, both servers' spellings, comments, odd names; and
+on MySQL its own DDL (instant and inplace algorithms, invisible and generated columns, functional indexes)."""
 
 from __future__ import annotations
 
@@ -97,3 +98,52 @@ def test_each_statement_stops_its_table_or_is_followed(mariadb, capture_conn, tm
     for name in set(CASES) - stopped:
         counts = result.counts[str(tables[name])]
         assert (counts["U"], counts["I"]) == (1, 2 if name == "xa_one" else 1), (name, counts)
+
+
+# MySQL's own DDL: its algorithms, invisible and generated columns, functional indexes; and MySQL's spellings of
+# what MariaDB writes otherwise. (table → its definition, the statement, whether it stops the table.)
+MYSQL_CASES = {
+    "instant_mid": (PLAIN, "ALTER TABLE {t} ADD COLUMN mid INT NULL DEFAULT 7 AFTER id, ALGORITHM=INSTANT", False),
+    "instant_drop": (PLAIN, "ALTER TABLE {t} DROP COLUMN n, ALGORITHM=INSTANT", False),
+    "inplace_index": (PLAIN, "ALTER TABLE {t} ADD INDEX (n), ALGORITHM=INPLACE, LOCK=NONE", False),
+    "functional_index": (PLAIN, "ALTER TABLE {t} ADD INDEX ((n * 2))", False),
+    "invisible_added": (PLAIN, "ALTER TABLE {t} ADD COLUMN hid INT NULL INVISIBLE", False),
+    "made_invisible": (PLAIN, "ALTER TABLE {t} ALTER COLUMN n SET INVISIBLE", False),
+    # A generated column added computes every row's value without row events: a chain broken (healed by default).
+    "virtual_added": (PLAIN, "ALTER TABLE {t} ADD COLUMN twice INT AS (n * 2) VIRTUAL", True),
+    "stored_added": (PLAIN, "ALTER TABLE {t} ADD COLUMN thrice INT AS (n * 3) STORED", True),
+    "virtual_before": ("(id INT NOT NULL PRIMARY KEY, v VARCHAR(20) NOT NULL, n INT NULL, half INT AS (n DIV 2) "
+                       "VIRTUAL)", "SELECT 1", False),
+    "renamed_column": (PLAIN, "ALTER TABLE {t} RENAME COLUMN n TO m", False),
+    "mysql_truncate": (PLAIN, "TRUNCATE TABLE {t}", True),
+    "swapped": (PLAIN, "RENAME TABLE {t} TO {s}.swapped_old, {s}.swapped_new TO {t}", True),
+    "copy_narrowed": (PLAIN, "ALTER TABLE {t} MODIFY v VARCHAR(8) NOT NULL, ALGORITHM=COPY", True),
+}
+
+
+def test_mysql_ddl_stops_its_table_or_is_followed(mysql, make_user, tmp_path):
+    schema = f"stmt_{os.urandom(3).hex()}"
+    tables = {name: TableName(schema, name) for name in MYSQL_CASES}
+    mysql.execute(
+        f"CREATE DATABASE {schema}", f"CREATE TABLE {schema}.swapped_new {PLAIN}",
+        *(f"CREATE TABLE {table.quoted} {MYSQL_CASES[name][0]}" for name, table in tables.items()),
+        *(f"INSERT INTO {table.quoted} (id, v, n) VALUES (10, 'v10', 1), (20, 'v20', 2), (30, 'v30', 3)"
+          for table in tables.values()))
+    hook = MySqlSourceHook(make_user(server=mysql))
+    headers = [hook.raw_header(t) for t in tables.values()]
+    start = hook.current_watermark()
+    statements = []
+    for name, table in tables.items():
+        statements += [f"UPDATE {table.quoted} SET v = 'changed' WHERE id = 20",
+                       MYSQL_CASES[name][1].format(t=table.quoted, s=schema),
+                       f"INSERT INTO {table.quoted} (id, v) VALUES (155, 'after')"]
+    mysql.execute(*statements)
+    high = hook.current_watermark()
+    definitions = [hook.raw_header(t) for t in tables.values()]
+    result = extract(hook, in_one_directory(headers, tmp_path / "raw", definitions=definitions, schema_changes="evolve"),
+                     start, high, charsets=hook.column_charsets, defaults=hook.added_column_defaults)
+    stopped = {name for name, (_, _, stops) in MYSQL_CASES.items() if stops}
+    assert {TableName.parse(t).table for t in result.failed} == stopped, {t: str(e) for t, e in result.failed.items()}
+    for name in set(MYSQL_CASES) - stopped:
+        counts = result.counts[str(tables[name])]
+        assert (counts["U"], counts["I"]) == (1, 1), (name, counts)
