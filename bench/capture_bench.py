@@ -1,13 +1,16 @@
-"""Capture speed against baselines measured in the same run, on a throwaway MariaDB.
+"""Capture speed against baselines measured in the same run, on a throwaway MariaDB and a throwaway MySQL 9.7.
 
-    .venv/bin/python bench/capture_bench.py [rows]
+    .venv/bin/python bench/capture_bench.py [rows] [mariadb|mysql|both]
+
+Each server's figures are printed under its name, the same measures side by side (MySQL's root: make mysql).
 
 Extraction: rows/s of `extract` (decode, normalise, write raw files) against a bare python-mysql-replication
 loop that only decodes the same binlog range; on a narrow (5-column) and a 30-column table. Target >= 1.0x in one
 process (the extraction decodes the common column types itself: ``core.row_images``), >= 1.6x with two decoder
 processes beside the pass (``stages.decode_workers``).
-Compressed binlog: the same extraction of the same changes written with MariaDB's ``log_bin_compress=ON``,
-against the uncompressed one, in one process and with two decoders. Target <= 1.2x the time.
+Compressed binlog: the same extraction of the same changes written with MariaDB's ``log_bin_compress=ON`` (on
+MySQL: ``binlog_transaction_compression=ON``, each transaction one zstd payload event), against the uncompressed
+one, in one process and with two decoders. Target <= 1.2x the time.
 Snapshot: rows/s of `snapshot` (keyset chunks to Parquet) against a bare streaming-cursor read
 (SSCursor, fetchmany(10000)) of the same table; with one reader, and in key ranges on two and three connections
 (`readers`, ``core.key_ranges``). Target >= 1.2x with parallel readers.
@@ -25,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pymysql.cursors  # noqa: E402
-from airflow_cdc_testing.server import ThrowawayServer  # noqa: E402
+from airflow_cdc_testing.server import Product, ThrowawayServer  # noqa: E402
 from pymysqlreplication import BinLogStreamReader  # noqa: E402
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent  # noqa: E402
 
@@ -66,6 +69,19 @@ class Source:
         return self.hook.current_watermark()
 
 
+def fill_numbers(server, rows: int) -> None:
+    """``bench.numbers``: the integers 1 to ``rows`` (``seq``), made by doubling: MySQL has no sequence tables."""
+    server.execute("CREATE TABLE bench.numbers (seq INT NOT NULL PRIMARY KEY)", "INSERT INTO bench.numbers VALUES (1)")
+    have = 1
+    while have < rows:
+        server.execute(f"INSERT INTO bench.numbers SELECT seq + {have} FROM bench.numbers WHERE seq + {have} <= {rows}")
+        have *= 2
+
+
+def numbers(rows: int) -> str:
+    return f"bench.numbers WHERE seq <= {int(rows)}"
+
+
 def header_of(server, table: TableName) -> RawHeader:
     columns = server.execute(
         f"SELECT COLUMN_NAME, COLUMN_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA='{table.schema}' "
@@ -92,7 +108,7 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
     table = TableName("bench", name)
     server.execute(f"CREATE TABLE {table.quoted} ({ddl})")
     start = source.current_watermark()
-    server.execute(f"INSERT INTO {table.quoted} SELECT {fill} FROM bench.seq_1_to_{rows}")
+    server.execute(f"INSERT INTO {table.quoted} SELECT {fill} FROM {numbers(rows)}")
     high = source.current_watermark()
     bare_rows, bare_s = bare_decode(source, start, table)
     for decoders, target in ((0, "1.0x"), (2, "1.6x")):
@@ -110,16 +126,20 @@ def bench_extract(server, source, work, name, ddl, fill, rows):
 def bench_compressed(server, source, work, rows):
     """The same inserts, updates and deletes twice, the second time compressed: extraction time against time."""
     ranges = {}
+    mysql = server.product is Product.MYSQL
     for compressed in (False, True):
         table = TableName("bench", f"packed{int(compressed)}")
-        server.execute(f"CREATE TABLE {table.quoted} ({NARROW})",
-                       f"SET GLOBAL log_bin_compress = {'ON' if compressed else 'OFF'}")
+        on = "ON" if compressed else "OFF"
+        setting = (f"SET SESSION binlog_transaction_compression = {on}" if mysql
+                   else f"SET GLOBAL log_bin_compress = {on}")
+        server.execute(f"CREATE TABLE {table.quoted} ({NARROW})")
         start = source.current_watermark()
-        server.execute(f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM bench.seq_1_to_{rows}",
+        server.execute(setting, f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM {numbers(rows)}",
                        f"UPDATE {table.quoted} SET amount = amount + 1 WHERE id % 3 = 0",
                        f"DELETE FROM {table.quoted} WHERE id % 7 = 0")
         ranges[compressed] = (table, start, source.current_watermark())
-    server.execute("SET GLOBAL log_bin_compress = OFF")
+    if not mysql:
+        server.execute("SET GLOBAL log_bin_compress = OFF")
     for decoders in (0, 2):
         # Alternated, best of five each: the machine is shared, and a pass is a few seconds.
         times = {False: float("inf"), True: float("inf")}
@@ -139,7 +159,7 @@ def bench_compressed(server, source, work, rows):
 def bench_snapshot(server, source, work, rows):
     table = TableName("bench", "snap")
     server.execute(f"CREATE TABLE {table.quoted} ({NARROW})",
-                   f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM bench.seq_1_to_{rows}")
+                   f"INSERT INTO {table.quoted} SELECT {NARROW_FILL} FROM {numbers(rows)}")
     conn = source.get_conn()
     t0 = time.perf_counter()
     with conn.cursor(pymysql.cursors.SSCursor) as cursor:
@@ -162,15 +182,20 @@ def bench_snapshot(server, source, work, rows):
 
 def main() -> None:
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    which = sys.argv[2] if len(sys.argv) > 2 else "both"
+    products = [Product.MARIADB, Product.MYSQL] if which == "both" else [Product(which)]
     work = Path(tempfile.mkdtemp(prefix="capture-bench-"))
-    with ThrowawayServer.start(work / "mariadb", {"max_binlog_size": 64 * 1024 * 1024}) as server:
-        login = server.create_user("bench")
-        server.execute("CREATE DATABASE bench")
-        source = Source(server, login)
-        bench_extract(server, source, work, "narrow", NARROW, NARROW_FILL, rows)
-        bench_extract(server, source, work, "wide30", WIDE, WIDE_FILL, rows // 4)
-        bench_compressed(server, source, work, rows)
-        bench_snapshot(server, source, work, rows * 5)
+    for product in products:
+        with ThrowawayServer.start(work / product, {"max_binlog_size": 64 * 1024 * 1024}, product=product) as server:
+            print(f"== {product}: {server.execute('SELECT VERSION()')[0][0]}", flush=True)
+            login = server.create_user("bench")
+            server.execute("CREATE DATABASE bench")
+            fill_numbers(server, rows * 5)
+            source = Source(server, login)
+            bench_extract(server, source, work, "narrow", NARROW, NARROW_FILL, rows)
+            bench_extract(server, source, work, "wide30", WIDE, WIDE_FILL, rows // 4)
+            bench_compressed(server, source, work, rows)
+            bench_snapshot(server, source, work, rows * 5)
 
 
 if __name__ == "__main__":

@@ -84,6 +84,18 @@ def _exact_json(packet: BinLogPacketWrapper, size: int, is_partial: bool) -> Any
 _reader_json = BinLogPacketWrapper.read_binary_json
 BinLogPacketWrapper.read_binary_json = _exact_json
 
+
+def _previous_gtids_unread(event: Any, from_packet: Any, event_size: int, table_map: Any, ctl_connection: Any,
+                           **kwargs: Any) -> None:
+    """A file's PREVIOUS_GTIDS event, left unread: the pass needs nothing of it (``core.binlog_events``: it holds
+    no change), and the reader cannot read the form MySQL 8.3+ writes once a tagged GTID was ever committed
+    (``AssertionError: Result length not requested length``), which failed every range that began at a file's
+    start or crossed a rotation. GTID sets are read from the server's statements (``_gtid_file``)."""
+    binlog_event.BinLogEvent.__init__(event, from_packet, event_size, table_map, ctl_connection, **kwargs)
+
+
+binlog_event.PreviousGtidsEvent.__init__ = _previous_gtids_unread
+
 # Every event class the reader has: given as its only_events, none is left out (its default list leaves some out,
 # INTVAR_EVENT among them); with filter_non_implemented_events off, events of other types come too.
 EVERY_EVENT = sorted({cls for module in (binlog_event, binlog_row_event) for cls in vars(module).values()

@@ -35,8 +35,19 @@ def capture_after(hook, header, start, tmp_path, name="x", positions=False):
 
 @contextlib.contextmanager
 def compressed_binlog(server) -> Iterator[None]:
-    """The server's binlog compressed (MariaDB's log_bin_compress), every event of 10 bytes or more, within the
-    block; as it was afterwards. (A global setting: the tests that share the server run one after another.)"""
+    """The server's binlog compressed within the block, as it was afterwards: MariaDB's log_bin_compress (every
+    event of 10 bytes or more), MySQL's binlog_transaction_compression (each transaction one payload event) for
+    the sessions opened within. (A global setting: the tests that share the server run one after another.)"""
+    from airflow_cdc_testing.server import Product
+
+    if getattr(server, "product", None) is Product.MYSQL:
+        (before,) = server.execute("SELECT @@GLOBAL.binlog_transaction_compression")
+        server.execute("SET GLOBAL binlog_transaction_compression = ON")
+        try:
+            yield
+        finally:
+            server.execute(f"SET GLOBAL binlog_transaction_compression = {int(before[0])}")
+        return
     (before,) = server.execute("SELECT @@GLOBAL.log_bin_compress, @@GLOBAL.log_bin_compress_min_len")
     server.execute("SET GLOBAL log_bin_compress = ON", "SET GLOBAL log_bin_compress_min_len = 10")
     try:

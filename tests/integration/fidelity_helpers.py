@@ -160,12 +160,14 @@ def insert_cases(server, table: str, first_id: int, without: frozenset[str] = fr
     return list(range(first_id, first_id + len(CASES)))
 
 
-def update_to_cases(server, table: str, first_id: int) -> list[int]:
-    """Insert an all-NULL row per case first, then (in a later call) UPDATE it to the case: the after image."""
+def update_to_cases(server, table: str, first_id: int, without: frozenset[str] = frozenset()) -> list[int]:
+    """Insert an all-NULL row per case first, then (in a later call) UPDATE it to the case: the after image (but
+    the columns ``without``)."""
     conn = server.root_connection(init_command="SET SESSION sql_mode = ''")
     try:
         with conn.cursor() as cursor:
             for n, case in enumerate(CASES):
+                case = {c: v for c, v in case.items() if c not in without}
                 if case:
                     sets = ", ".join(f"`{c}` = {v}" for c, v in case.items())
                     cursor.execute(f"UPDATE {table} SET {sets} WHERE id = {first_id + n}")
