@@ -243,3 +243,40 @@ def test_a_mysql_failover_is_followed_by_tagged_gtids_and_lost_transactions_are_
     finally:
         primary.stop()
         replica.stop()
+
+
+def test_a_replica_that_does_not_log_what_it_replicates_is_refused_and_one_that_does_is_captured(
+        tmp_path, make_user):
+    from airflow_cdc_provider.core.errors import CaptureNotPossible
+
+    primary = start_server(tmp_path / "primary", {"server_id": 21}, product=Product.MYSQL)
+    replica = start_server(tmp_path / "replica", {"server_id": 22, "log_replica_updates": "OFF"},
+                           product=Product.MYSQL)
+    try:
+        primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
+        replica.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={primary.port}, "
+                        "SOURCE_USER='repl', SOURCE_PASSWORD='repl-pw', SOURCE_AUTO_POSITION=1, "
+                        "GET_SOURCE_PUBLIC_KEY=1", "START REPLICA")
+        write(primary, "CREATE DATABASE failover",
+              f"CREATE TABLE {ITEMS.quoted} (id INT NOT NULL PRIMARY KEY, label VARCHAR(40) NOT NULL, n INT NOT NULL)")
+        caught_up(replica, primary)
+        # Its binlog has none of what it replicated: a copy read from it would miss every change.
+        hook = MySqlSourceHook(make_user(server=replica))
+        with pytest.raises(CaptureNotPossible) as refused:
+            hook.check_capture([ITEMS])
+        assert "The server is a replica, and its setting log_replica_updates is 'OFF'" in str(refused.value)
+        assert "Fix: add log_replica_updates=ON to my.cnf under [mysqld] and restart the replica" in str(refused.value)
+        # Logging them (MySQL's default), the replica is a source like any other: its binlog holds the changes.
+        replica.settings["log_replica_updates"] = "ON"
+        replica.restart()
+        assert hook.check_capture([ITEMS]) is not None
+        start = hook.current_watermark()
+        write(primary, f"INSERT INTO {ITEMS.quoted} VALUES (1, 'one', 1), (2, 'two', 2)",
+              f"UPDATE {ITEMS.quoted} SET n = 3 WHERE id = 1")
+        caught_up(replica, primary)
+        header = hook.raw_header(ITEMS)
+        result = extract(hook, in_one_directory([header], tmp_path / "raw"), start, hook.current_watermark()).check()
+        assert result.counts[str(ITEMS)] == {"I": 2, "U": 1, "D": 0}
+    finally:
+        replica.stop()
+        primary.stop()

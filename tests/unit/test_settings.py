@@ -50,3 +50,19 @@ def test_binlog_compression_is_told_not_refused():
     (absent,) = compression_notes({"binlog_transaction_compression": None}, detect_flavor("8.0.19"))
     assert "binlog_transaction_compression is absent" in absent
     assert settings_problems(GOOD, MARIADB) == []
+
+
+def test_a_replica_that_does_not_log_what_it_replicates_is_refused_with_the_fix():
+    from airflow_cdc_provider.core.flavor import detect_flavor
+    from airflow_cdc_provider.core.settings import replica_logging_variable, replica_problems
+
+    mysql, old_mysql, mariadb = detect_flavor("9.7.4"), detect_flavor("8.0.25"), detect_flavor("10.11.6-MariaDB")
+    assert [replica_logging_variable(f) for f in (mysql, old_mysql, mariadb)] == [
+        "log_replica_updates", "log_slave_updates", "log_slave_updates"]
+    (problem,) = replica_problems(True, "OFF", mysql)
+    assert "The server is a replica, and its setting log_replica_updates is 'OFF'" in problem
+    assert "Fix: add log_replica_updates=ON to my.cnf under [mysqld]" in problem
+    (problem,) = replica_problems(True, "0", mariadb)
+    assert "log_slave_updates=ON to my.cnf under [mariadbd]" in problem
+    assert replica_problems(True, "ON", mysql) == replica_problems(True, "1", mariadb) == []
+    assert replica_problems(False, "OFF", mysql) == []  # not a replica: every change it has is its own
