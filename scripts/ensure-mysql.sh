@@ -23,8 +23,9 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 if ! command -v debootstrap >/dev/null; then
   echo "Installing Debian's debootstrap (to make the MySQL root)"
-  apt-get update -qq
-  apt-get install -y -qq debootstrap >/dev/null
+  # Waits for another apt (the other ensure scripts) rather than failing on its lock.
+  apt-get -o DPkg::Lock::Timeout=300 update -qq
+  apt-get -o DPkg::Lock::Timeout=300 install -y -qq debootstrap >/dev/null
 fi
 # The mirror apt already uses here, so that a machine behind its own mirror keeps using it.
 MIRROR=$(sed -n 's/^URIs: *\([^ ]*\).*/\1/p' /etc/apt/sources.list.d/*.sources 2>/dev/null | grep -v security | head -n1)
