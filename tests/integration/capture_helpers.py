@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from airflow_cdc_provider.core.config import RunConfig, SourceConfig, WorkConfig
+from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.records import RawHeader
 from airflow_cdc_provider.stages.extract import extract, in_one_directory
 from airflow_cdc_provider.stages.replay import replay
@@ -83,7 +84,7 @@ def source_rows(server, header: RawHeader) -> dict:
     try:
         with conn.cursor() as cursor:
             # By name: MySQL's invisible columns are not in a SELECT *.
-            names = ", ".join(f"`{name}`" for name, _ in header.columns)
+            names = ", ".join(quote_identifier(name) for name, _ in header.columns)
             cursor.execute(f"SELECT {names} FROM `{schema}`.`{table}`")
             names = [d[0] for d in cursor.description]
             rows = [dict(zip(names, r)) for r in cursor.fetchall()]
