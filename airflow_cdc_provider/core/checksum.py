@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from airflow_cdc_provider.core.identifiers import formatted, quote_identifier
 from airflow_cdc_provider.core.types import GEOMETRIES, ColumnType, arrow_type
-from airflow_cdc_provider.core.values import EWKB_SRID_FLAG
+from airflow_cdc_provider.core.values import EWKB_SRID_FLAG, shortest_digits
 
 _TEXTS = {"char", "varchar", "tinytext", "text", "mediumtext", "longtext", "enum", "set", "inet4", "inet6", "uuid"}
 DATETIME_FORMAT_SQL = "%Y-%m-%d %H:%i:%s.%f"
@@ -257,14 +257,7 @@ def mariadb_double_text(x: float) -> str:
     MariaDB 10.11 (random bit patterns and magnitudes): every one the same."""
     if x == 0:
         return "0"  # -0 too
-    sign = "-" if x < 0 else ""
-    mantissa, _, exponent = repr(abs(x)).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    fraction = "" if fraction == "0" else fraction
-    digits = whole + fraction
-    stripped = digits.lstrip("0")
-    point = len(whole) + int(exponent or 0) - (len(digits) - len(stripped))  # the value is 0.DIGITS × 10^point
-    digits = stripped.rstrip("0")
+    sign, digits, point = shortest_digits(x)  # the value is ±0.DIGITS × 10^point
     n = len(digits)
     if point < -14 or (point > 15 and point >= n):
         return f"{sign}{digits[0]}{'.' + digits[1:] if n > 1 else ''}e{point - 1}"

@@ -39,6 +39,18 @@ class ServerFlavor:
         return "SHOW BINARY LOG STATUS" if self.flavor is Flavor.MYSQL_8_4 else "SHOW MASTER STATUS"
 
     @property
+    def replica_status_statement(self) -> str:
+        # MySQL 8.0.22 renamed SHOW SLAVE STATUS; MariaDB keeps the old name (and its alias SHOW REPLICA STATUS
+        # only from 10.5.1).
+        return "SHOW SLAVE STATUS" if self.is_mariadb or self.version < (8, 0, 22) else "SHOW REPLICA STATUS"
+
+    @property
+    def replica_logging_variable(self) -> str:
+        """The variable that makes a replica write what it replicates to its own binlog: MySQL 8.0.26+'s name,
+        else the older one MariaDB keeps."""
+        return "log_slave_updates" if self.is_mariadb or self.version < (8, 0, 26) else "log_replica_updates"
+
+    @property
     def gtid_variable(self) -> str:
         # MariaDB's gtid_binlog_pos is the last GTID written to the binlog per domain (domain-server-seq);
         # MySQL's gtid_executed is the set of every transaction the server has applied (uuid:interval sets).

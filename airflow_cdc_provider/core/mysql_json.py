@@ -26,6 +26,8 @@ import struct
 from json.encoder import encode_basestring
 
 from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.row_images import DECIMAL_LEFTOVER_BYTES
+from airflow_cdc_provider.core.values import shortest_digits
 
 
 class UndecodableJson(CdcError, ValueError):
@@ -57,8 +59,6 @@ _TIMESTAMP, _DATE, _TIME, _DATETIME, _VAR_STRING, _NEWDECIMAL = 7, 10, 11, 12, 2
 # JSON_DOCUMENT_MAX_DEPTH: MySQL refuses to print a document nested deeper.
 _MAX_DEPTH = 100
 
-# decimal.cc's dig2bytes: bytes taken by a group of n < 9 decimal digits.
-_DIGIT_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _INVERT = bytes(range(255, -1, -1))
 
 
@@ -254,7 +254,7 @@ def _decimal_text(raw: bytes, at: int) -> str:
                               "than a MySQL decimal holds")
     whole_groups, lead_digits = divmod(precision - scale, 9)
     frac_groups, tail_digits = divmod(scale, 9)
-    lead_bytes, tail_bytes = _DIGIT_BYTES[lead_digits], _DIGIT_BYTES[tail_digits]
+    lead_bytes, tail_bytes = DECIMAL_LEFTOVER_BYTES[lead_digits], DECIMAL_LEFTOVER_BYTES[tail_digits]
     size = lead_bytes + 4 * (whole_groups + frac_groups) + tail_bytes
     if len(raw) - 2 != size:
         raise UndecodableJson(f"JSON DECIMAL({precision},{scale}) at offset {at} has {len(raw) - 2} bytes of value, "
@@ -295,17 +295,7 @@ def _double_text(value: float, at: int) -> str:
     """
     if value != value or value in (float("inf"), float("-inf")):
         raise UndecodableJson(f"JSON double at offset {at} is {value}, which JSON cannot hold")
-    text = repr(value)
-    sign = ""
-    if text[0] == "-":
-        sign, text = "-", text[1:]
-    mantissa, _, exponent = text.partition("e")
-    integer, _, fraction = mantissa.partition(".")
-    digits = integer + fraction
-    significant = digits.lstrip("0")
-    # dtoa's decpt: the value is 0.<digits> times ten to the decpt.
-    point = len(integer) + int(exponent or 0) - (len(digits) - len(significant))
-    significant = significant.rstrip("0")
+    sign, significant, point = shortest_digits(value)  # point: dtoa's decpt
     if not significant:
         significant, point = "0", 1
     count = len(significant)

@@ -74,8 +74,9 @@ Reader = Callable[[bytes, int], tuple[Any, int]]
 _FIXED = {TINY: ("<b", "<B"), SHORT: ("<h", "<H"), LONG: ("<i", "<I"), LONGLONG: ("<q", "<Q"),
           FLOAT: ("<f", "<f"), DOUBLE: ("<d", "<d")}
 _EPOCH = dt.datetime(1970, 1, 1)
-# Bytes of a decimal's leftover digits (fewer than nine) in MySQL's binary DECIMAL format.
-_DECIMAL_LEFTOVER_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
+# Bytes of a decimal's leftover digits (fewer than nine) in MySQL's binary DECIMAL format (decimal.cc's dig2bytes):
+# a row event's DECIMAL column and a JSON document's (``core.mysql_json``).
+DECIMAL_LEFTOVER_BYTES = (0, 1, 1, 2, 2, 3, 3, 4, 4, 4)
 _INT32_BE = struct.Struct(">i")
 
 
@@ -254,7 +255,7 @@ def _decimal(precision: int, scale: int) -> Reader:
     integral = precision - scale
     whole_int, left_int = divmod(integral, 9)
     whole_frac, left_frac = divmod(scale, 9)
-    left_int_bytes, left_frac_bytes = _DECIMAL_LEFTOVER_BYTES[left_int], _DECIMAL_LEFTOVER_BYTES[left_frac]
+    left_int_bytes, left_frac_bytes = DECIMAL_LEFTOVER_BYTES[left_int], DECIMAL_LEFTOVER_BYTES[left_frac]
     size = left_int_bytes + 4 * (whole_int + whole_frac) + left_frac_bytes
     as_text = _decimal_as_text(left_int_bytes, whole_int, whole_frac, left_frac_bytes, left_frac, size)
     sign_bit, every_bit = 1 << (8 * size - 1), (1 << (8 * size)) - 1

@@ -22,19 +22,13 @@ MYSQL_SETTINGS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def replica_logging_variable(flavor: ServerFlavor) -> str:
-    """The variable that makes a replica write what it replicates to its own binlog: MySQL 8.0.26+'s name, else
-    the older one MariaDB keeps."""
-    return "log_slave_updates" if flavor.is_mariadb or flavor.version < (8, 0, 26) else "log_replica_updates"
-
-
 def replica_problems(is_replica: bool, logs_updates: object, flavor: ServerFlavor) -> list[str]:
     """A replica that does not log what it replicates: its binlog lacks every change that came from its source, so
     a copy read from it would miss them; empty otherwise. ``logs_updates``: the global value of
-    ``replica_logging_variable(flavor)``."""
+    ``flavor.replica_logging_variable``."""
     if not is_replica or _normalise("log_bin", logs_updates) == "ON":
         return []
-    variable = replica_logging_variable(flavor)
+    variable = flavor.replica_logging_variable
     config_file = "my.cnf under [mariadbd]" if flavor.is_mariadb else "my.cnf under [mysqld]"
     return [f"The server is a replica, and its setting {variable} is {logs_updates!r}: the changes it replicates are "
             f"not in its binlog, so the copy would miss them. Fix: add {variable}=ON to {config_file} and restart "

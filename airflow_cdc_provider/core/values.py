@@ -227,6 +227,21 @@ def standard_wkb(value: Any) -> Any:
     return wkb[:1] + struct.pack(order + "II", kind | EWKB_SRID_FLAG, srid) + wkb[5:]
 
 
+def shortest_digits(value: float) -> tuple[str, str, int]:
+    """A finite double as its sign (``-`` or empty), its shortest round-trip digits (repr's, dtoa's) without leading
+    or trailing zeros, and where the decimal point goes: the value is ±0.DIGITS × 10**point (zero has no digits).
+    The servers' printers (MariaDB's DOUBLE, MySQL's JSON double) start from these, and differ in the form."""
+    text = repr(value)
+    sign = ""
+    if text[0] == "-":
+        sign, text = "-", text[1:]
+    mantissa, _, exponent = text.partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    digits = whole + fraction
+    stripped = digits.lstrip("0")
+    return sign, stripped.rstrip("0"), len(whole) + int(exponent or 0) - (len(digits) - len(stripped))
+
+
 def canonical_json(value: Any) -> str:
     """One text for a JSON value: keys sorted, no blanks, non-ASCII as is, numbers as parsed (floats shortest).
 

@@ -51,7 +51,6 @@ from airflow_cdc_provider.core.schema import UnknownDefault, added_column_defaul
 from airflow_cdc_provider.core.settings import (
     compression_notes,
     compression_variables,
-    replica_logging_variable,
     replica_problems,
     required_settings,
     settings_problems,
@@ -335,15 +334,13 @@ class MySqlSourceHook(BaseHook):
         """``core.settings.replica_problems`` of this server: whether it replicates, by its replica status (which
         REPLICATION CLIENT shows on MySQL; MariaDB 10.5+ asks REPLICA MONITOR of it, and without that privilege
         the server is taken to be no replica, as its binlog settings are checked all the same)."""
-        statement = "SHOW SLAVE STATUS" if self.flavor.is_mariadb or self.flavor.version < (8, 0, 22) \
-            else "SHOW REPLICA STATUS"
         try:
-            is_replica = bool(self._query(statement))
+            is_replica = bool(self._query(self.flavor.replica_status_statement))
         except pymysql.err.MySQLError as exc:
             if exc.args and exc.args[0] in (1227, 1045):  # access denied: it cannot be told
                 return []
             raise
-        variable = replica_logging_variable(self.flavor)
+        variable = self.flavor.replica_logging_variable
         return replica_problems(is_replica, self.global_variables([variable])[variable], self.flavor)
 
     def binlog_notes(self) -> list[str]:

@@ -237,12 +237,13 @@ def _oracle_value(column_type: str, value: Any) -> Any:
 
 def oracle_rows(server, header: RawHeader) -> dict[tuple, dict]:
     """The table as Hive must hold it, by key, with Hive's lower-case names."""
+    from airflow_cdc_testing.server import Product
+
+    mariadb = server.product is not Product.MYSQL
+    exprs = ", ".join(_oracle_select(name, ctype, mariadb) for name, ctype in header.columns)
     conn = server.root_connection()
     try:
         with conn.cursor() as cursor:
-            cursor.execute("SELECT VERSION()")
-            mariadb = "mariadb" in cursor.fetchone()[0].lower()
-            exprs = ", ".join(_oracle_select(name, ctype, mariadb) for name, ctype in header.columns)
             cursor.execute(f"SELECT {exprs} FROM {header.table}")
             rows = cursor.fetchall()
     finally:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 
 import pytest
+from airflow_cdc_testing.server import Product
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.records import parse_record
@@ -24,7 +25,7 @@ from tests.integration.fidelity_helpers import DDL, MARIADB_ONLY, MYSQL_DDL, ins
 
 
 def _mysql(server) -> bool:
-    return "mariadb" not in server.execute("SELECT VERSION()")[0][0].lower()
+    return server.product is Product.MYSQL
 
 
 def _workload(mariadb, schema: str) -> list[TableName]:

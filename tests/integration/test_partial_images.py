@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from airflow_cdc_testing.server import Product
 
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.hooks.mysql_source import MySqlSourceHook
@@ -26,7 +27,7 @@ def _session(server, *statements: str) -> None:
 
 def test_a_partial_row_image_stops_its_table_alone_with_the_setting_and_its_fix(server, make_user, tmp_path):
     schema = f"partial_{os.urandom(3).hex()}"
-    mysql = "MariaDB" not in server.execute("SELECT VERSION()")[0][0]
+    mysql = server.product is Product.MYSQL
     doc = "JSON" if mysql else "LONGTEXT"
     server.execute(
         f"CREATE DATABASE {schema}",

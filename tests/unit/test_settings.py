@@ -54,10 +54,10 @@ def test_binlog_compression_is_told_not_refused():
 
 def test_a_replica_that_does_not_log_what_it_replicates_is_refused_with_the_fix():
     from airflow_cdc_provider.core.flavor import detect_flavor
-    from airflow_cdc_provider.core.settings import replica_logging_variable, replica_problems
+    from airflow_cdc_provider.core.settings import replica_problems
 
     mysql, old_mysql, mariadb = detect_flavor("9.7.4"), detect_flavor("8.0.25"), detect_flavor("10.11.6-MariaDB")
-    assert [replica_logging_variable(f) for f in (mysql, old_mysql, mariadb)] == [
+    assert [f.replica_logging_variable for f in (mysql, old_mysql, mariadb)] == [
         "log_replica_updates", "log_slave_updates", "log_slave_updates"]
     (problem,) = replica_problems(True, "OFF", mysql)
     assert "The server is a replica, and its setting log_replica_updates is 'OFF'" in problem
