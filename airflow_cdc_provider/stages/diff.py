@@ -97,10 +97,10 @@ def digests_schema(header: RawHeader) -> pa.Schema:
                       pa.field(DIGEST_COLUMN, pa.uint64())], metadata={HASH_METADATA: TEXT_HASH.encode()})
 
 
-def kept_hash(digests_file: str | os.PathLike[str]) -> str:
-    """The hash a digests file's numbers were cut from: its metadata's, or ``md5`` for a file from before it."""
-    metadata = pq.read_schema(digests_file).metadata or {}
-    return str(metadata.get(HASH_METADATA, b"md5").decode())
+def kept_hash(schema: pa.Schema) -> str:
+    """The hash a digests file's numbers were cut from (``schema``: the file's, as read): its metadata's, or ``md5``
+    for a file from before it."""
+    return str((schema.metadata or {}).get(HASH_METADATA, b"md5").decode())
 
 
 def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.PathLike[str],
@@ -116,8 +116,8 @@ def diff_table(source: DiffSource, header: RawHeader, digests_file: str | os.Pat
     table goes on from the binlog and keeps none); ``DiffResult.digests_file`` is then empty."""
     out = Path(out_dir)
     make_dirs(out)
-    kept_with = kept_hash(digests_file)
     kept = pq.read_table(digests_file, columns=[HASH_COLUMN, DIGEST_COLUMN])
+    kept_with = kept_hash(kept.schema)
     hashes = kept.column(HASH_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
     digests = kept.column(DIGEST_COLUMN).to_numpy(zero_copy_only=False).astype(np.uint64)
     del kept

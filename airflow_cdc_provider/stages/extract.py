@@ -1165,15 +1165,12 @@ def _nothing_held() -> None:
 
 def _rows_body(event: Any) -> bytes | None:
     """The bytes of a rows event's row images, read from its packet, when they can be decoded without the reader:
-    every column present in each image, the table map's columns all there, and no partial JSON update. None
-    otherwise, and once the reader has read the rows (they are then its)."""
-    columns = len(event.columns)
-    if not event.complete or event.event_type == PARTIAL_UPDATE_ROWS_EVENT or event.number_of_columns != columns:
+    the table map's columns all there, and no partial JSON update. None otherwise, and once the reader has read the
+    rows (they are then its). Every column is present in each image: ``_write_rows`` stopped the table otherwise
+    (``_check_images_whole``)."""
+    if (not event.complete or event.event_type == PARTIAL_UPDATE_ROWS_EVENT
+            or event.number_of_columns != len(event.columns)):
         return None
-    full = (1 << columns) - 1
-    for bitmap in (event.columns_present_bitmap, getattr(event, "columns_present_bitmap2", None)):
-        if bitmap is not None and int.from_bytes(bitmap, "little") & full != full:
-            return None
     packet = event.packet
     left = event.event_size - packet.read_bytes
     # The reader reads the rows from the packet until at most one byte is left: then they are its (read through

@@ -61,6 +61,15 @@ def write(server: ThrowawayServer, *statements: str, tag: str | None = None) -> 
         conn.close()
 
 
+def replicate(replica: ThrowawayServer, primary: ThrowawayServer) -> None:
+    """Make ``replica`` follow ``primary`` by auto-position, through a replication user made on the primary."""
+    primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
+    # caching_sha2_password without TLS: the replica asks for the primary's public key to send the password.
+    replica.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={primary.port}, "
+                    "SOURCE_USER='repl', SOURCE_PASSWORD='repl-pw', SOURCE_AUTO_POSITION=1, "
+                    "GET_SOURCE_PUBLIC_KEY=1", "START REPLICA")
+
+
 def gtid_executed(server: ThrowawayServer) -> str:
     return server.execute("SELECT @@GLOBAL.gtid_executed")[0][0]
 
@@ -117,11 +126,7 @@ def test_a_mysql_failover_is_followed_by_tagged_gtids_and_lost_transactions_are_
     primary = start_server(tmp_path / "primary", {"server_id": 11}, product=Product.MYSQL)
     replica = start_server(tmp_path / "replica", {"server_id": 12}, product=Product.MYSQL)
     try:
-        primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
-        # caching_sha2_password without TLS: the replica asks for the primary's public key to send the password.
-        replica.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={primary.port}, "
-                        "SOURCE_USER='repl', SOURCE_PASSWORD='repl-pw', SOURCE_AUTO_POSITION=1, "
-                        "GET_SOURCE_PUBLIC_KEY=1", "START REPLICA")
+        replicate(replica, primary)
         (primary_uuid,), (replica_uuid,) = (s.execute("SELECT @@GLOBAL.server_uuid")[0] for s in (primary, replica))
         assert primary_uuid != replica_uuid, "each server names its own GTIDs"
         conn_id = make_user(server=primary)  # the capture user reaches the replica by replication
@@ -253,10 +258,7 @@ def test_a_replica_that_does_not_log_what_it_replicates_is_refused_and_one_that_
     replica = start_server(tmp_path / "replica", {"server_id": 22, "log_replica_updates": "OFF"},
                            product=Product.MYSQL)
     try:
-        primary.execute("CREATE USER 'repl'@'%' IDENTIFIED BY 'repl-pw'", "GRANT REPLICATION SLAVE ON *.* TO 'repl'@'%'")
-        replica.execute(f"CHANGE REPLICATION SOURCE TO SOURCE_HOST='127.0.0.1', SOURCE_PORT={primary.port}, "
-                        "SOURCE_USER='repl', SOURCE_PASSWORD='repl-pw', SOURCE_AUTO_POSITION=1, "
-                        "GET_SOURCE_PUBLIC_KEY=1", "START REPLICA")
+        replicate(replica, primary)
         write(primary, "CREATE DATABASE failover",
               f"CREATE TABLE {ITEMS.quoted} (id INT NOT NULL PRIMARY KEY, label VARCHAR(40) NOT NULL, n INT NOT NULL)")
         caught_up(replica, primary)
