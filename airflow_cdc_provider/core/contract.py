@@ -175,6 +175,9 @@ class Healed(Model):
     compared_rows: int = 0  # rows whose hash and digest the server sent, in the buckets whose sums differed
     bytes_sent: int = 0  # what the server sent for the diff, by its own counter
     rows: int = 0  # the table's rows, by the copy's version
+    # Loaded anew instead (a snapshot, committed as the next version): a change of its columns no merge onto the
+    # version can follow, a column whose Hive type changed or another key (``core.schema.reload_reason``).
+    reloaded: bool = False
 
 
 class ColumnChange(Model):

@@ -249,6 +249,9 @@ class MergeSpec(Model):
     # The row digests of the version this spec makes (diff mode, ``stages.diff``): recorded with the commit, for the
     # next run to compare the source with; the job does not read it.
     digests: str | None = None
+    # A table the run loads anew at a change no merge onto its version can follow (``Healed.reloaded``): it may not
+    # drop the columns the Hive table keeps for ``schema_changes: evolve`` (``core.version_plan``).
+    loaded_anew: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -420,6 +423,13 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
             raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a heal without "
                              "its binlog moment or its reason, or of a table not read from the binlog.")
         plan = plan.model_copy(update={"mode": Mode.HEAL, "reason": f"healed by a diff: {merge_input.healed.why}"})
+    elif merge_input.mode == Mode.SNAPSHOT and merge_input.healed is not None and merge_input.healed.reloaded:
+        # Planned as the binlog's; its chain broke at a change no merge onto the version can follow, and the heal
+        # read it whole: loaded as a snapshot is, and recorded as one.
+        if table.mode != Mode.INCREMENTAL or merge_input.end is None:
+            raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a load anew of a "
+                             "table read from the binlog, or one without its binlog moment.")
+        plan = plan.model_copy(update={"mode": Mode.SNAPSHOT, "reason": f"loaded anew: {merge_input.healed.why}"})
     elif merge_input.mode != table.mode:
         raise ValueError(f"{table.source} was planned as {table.mode}, but its merge input is a {merge_input.mode}.")
     database, name = table.table.hive_table.split(".", 1)
@@ -447,6 +457,7 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         reread_rows=merge_input.reread is not None or merge_input.mode in (Mode.DIFF, Mode.HEAL),
         events_file=uri(merge_input.events_file) if merge_input.events_file else None,
         digests=merge_input.digests_file,
+        loaded_anew=merge_input.healed is not None and merge_input.healed.reloaded,
     )
 
 

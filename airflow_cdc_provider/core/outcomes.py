@@ -210,7 +210,7 @@ def repair_settled_by(table: TablePlan, merge_input: MergeInput) -> Replaced | N
     """What a committed table's new version read again from the source, settling a pending repair: the whole
     table for a snapshot and for a heal (its diff compared every row), the re-read buckets otherwise; None when
     it read nothing again (a repair stays)."""
-    if table.mode == Mode.SNAPSHOT or merge_input.mode == Mode.HEAL:
+    if table.mode == Mode.SNAPSHOT or merge_input.mode in (Mode.SNAPSHOT, Mode.HEAL):
         return Replaced()
     reread = merge_input.reread
     if reread is not None and reread.which:

@@ -11,10 +11,14 @@ definition changed in the range. Two policies decide what happens:
 - ``evolve``: as Apache Paimon's MySQL sync does, what can be kept is kept. A dropped column stays in Hive and
   holds NULL in rows changed afterwards; a renamed column is a new column holding the renamed one's values
   (the DDL names the pair), the old one kept as if dropped. A type change that lands as the same Hive type
-  (``VARCHAR(10)`` → ``VARCHAR(50)``, ``INT`` → ``MEDIUMINT``) passes; one that does not still stops the run,
-  as Hive cannot change a column's type in place.
+  (``VARCHAR(10)`` → ``VARCHAR(50)``, ``INT`` → ``MEDIUMINT``) passes.
 
-In both policies a change to the key columns stops the run: rows could no longer be matched.
+Under both policies, a change no merge onto the version can follow makes the run load the table anew
+(``reload_reason``): a column whose Hive type must change (``INT`` → ``BIGINT``, a ``DECIMAL`` widened, a column
+dropped and added again with another type; Hive cannot change a column's type in place, and the version's files
+hold the old type), and any change to the key (rows could no longer be matched). The run reads the table whole
+and commits it as the next version with the source's columns (``stages.heal``). A widening keeps every value, so
+``strict`` follows it too; the policies differ only where a column is dropped or renamed.
 """
 
 from __future__ import annotations
@@ -136,7 +140,6 @@ def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None
     touched = [name for name in change.dropped if name.lower() in keys]
     touched += [name for name, _, _ in change.retyped if name.lower() in keys]
     touched += [old for old, _ in change.renamed if old.lower() in keys]
-    retyped = change.retyped or change.renamed_retyped()
     unnamable = [f"{name!r} {problem}" for name in [*change.added, *(new for _, new in change.renamed)]
                  if (problem := hive_column_problem(name))]
     if unnamable:
@@ -144,17 +147,60 @@ def refusal(change: SchemaChange, policy: str, key: Sequence[str]) -> str | None
                 "Hive table is as it was. Rename the column at the source (then trigger a run with "
                 "fresh_snapshot=true), or leave the table out of the configuration.")
     if touched:
-        reason = f"it changes the key column(s) {', '.join(touched)}, so rows can no longer be matched"
-    elif retyped and policy == "evolve":
-        reason = "a column's type changed to one that lands as another Hive type, which Hive cannot change in place"
-    elif (retyped or change.dropped or change.renamed) and policy == "strict":
+        return None  # a new table, loaded anew whatever the policy (``reload_reason``)
+    if (change.dropped or change.renamed) and policy == "strict":
         reason = "the policy `schema_changes: strict` takes on added columns only"
     else:
-        return None
-    fix = "Trigger a run with fresh_snapshot=true to reload the table with its new columns"
-    if policy == "strict" and not touched and not retyped:
-        fix += ", or set `schema_changes: evolve` for the table to keep dropped and renamed columns in Hive"
+        return None  # what is retyped is loaded anew (``reload_reason``)
+    fix = ("Trigger a run with fresh_snapshot=true to reload the table with its new columns, or set "
+           "`schema_changes: evolve` for the table to keep dropped and renamed columns in Hive")
     return f"{change.headline()} It is not taken on: {reason}. Nothing was written; the Hive table is as it was. {fix}."
+
+
+def reload_reason(changes: Sequence[SchemaChange], key: Sequence[str]) -> str | None:
+    """Why the table must be loaded anew rather than merged onto its version, or None when a merge can follow
+    ``changes`` (each a change met in the range, in order, from the version's columns to the source's now).
+
+    A merge cannot follow a change to the key (a key column dropped, renamed or retyped: rows could no longer be
+    matched), nor a column whose Hive type changes: Hive cannot change a column's type in place, and the
+    version's files hold the old type. Each change counts, and so does the range's net change, which shows a
+    column dropped and added again with another type as one retyped."""
+    if not changes:
+        return None
+    net = SchemaChange(table=changes[0].table, at=changes[0].at, ddl=None, before=changes[0].before,
+                       after=changes[-1].after, renames=tuple(r for c in changes for r in c.renames))
+    for change in (*changes, net):
+        phrase = _reload_phrase(change, key)
+        if phrase is not None:
+            return f"{change.headline()} {phrase}"
+    return None
+
+
+def retyped_columns(before: Sequence[tuple[str, str]], after: Sequence[tuple[str, str]], key_before: Sequence[str],
+                    key_after: Sequence[str]) -> str | None:
+    """Why a table whose columns were ``before`` (the version's) and are ``after`` (the source's now) must be loaded
+    anew, its key compared too (as ``reload_reason``); None when a merge can follow the change."""
+    if [k.lower() for k in key_before] != [k.lower() for k in key_after]:
+        return (f"Its key is ({', '.join(key_after) or 'none'}) at the source now, and was "
+                f"({', '.join(key_before) or 'none'}) in the version: rows cannot be matched, it is a new table")
+    change = SchemaChange(table="", at="", ddl=None, before=tuple(before), after=tuple(after))
+    phrase = _reload_phrase(change, key_after)
+    return f"Since the version, {change.describe()}. {phrase}" if phrase else None
+
+
+def _reload_phrase(change: SchemaChange, key: Sequence[str]) -> str | None:
+    keys = {k.lower() for k in key}
+    touched = [name for name in change.dropped if name.lower() in keys]
+    touched += [f"{name} ({old} → {new})" for name, old, new in change.retyped if name.lower() in keys]
+    touched += [f"{old} (renamed {new})" for old, new in change.renamed if old.lower() in keys]
+    if touched:
+        return f"It changes the key column(s) {', '.join(touched)}: rows cannot be matched, it is a new table"
+    retyped = [f"{name} ({old} → {new})" for name, old, new in change.retyped]
+    retyped += [f"{old} renamed {new}" for old, new in change.renamed_retyped()]
+    if retyped:
+        return (f"The column(s) {', '.join(retyped)} land as another Hive type, which Hive cannot change in "
+                "place")
+    return None
 
 
 def check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[str]) -> None:

@@ -250,6 +250,7 @@ class RunPoint(Model):
     reason: str = ""
     warnings: tuple[str, ...] = ()
     healed: bool = False
+    reloaded: bool = False  # loaded anew by the run (``Healed.reloaded``): the Hive table defined again
 
     @classmethod
     def of(cls, outcome: TableOutcome, times: RunTimes) -> RunPoint:
@@ -263,7 +264,8 @@ class RunPoint(Model):
                    deleted=outcome.changes.get("D", 0), upserts=outcome.upserts, deletes=outcome.deletes,
                    rows=outcome.rows, run_seconds=run_seconds, merge_seconds=outcome.seconds.get("merge"),
                    seconds=outcome.seconds, error=outcome.error, reason=outcome.reason, warnings=outcome.warnings,
-                   healed=outcome.healed is not None)
+                   healed=outcome.healed is not None,
+                   reloaded=outcome.healed is not None and outcome.healed.reloaded)
 
 
 class Commit(Model):
@@ -284,6 +286,7 @@ class Commit(Model):
     rows: int | None = None
     location: str | None = None
     healed: bool = False
+    reloaded: bool = False  # loaded anew by its run: the Hive table defined again
 
     @classmethod
     def of(cls, extra: dict[str, Any], at: dt.datetime, run_id: str | None, task_id: str | None,
@@ -293,7 +296,8 @@ class Commit(Model):
         return cls(run_id=run_id, task_id=task_id, map_index=map_index, at=at, version=extra.get("version"),
                    mode=extra.get("mode"), as_of=as_of, lag_at_commit=lag, inserted=extra.get("inserted") or 0,
                    updated=extra.get("updated") or 0, deleted=extra.get("deleted") or 0, rows=extra.get("rows"),
-                   location=extra.get("location"), healed=bool(extra.get("healed")))
+                   location=extra.get("location"), healed=bool(extra.get("healed")),
+                   reloaded=bool((extra.get("healed") or {}).get("reloaded")))
 
 
 class TableDetail(Model):

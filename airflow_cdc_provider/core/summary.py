@@ -42,7 +42,9 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
     stages = [f"{stage} {outcome.seconds[stage]:.1f} s" for stage in _STAGES if stage in outcome.seconds]
     if stages:
         line += "; " + ", ".join(stages)
-    if outcome.healed is not None and outcome.status == Status.COMMITTED:
+    if outcome.healed is not None and outcome.healed.reloaded and outcome.status == Status.COMMITTED:
+        line += f"; loaded anew ({outcome.healed.rows:,} rows read, the Hive table defined again): {outcome.healed.why}"
+    elif outcome.healed is not None and outcome.status == Status.COMMITTED:
         healed = outcome.healed
         line += (f"; healed by a diff ({healed.upserts:,} rows read, {healed.deletes:,} gone, {healed.bytes_sent:,} "
                  f"bytes from the server): {healed.why}")

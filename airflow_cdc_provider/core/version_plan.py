@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from airflow_cdc_provider.core.ledger import Origin, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import LedgerConflict, Origin, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import MergeSpec, check_datetime_zone, check_layout, next_columns
 from airflow_cdc_provider.core.model import Model
 from airflow_cdc_provider.core.modes import Action, Mode
@@ -65,6 +65,20 @@ def filled_columns(spec: MergeSpec) -> tuple[tuple[str, tuple[str, ...]], ...]:
     return tuple((added.lower(), tuple(s.lower() for s in sources)) for added, sources in spec.fill_sources)
 
 
+def check_kept_columns(table: str, table_columns: Columns, columns: Columns) -> None:
+    """Refuse to load anew (``MergeSpec.loaded_anew``) a Hive table that keeps columns the source no longer has
+    (``schema_changes: evolve`` keeps dropped and renamed ones, with their values): the table defined again with
+    the source's columns would lose them, and no run may drop what the policy promised to keep."""
+    now = {name for name, _ in columns}
+    kept = [name for name, _ in table_columns if name not in now]
+    if kept:
+        raise LedgerConflict(
+            f"The Hive table {table} keeps the columns {kept}, which the source no longer has (`schema_changes: "
+            "evolve`), and the table must be loaded anew (see the reason above): that would drop them and their "
+            "values. Nothing was changed. Copy what you need of them, then trigger a run with fresh_snapshot=true to "
+            "reload the table with the source's columns.")
+
+
 def plan_version(spec: MergeSpec, current: VersionInfo | None, table_columns: Columns) -> VersionPlan:
     """What the merge of ``spec`` does, given the version the table (or the shard's partition) is at now
     (``current``, None if none) and the Hive table's columns (a partition column left out)."""
@@ -78,6 +92,8 @@ def plan_version(spec: MergeSpec, current: VersionInfo | None, table_columns: Co
         check_layout(current.partitioning, spec, load=load)
     filled = filled_columns(spec)
     table = f"{spec.database}.{spec.table}"
+    if spec.loaded_anew and current is not None:
+        check_kept_columns(table, table_columns, tuple(spec.hive_columns))
     columns = tuple(spec.hive_columns) if load else tuple(
         next_columns(list(table_columns), spec.hive_columns, {name for name, _ in filled}, table))
     # A shard's load defines its own rows anew, never the table: the other shards' rows are in it.

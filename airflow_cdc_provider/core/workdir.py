@@ -15,6 +15,7 @@
             merge-job-<n>.json, merge-result-<n>.json       a merge application's job and result
             verify-jobs.json, verify-result.json, verify-source-sums.json   verify's Spark half
             heal/                                  a heal (``stages.heal``): its diff's upserts and deletes
+            heal/reload/                           a table the heal loads anew: its snapshot's files
             heal/version-digests/                  the Spark job's digests of the version the heal compares with
             heal-digests-jobs.json                 that job's jobs, one per table healed in the run
     <work_dir>/_catalog/<dag_id>.<group>.json      SourceDir: the tables a source's last run captured
@@ -251,6 +252,11 @@ class RunDir(Model):
     @property
     def heal(self) -> str:
         return join(self.root, "heal")
+
+    @property
+    def reload(self) -> str:
+        """A table the heal loads anew: its snapshot's files (``stages.heal``)."""
+        return join(self.heal, "reload")
 
     @property
     def heal_version_digests(self) -> str:

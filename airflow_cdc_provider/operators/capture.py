@@ -39,6 +39,7 @@ from airflow_cdc_provider.stages.snapshot_run import (
     SnapshotSettings,
     finish_stage,
     snapshot_run,
+    snapshot_settings,
 )
 
 
@@ -76,10 +77,7 @@ class MySqlSnapshotOperator(ReadsSource, HoldsTableLeases, BaseOperator):
 
     @property
     def settings(self) -> SnapshotSettings:
-        source = self.source
-        return SnapshotSettings(concurrency=source.snapshot_concurrency, chunk_rows=source.snapshot_chunk_rows,
-                                readers=source.snapshot_readers, read_buffer=source.read_buffer,
-                                progress_seconds=source.progress_seconds)
+        return snapshot_settings(self.source)
 
 
 

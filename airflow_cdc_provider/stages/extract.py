@@ -39,6 +39,7 @@ from airflow_cdc_provider.core.schema import (
     check_changes,
     landing,
     logged_as,
+    reload_reason,
 )
 from airflow_cdc_provider.core.statements import (
     ROLLBACK,
@@ -108,6 +109,11 @@ class PartialRowImage(ChainBroken):
     """A row event whose image leaves columns out (``binlog_row_image`` MINIMAL or NOBLOB, on the server or in the
     session that wrote it), or holds a JSON column's change as a diff (``binlog_row_value_options=PARTIAL_JSON``):
     the copy's row cannot be written from part of it, and is never guessed."""
+
+
+class ColumnsRetyped(ChainBroken):
+    """A change of the table's columns that no merge onto its version can follow: a column whose Hive type changes,
+    or a change to its key (``core.schema.reload_reason``). The heal loads the table anew (``stages.heal``)."""
 
 
 class RowsNotDecoded(CdcError):
@@ -694,7 +700,7 @@ def extract(
                 if sink.failed is None:
                     try:
                         sink.finish()
-                        check_changes(sink.trail.changes, sink.policy, sink.header.key)
+                        _check_changes(sink.trail.changes, sink.policy, sink.header.key)
                         result.fills[sink.header.table] = sink.trail.fills(sink.header.table, defaults)
                     except CdcError as exc:
                         sink.fail(exc)
@@ -713,6 +719,20 @@ def extract(
                 sink.writer.abort()
             raise
         return result
+
+
+def _check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[str]) -> None:
+    """The range's changes of a table's columns against its policy: ``ColumnsRetyped`` when only a load anew can
+    follow them (what the policy refuses of the range's net change still refuses it), else the policy's refusal of
+    the first change it does not take on (``SchemaChangeRefused``)."""
+    why = reload_reason(changes, key)
+    if why is None:
+        check_changes(changes, policy, key)
+        return
+    check_changes([SchemaChange(table=changes[0].table, at=changes[0].at, ddl=changes[-1].ddl,
+                                before=changes[0].before, after=changes[-1].after,
+                                renames=tuple(r for c in changes for r in c.renames))], policy, key)
+    raise ColumnsRetyped(f"{why}.")
 
 
 _TEXT_TYPES = frozenset({*TEXT_CODES, ENUM, SET})

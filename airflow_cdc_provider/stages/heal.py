@@ -20,6 +20,12 @@ Columns the source gained or lost since the version go to the table's ``schema_c
 cover the version's columns that are still at the source, and a row that holds a value in a column added since
 differs (``heal_digest``): an online schema change that added a nullable column ships only the rows written
 during it.
+
+A table whose change no merge onto the version can follow (``core.schema.reload_reason``: a column whose Hive type
+changed, such as ``INT`` widened to ``BIGINT``; another key, as when the table was dropped and created again with a
+``BIGINT`` key) is loaded anew instead: read whole as a snapshot is (``stages.snapshot``), with the watermark taken
+before the read, and committed as the next version with the source's columns (the merge defines the Hive table
+again, and its changelog and history start again). No Spark application is needed for it.
 """
 
 from __future__ import annotations
@@ -40,10 +46,12 @@ from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Committed
 from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.records import RawHeader
-from airflow_cdc_provider.core.schema import SchemaChange, check_changes
+from airflow_cdc_provider.core.schema import SchemaChange, check_changes, retyped_columns
 from airflow_cdc_provider.core.version_digests import DigestsJob, DigestsJobs
 from airflow_cdc_provider.core.watermark import Watermark
-from airflow_cdc_provider.stages.diff import DiffResult, DiffSource, diff_table
+from airflow_cdc_provider.stages.diff import DiffResult, diff_table
+from airflow_cdc_provider.stages.snapshot import snapshot
+from airflow_cdc_provider.stages.snapshot_run import SnapshotSettings, SnapshotSource, snapshot_progress, taken_at
 from airflow_cdc_provider.stages.task_log import TaskLog
 from airflow_cdc_provider.stages.version_digests import digests_file_from_spark
 from airflow_cdc_provider.storage import WorkStore
@@ -55,8 +63,9 @@ class HealNotPossible(CdcError):
     """A table whose chain broke cannot be healed by a diff: it stops, as it would without a heal."""
 
 
-class HealSource(DiffSource, Protocol):
-    """What a heal asks of the source (``MySqlSourceHook``): the table's columns and key now, and binlog positions."""
+class HealSource(SnapshotSource, Protocol):
+    """What a heal asks of the source (``MySqlSourceHook``): the table's columns and key now, binlog positions, and a
+    table's read whole."""
 
     def raw_header(self, table: TableName, declared: Sequence[str] | None = None) -> RawHeader: ...
     def current_watermark(self) -> Watermark: ...
@@ -76,6 +85,7 @@ class HealTarget:
     committed: Committed
     compared: tuple[tuple[str, str], ...]
     added: tuple[str, ...]
+    reload: str | None = None  # why it is loaded anew rather than compared (``core.schema.retyped_columns``)
 
     @property
     def source(self) -> str:
@@ -91,42 +101,53 @@ def target(table: TablePlan, why: str, source: HealSource) -> HealTarget:
                               "source with. Trigger a run with fresh_snapshot=true.")
     declared = table.table.key if table.table.key_declared else None
     header = source.raw_header(table.table.name, declared)
-    if tuple(k.lower() for k in header.key) != tuple(k.lower() for k in table.table.key):
-        raise HealNotPossible(
-            f"The key of {table.source} is ({', '.join(header.key)}) at the source now, and was "
-            f"({', '.join(table.table.key)}): rows cannot be matched across the break by a key that changed. Trigger "
-            "a run with fresh_snapshot=true to reload the table.")
     before, after = tuple(committed.columns), tuple(header.columns)
     if before != after:
         # The same rule as a change met in the binlog: the policy takes it on, or the table stops, named.
         check_changes([SchemaChange(table=table.source, at="the heal's read of the source", ddl=None,
                                     before=before, after=after)], table.table.schema_changes, header.key)
+    reload = retyped_columns(before, after, table.table.key, header.key)
     now = {name.lower() for name, _ in after}
     was = {name.lower() for name, _ in before}
     compared = tuple((name, ctype) for name, ctype in before if name.lower() in now)
     added = tuple(name for name, _ in after if name.lower() not in was)
-    return HealTarget(table=table, why=why, header=header, committed=committed, compared=compared, added=added)
+    return HealTarget(table=table, why=why, header=header, committed=committed, compared=compared, added=added,
+                      reload=reload)
 
 
 def heal_broken(broken: Sequence[tuple[TablePlan, str]], source: HealSource, mariadb: bool, store: WorkStore,
-                hive: HiveConfig, read_buffer: int, submit: Callable[[str], None], log: TaskLog) -> Captured:
+                hive: HiveConfig, settings: SnapshotSettings, submit: Callable[[str], None], log: TaskLog) -> Captured:
     """Heal each of ``broken`` (a table's plan, and why its chain broke): one Spark application, which ``submit``
     runs given the URI of its jobs file, computes the digests of every table's committed version; then each table
-    is compared with the source by a diff. A table that cannot be healed fails, named; the others go on.
+    is compared with the source by a diff. A table no merge onto its version can follow is loaded anew instead, read
+    whole as ``settings`` say. A table that cannot be healed fails, named; the others go on.
 
-    Returns a merge input per table healed (mode ``heal``), and the tables that failed."""
+    Returns a merge input per table healed (mode ``heal``) or loaded anew (mode ``snapshot``), and the tables that
+    failed."""
     failed: list[TableFailure] = []
     targets: list[HealTarget] = []
+    inputs: list[MergeInput] = []
     for table, why in broken:
-        log.warning("%s: its chain broke (%s); it is brought level by a diff against version %s",
-                    table.source, why, table.committed.version if table.committed else None)
         try:
-            targets.append(target(table, why, source))
+            aim = target(table, why, source)
         except CdcError as exc:
-            log.error("%s cannot be healed: %s", table.source, exc)
+            log.error("%s: its chain broke (%s), and it cannot be healed: %s", table.source, why, exc)
+            failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
+            continue
+        if aim.reload is None:
+            log.warning("%s: its chain broke (%s); it is brought level by a diff against version %s",
+                        table.source, why, aim.committed.version)
+            targets.append(aim)
+            continue
+        log.warning("%s: its chain broke (%s); %s. It is loaded anew: read whole, and committed as the version after "
+                    "%s with the source's columns", table.source, why, aim.reload, aim.committed.version)
+        try:
+            inputs.append(reload(source, aim, store, settings, log))
+        except CdcError as exc:
+            log.error("%s cannot be loaded anew: %s", table.source, exc)
             failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
     if not targets:
-        return Captured(failed=tuple(failed))
+        return Captured(inputs=tuple(inputs), failed=tuple(failed))
     jobs = [DigestsJob(warehouse_dir=hive.warehouse_dir, metastore_uri=hive.metastore_uri,
                        table=t.table.table.hive_table, columns=t.compared, key=t.header.key, mariadb=mariadb,
                        time_zone=hive.time_zone, location=t.committed.location,
@@ -137,7 +158,6 @@ def heal_broken(broken: Sequence[tuple[TablePlan, str]], source: HealSource, mar
     started = time.monotonic()
     submit(store.uri(job_file))
     spark_seconds = time.monotonic() - started  # one application for every table: each is counted it
-    inputs: list[MergeInput] = []
     for heal in targets:
         run_dir = heal.table.run_dir
         # The job ended well: its part files (and its reason, where it refused the version), not Hadoop's checksums.
@@ -149,7 +169,7 @@ def heal_broken(broken: Sequence[tuple[TablePlan, str]], source: HealSource, mar
                 # Of the version's columns the digests cover: the key columns as the version typed them.
                 version = RawHeader(heal.header.table, heal.compared, heal.header.key)
                 rows = digests_file_from_spark(parts, version, digests)
-                result = heal_table(source, heal, digests, local, mariadb, read_buffer)
+                result = heal_table(source, heal, digests, local, mariadb, settings.read_buffer)
             except CdcError as exc:
                 log.error("%s cannot be healed: %s", heal.source, exc)
                 failed.append(TableFailure(source=heal.source, stage="heal", error=str(exc)))
@@ -188,6 +208,28 @@ def heal_table(source: HealSource, heal: HealTarget, digests_file: str | os.Path
                        keep_digests=False)
     watermark = source.watermark_at(*found.binlog) if found.binlog is not None else before
     return HealResult(found=found, watermark=watermark, seconds=time.monotonic() - started)
+
+
+def reload(source: HealSource, heal: HealTarget, store: WorkStore, settings: SnapshotSettings,
+           log: TaskLog) -> MergeInput:
+    """The merge's input for a table loaded anew: the source's rows now, read as a first load reads them (the
+    watermark taken before the read; a retry resumes after the last chunk read), to replace the version whole."""
+    started = time.monotonic()
+    table, header = heal.table, heal.header
+    target_dir = table.run_dir.reload
+    with store.staging(target_dir) as local:
+        result = snapshot(source, header, local, settings.chunk_rows,
+                          snapshot_progress(source, header, settings, log), settings.read_buffer,
+                          key_declared=table.table.key_declared, readers=settings.readers)
+    files = tuple(store.location_of(f, local, target_dir) for f in result.files)
+    log.info("%s loaded anew: %d rows in %d chunks, watermark %s", table.source, result.rows, result.chunks,
+             result.watermark)
+    healed = Healed(why=f"{heal.why} {heal.reload}.", upserts=result.rows, rows=result.rows, reloaded=True)
+    return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=files, columns=header.columns,
+                      key=header.identity, end=result.watermark, as_of=taken_at(result),
+                      source_columns=header.columns, upserts=result.rows, changes={"I": result.rows},
+                      start=heal.committed.watermark, seconds={"heal": round(time.monotonic() - started, 3)},
+                      healed=healed)
 
 
 def merge_input(heal: HealTarget, result: HealResult, located: Callable[[str], str]) -> MergeInput:

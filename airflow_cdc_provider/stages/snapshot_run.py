@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
+from airflow_cdc_provider.core.config import SourceConfig
 from airflow_cdc_provider.core.contract import Captured, MergeInput, TableFailure, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.modes import Capture, Mode
@@ -50,6 +51,13 @@ class SnapshotSettings:
     readers: int = 1  # connections each table is read on at once, in key ranges
     read_buffer: int = DEFAULT_READ_BUFFER  # bytes of rows each table's read holds before writing them
     progress_seconds: float = 10.0  # how often each table's read logs how far it is
+
+
+def snapshot_settings(source: SourceConfig) -> SnapshotSettings:
+    """How the tables of ``source:`` are read whole."""
+    return SnapshotSettings(concurrency=source.snapshot_concurrency, chunk_rows=source.snapshot_chunk_rows,
+                            readers=source.snapshot_readers, read_buffer=source.read_buffer,
+                            progress_seconds=source.progress_seconds)
 
 
 class TablesFailed(Exception):
@@ -99,8 +107,9 @@ def snapshot_run(hook: SnapshotSource, tables: Sequence[TablePlan], store: Calla
             diff_mode = table.table.capture == Capture.DIFF
             digests = table.table_dir.digests_file(table.plan.run.key) if diff_mode else None
             with work.staging(target) as local, digests_staging(work, table) as digests_dir:
-                result = snapshot(hook, header, local, settings.chunk_rows, _progress(hook, header, settings, log),
-                                  settings.read_buffer, key_declared=table.table.key_declared, readers=settings.readers,
+                result = snapshot(hook, header, local, settings.chunk_rows,
+                                  snapshot_progress(hook, header, settings, log), settings.read_buffer,
+                                  key_declared=table.table.key_declared, readers=settings.readers,
                                   digests=digests_dir / DIGESTS_FILE if digests_dir else None)
             files = tuple(work.location_of(f, local, target) for f in result.files)
         except CdcError as exc:
@@ -117,7 +126,7 @@ def snapshot_run(hook: SnapshotSource, tables: Sequence[TablePlan], store: Calla
                           result.ranges, result.readers)
         return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=files,
                           columns=header.columns, key=header.identity, end=result.watermark,
-                          as_of=_taken_at(result), source_columns=header.columns,
+                          as_of=taken_at(result), source_columns=header.columns,
                           upserts=result.rows, changes={"I": result.rows}, digests_file=digests,
                           seconds={"snapshot": round(time.monotonic() - started, 3)})
 
@@ -153,7 +162,7 @@ def _diff(hook: SnapshotSource, table: TablePlan, started: float, store: Callabl
                       upserts=found.upserts, deletes=found.deletes, digests_file=digests, changes=found.changes,
                       start=None, seconds={"diff": round(time.monotonic() - started, 3)})
 
-def _progress(hook: SnapshotSource, header: RawHeader, settings: SnapshotSettings, log: TaskLog) -> Any:
+def snapshot_progress(hook: SnapshotSource, header: RawHeader, settings: SnapshotSettings, log: TaskLog) -> Any:
     """Each chunk's report to the table's ``Progress``: the share by the integer key's range, else by the
     server's estimate of the rows."""
     bounds = hook.integer_key_bounds(header)
@@ -185,7 +194,7 @@ def digests_staging(store: WorkStore, table: TablePlan) -> Iterator[Path | None]
             os.replace(written, local / name)
 
 
-def _taken_at(result: SnapshotResult) -> dt.datetime:
+def taken_at(result: SnapshotResult) -> dt.datetime:
     """The moment a snapshot reflects: when its watermark was taken."""
     if result.taken_at is None:  # a snapshot resumed from progress an earlier release kept
         raise CdcError(f"The snapshot's progress file does not say when its watermark {result.watermark} was taken, "

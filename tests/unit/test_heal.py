@@ -12,7 +12,7 @@ from airflow_cdc_provider.core.assets import event_extra
 from airflow_cdc_provider.core.contract import BrokenChain, Captured, Extraction, Healed, MergeInput, TableFailure
 from airflow_cdc_provider.core.diff import heal_digest, row_digest
 from airflow_cdc_provider.core.errors import CdcError
-from airflow_cdc_provider.core.ledger import RunRef, VersionInfo, choose_origin
+from airflow_cdc_provider.core.ledger import LedgerConflict, RunRef, VersionInfo, choose_origin
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
 from airflow_cdc_provider.core.metrics import table_metrics
 from airflow_cdc_provider.core.modes import Mode
@@ -137,9 +137,22 @@ def test_a_table_is_healed_over_the_columns_its_version_and_the_source_share_whe
         target(table, "w", Source(dropped))
     evolve = table.model_copy(update={"table": table.table.model_copy(update={"schema_changes": "evolve"})})
     assert target(evolve, "w", Source(dropped)).compared == tuple(dropped)
-    # A key that changed cannot match rows across the break.
-    with pytest.raises(HealNotPossible, match=r"key of shop.items is \(id, at\) at the source now, and was \(id\)"):
-        target(table, "w", Source(COLUMNS, key=("id", "at")))
+    assert target(table, "w", Source(COLUMNS)).reload is None
+    # A key that changed cannot match rows across the break: a new table, loaded anew whatever the policy.
+    for policy in (table, evolve):
+        assert target(policy, "w", Source(COLUMNS, key=("id", "at"))).reload == (
+            "Its key is (id, at) at the source now, and was (id) in the version: rows cannot be matched, it is a new "
+            "table")
+    # So is a column whose Hive type changed: a widening (strict takes it on too), or the key's own type.
+    widened = [("id", "int(11)"), ("price", "decimal(20,4)"), ("at", "datetime(3)")]
+    assert "price (decimal(10,2) → decimal(20,4)) land as another Hive type" in target(table, "w",
+                                                                                   Source(widened)).reload
+    wider_key = [("id", "bigint(20)"), *COLUMNS[1:]]
+    assert "key column(s) id (int(11) → bigint(20))" in target(table, "w", Source(wider_key)).reload
+    # A type that lands as the same Hive type is compared as before; strict still refuses a drop beside a retype.
+    assert target(table, "w", Source([("id", "mediumint(9)"), *COLUMNS[1:]])).reload is None
+    with pytest.raises(CdcError, match="strict` takes on added columns only"):
+        target(table, "w", Source([("id", "int(11)"), ("price", "double")]))
     # Without a version whose columns are recorded there is nothing to compare with.
     with pytest.raises(HealNotPossible, match="fresh_snapshot=true"):
         target(table.model_copy(update={"committed": None}), "w", Source(COLUMNS))
@@ -151,14 +164,65 @@ def test_the_heal_stage_fails_each_table_it_cannot_heal_by_name_and_starts_no_sp
 
     from airflow_cdc_provider.core.config import HiveConfig
     from airflow_cdc_provider.stages.heal import heal_broken
+    from airflow_cdc_provider.stages.snapshot_run import SnapshotSettings
     from airflow_cdc_provider.storage import WorkStore
 
     submitted: list[str] = []
-    key_changed, unrecorded = table_plan("items"), table_plan("items").model_copy(update={"committed": None})
-    found = heal_broken([(key_changed, "TRUNCATE"), (unrecorded, "purged")], Source(COLUMNS, key=("id", "at")),
-                        True, WorkStore(), HiveConfig(warehouse_dir="/nowhere"), 1 << 20, submitted.append, logging.getLogger("heal"))
+    refused, unrecorded = table_plan("items"), table_plan("items").model_copy(update={"committed": None})
+    found = heal_broken([(refused, "TRUNCATE"), (unrecorded, "purged")], Source(COLUMNS[:2]), True, WorkStore(),
+                        HiveConfig(warehouse_dir="/nowhere"), SnapshotSettings(), submitted.append,
+                        logging.getLogger("heal"))
     assert found.inputs == () and submitted == []
     assert [(f.source, f.stage) for f in found.failed] == [("shop.items", "heal")] * 2
-    assert "key of shop.items is (id, at)" in found.failed[0].error
+    assert "dropped at" in found.failed[0].error and "strict` takes on added columns only" in found.failed[0].error
     assert "fresh_snapshot=true" in found.failed[1].error
-    assert "shop.items: its chain broke (TRUNCATE); it is brought level by a diff against version 2" in caplog.text
+    assert "shop.items: its chain broke (TRUNCATE), and it cannot be healed: The table shop.items changed" in \
+        caplog.text
+
+
+RELOADED = Healed(why="The table shop.items changed by `ALTER TABLE items MODIFY id BIGINT` (at binlog.000001:500): "
+                      "id changed from int(11) to bigint(20). It changes the key column(s) id (int(11) → bigint(20)).",
+                  upserts=2001, rows=2001, reloaded=True)
+
+
+def reload_input(table, end=W950) -> MergeInput:
+    columns = (("id", "bigint(20)"), *COLUMNS[1:])
+    return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=(f"{table.run_dir.reload}/s.parquet",),
+                      columns=columns, key=("id",), end=end, as_of=T1, source_columns=columns, upserts=2001,
+                      changes={"I": 2001}, start=wm(100), seconds={"heal": 4.0}, healed=RELOADED)
+
+
+def test_a_table_loaded_anew_replaces_its_hive_table_and_says_so_everywhere_a_commit_is_told():
+    from airflow_cdc_provider.core.status import Commit, RunPoint, RunTimes
+    from airflow_cdc_provider.core.version_plan import plan_version
+
+    table = table_plan("items")
+    given = reload_input(table)
+    spec = merge_spec(table, given, "/wh", None, 3)
+    assert (spec.plan.mode, spec.end, spec.loaded_anew) == (Mode.SNAPSHOT, W950, True)
+    assert spec.plan.reason == f"loaded anew: {RELOADED.why}"
+    assert spec.committed(3, "/wh/ods.db/items/v000003").mode == Mode.SNAPSHOT  # the next run reads on from W950
+    # The Hive table holds id as int: defined again with the source's columns, its changelog and history anew.
+    current = VersionInfo(version=2, watermark=wm(100), run=RunRef("d", "x"))
+    hive = (("id", "int"), ("price", "decimal(10,2)"), ("at", "timestamp"))
+    plan = plan_version(spec, current, hive)
+    assert (plan.action, plan.redefine, plan.anew, plan.columns[0]) == ("load", True, True, ("id", "bigint"))
+    # Columns `schema_changes: evolve` keeps in Hive would go with a reload: refused, named, nothing changed.
+    with pytest.raises(LedgerConflict, match=r"keeps the columns \['note'\].*fresh_snapshot=true"):
+        plan_version(spec, current, (*hive, ("note", "string")))
+    # Not a reload of a table that is not read from the binlog.
+    with pytest.raises(ValueError, match="load anew"):
+        merge_spec(table_plan("items", mode=Mode.SNAPSHOT), given, "/wh", None, 3)
+
+    outcome = merged(table, given, spec, TableMerge(status="committed", version=3, location="/wh/v3", rows=2001,
+                                                    reason="a snapshot replaces the table", seconds=8.0))
+    assert (outcome.mode, outcome.healed, outcome.watermark) == (Mode.SNAPSHOT, RELOADED, W950)
+    line = summary_line(outcome, T1)
+    assert f"; loaded anew (2,001 rows read, the Hive table defined again): {RELOADED.why}" in line, line
+    assert "healed by a diff" not in line
+    extra = event_extra(outcome)
+    assert extra["healed"]["reloaded"] is True and extra["healed"]["why"] == RELOADED.why
+    assert Commit.of(extra, T1, "r", "t", None).reloaded
+    assert RunPoint.of(outcome, RunTimes(run_id="r")).reloaded
+    # It read every row again: a pending repair is settled.
+    assert repair_settled_by(table, given) == Replaced()

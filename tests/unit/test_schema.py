@@ -19,6 +19,8 @@ from airflow_cdc_provider.core.schema import (
     layout_plans,
     logged_as,
     refusal,
+    reload_reason,
+    retyped_columns,
 )
 
 BEFORE = (("id", "int(11)"), ("name", "varchar(10)"), ("price", "decimal(10,2)"))
@@ -52,19 +54,45 @@ def test_a_rename_is_a_drop_and_an_add():
     assert refusal(renamed, "strict", ["id"]) and refusal(renamed, "evolve", ["id"]) is None
 
 
-def test_type_changes_that_land_the_same_pass_others_stop_in_both_policies():
+def test_type_changes_that_land_the_same_pass_others_load_the_table_anew_in_both_policies():
     wider = change(BEFORE[0], ("name", "varchar(50)"), BEFORE[2])
-    assert not wider.retyped and refusal(wider, "strict", ["id"]) is None
+    assert not wider.retyped and refusal(wider, "strict", ["id"]) is None and reload_reason([wider], ["id"]) is None
     money = change(BEFORE[0], BEFORE[1], ("price", "decimal(12,2)"))
     assert money.retyped == [("price", "decimal(10,2)", "decimal(12,2)")]
-    assert "Hive cannot change in place" in refusal(money, "evolve", ["id"])
-    assert "takes on added columns only" in refusal(money, "strict", ["id"])
-    assert "schema_changes: evolve" not in refusal(money, "strict", ["id"])
+    # A widening keeps every value: neither policy refuses it, and no merge can follow it.
+    for policy in ("strict", "evolve"):
+        assert refusal(money, policy, ["id"]) is None
+    why = reload_reason([money], ["id"])
+    assert why.startswith("The table shop.items changed by `ALTER TABLE items DROP COLUMN name`") and \
+        "The column(s) price (decimal(10,2) → decimal(12,2)) land as another Hive type, which Hive cannot change in " \
+        "place" in why
+    # Strict still refuses what it refuses beside a retype: a drop.
+    both = change(BEFORE[0], ("price", "decimal(12,2)"))
+    assert "takes on added columns only" in refusal(both, "strict", ["id"]) and refusal(both, "evolve", ["id"]) is None
 
 
-def test_a_change_to_the_key_stops_every_policy():
+def test_a_column_dropped_and_added_again_with_another_type_is_seen_by_the_net_change():
+    dropped = change(BEFORE[0], BEFORE[2])
+    added = SchemaChange("shop.items", "binlog file 3, end position 1400", None, dropped.after,
+                         (BEFORE[0], BEFORE[2], ("name", "int(11)")))
+    assert not dropped.retyped and not added.retyped
+    assert "name (varchar(10) → int(11)) land as another Hive type" in reload_reason([dropped, added], ["id"])
+    assert reload_reason([dropped], ["id"]) is None  # a drop alone: the policies decide, as before
+    assert reload_reason([], ["id"]) is None
+
+
+def test_a_change_to_the_key_loads_the_table_anew_in_every_policy():
     key_gone = change(("item_id", "int(11)"), BEFORE[1], BEFORE[2])
-    assert "key column(s) id" in refusal(key_gone, "evolve", ["id"])
+    for policy in ("strict", "evolve"):
+        assert refusal(key_gone, policy, ["id"]) is None
+    assert "It changes the key column(s) id: rows cannot be matched, it is a new table" in reload_reason([key_gone],
+                                                                                                        ["id"])
+    wider_key = change(("id", "bigint(20)"), BEFORE[1], BEFORE[2])
+    assert "key column(s) id (int(11) → bigint(20))" in reload_reason([wider_key], ["id"])
+    assert retyped_columns(BEFORE, BEFORE, ["id"], ["id", "name"]) == (
+        "Its key is (id, name) at the source now, and was (id) in the version: rows cannot be matched, it is a new "
+        "table")
+    assert retyped_columns(BEFORE, BEFORE, ["id"], ["ID"]) is None
     with pytest.raises(ValueError, match="not one of"):
         refusal(key_gone, "lenient", ["id"])
 
