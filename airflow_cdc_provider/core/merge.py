@@ -15,7 +15,7 @@ from typing import Annotated, Literal
 from pydantic import Field, model_validator
 
 from airflow_cdc_provider.core.changelog import ChangelogCommit, ChangelogSpec, changelog_table
-from airflow_cdc_provider.core.contract import MergeInput, TablePlan
+from airflow_cdc_provider.core.contract import Columns, MergeInput, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.history import HISTORY_PARTITION, HistoryCommit, HistorySpec, history_columns
 from airflow_cdc_provider.core.identifiers import quote_identifier, validate_hive_name, validate_identifier
@@ -249,9 +249,10 @@ class MergeSpec(Model):
     # The row digests of the version this spec makes (diff mode, ``stages.diff``): recorded with the commit, for the
     # next run to compare the source with; the job does not read it.
     digests: str | None = None
-    # A table the run loads anew at a change no merge onto its version can follow (``Healed.reloaded``): it may not
-    # drop the columns the Hive table keeps for ``schema_changes: evolve`` (``core.version_plan``).
-    loaded_anew: bool = False
+    # A table the run loads anew at a change of its columns no merge onto its version can follow (``Healed.reloaded``)
+    # that keeps its key: it may not drop a column the Hive table holds, as ``schema_changes: evolve`` keeps dropped
+    # ones with their values (``core.version_plan``). A table whose key changed is a new table, and is not held to it.
+    keep_hive_columns: bool = False
 
     @model_validator(mode="after")
     def _valid(self) -> MergeSpec:
@@ -457,8 +458,17 @@ def merge_spec(table: TablePlan, merge_input: MergeInput, warehouse_dir: str, me
         reread_rows=merge_input.reread is not None or merge_input.mode in (Mode.DIFF, Mode.HEAL),
         events_file=uri(merge_input.events_file) if merge_input.events_file else None,
         digests=merge_input.digests_file,
-        loaded_anew=merge_input.healed is not None and merge_input.healed.reloaded,
+        keep_hive_columns=merge_input.healed is not None and merge_input.healed.reloaded and not new_key(
+            table.committed.columns if table.committed else None, merge_input.columns, merge_input.key),
     )
+
+
+def new_key(version: Columns | None, now: Columns, key: Sequence[str]) -> bool:
+    """Whether a key column of the source now (``now``, ``key``) is not one of the version's (``version``, the
+    source's columns it was read with), or has another type: rows cannot be matched, it is a new table."""
+    was = {name.lower(): ctype for name, ctype in version or ()}
+    types = {name.lower(): ctype for name, ctype in now}
+    return version is None or any(was.get(k.lower()) != types.get(k.lower()) for k in key)
 
 
 def merge_target(table: TablePlan, merge_input: MergeInput, name: str) -> Target:

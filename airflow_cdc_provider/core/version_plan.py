@@ -66,7 +66,7 @@ def filled_columns(spec: MergeSpec) -> tuple[tuple[str, tuple[str, ...]], ...]:
 
 
 def check_kept_columns(table: str, table_columns: Columns, columns: Columns) -> None:
-    """Refuse to load anew (``MergeSpec.loaded_anew``) a Hive table that keeps columns the source no longer has
+    """Refuse to load anew (``MergeSpec.keep_hive_columns``) a Hive table that holds columns the source no longer has
     (``schema_changes: evolve`` keeps dropped and renamed ones, with their values): the table defined again with
     the source's columns would lose them, and no run may drop what the policy promised to keep."""
     now = {name for name, _ in columns}
@@ -92,7 +92,7 @@ def plan_version(spec: MergeSpec, current: VersionInfo | None, table_columns: Co
         check_layout(current.partitioning, spec, load=load)
     filled = filled_columns(spec)
     table = f"{spec.database}.{spec.table}"
-    if spec.loaded_anew and current is not None:
+    if spec.keep_hive_columns and current is not None:
         check_kept_columns(table, table_columns, tuple(spec.hive_columns))
     columns = tuple(spec.hive_columns) if load else tuple(
         next_columns(list(table_columns), spec.hive_columns, {name for name, _ in filled}, table))

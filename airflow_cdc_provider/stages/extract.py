@@ -722,17 +722,12 @@ def extract(
 
 
 def _check_changes(changes: Sequence[SchemaChange], policy: str, key: Sequence[str]) -> None:
-    """The range's changes of a table's columns against its policy: ``ColumnsRetyped`` when only a load anew can
-    follow them (what the policy refuses of the range's net change still refuses it), else the policy's refusal of
-    the first change it does not take on (``SchemaChangeRefused``)."""
+    """The range's changes of a table's columns against its policy: its refusal of the first change it does not
+    take on (``SchemaChangeRefused``); else ``ColumnsRetyped`` when only a load anew can follow them."""
+    check_changes(changes, policy, key)
     why = reload_reason(changes, key)
-    if why is None:
-        check_changes(changes, policy, key)
-        return
-    check_changes([SchemaChange(table=changes[0].table, at=changes[0].at, ddl=changes[-1].ddl,
-                                before=changes[0].before, after=changes[-1].after,
-                                renames=tuple(r for c in changes for r in c.renames))], policy, key)
-    raise ColumnsRetyped(f"{why}.")
+    if why is not None:
+        raise ColumnsRetyped(f"{why}.")
 
 
 _TEXT_TYPES = frozenset({*TEXT_CODES, ENUM, SET})

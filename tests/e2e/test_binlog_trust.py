@@ -252,21 +252,60 @@ def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mar
     assert read["swapped"][0][(20,)]["note"] == "after the swap"
     # (A fresh snapshot bringing a stopped table level: tests/e2e/test_partitions.py and test_pipeline.py.)
 
-    # The chain goes on from each diff's moment; pt-online-schema-change changes a column's type under a writer.
+    # The chain goes on from each diff's moment. Types change as DBAs change them, under both policies, and no
+    # merge onto a version can follow them: pt-online-schema-change widens a column under a writer (strict), an
+    # ALTER widens one in place (strict), a column is dropped and added again with another type (evolve: in one
+    # statement, and in two), and a table is dropped and created again with a BIGINT key and other columns
+    # (strict). Each is loaded anew in the run, its Hive table defined again with the new types.
     pipeline.sql("UPDATE {s}.items SET v = 'later' WHERE id = 3000", "DELETE FROM {s}.recreated WHERE id = 8",
                  "INSERT INTO {s}.parts (id, v) VALUES (5, 'back in p0')",
                  "UPDATE {s}.swapped SET note = 'later' WHERE id = 21",
-                 "UPDATE {s}.pt_trunc SET n = 1 WHERE id = 150")
-    online_schema_change(mariadb, pipeline.schema, "ptosc", "MODIFY v VARCHAR(80) NOT NULL", 200_000)
+                 "UPDATE {s}.pt_trunc SET n = 1 WHERE id = 150",
+                 "ALTER TABLE {s}.items CHANGE n n BIGINT NULL",
+                 "UPDATE {s}.items SET n = 5000000000 WHERE id = 1",
+                 "ALTER TABLE {s}.readd_one DROP COLUMN c, ADD COLUMN c VARCHAR(10) NOT NULL DEFAULT 'x'",
+                 "UPDATE {s}.readd_one SET c = 'y' WHERE id = 2",
+                 "ALTER TABLE {s}.readd_two DROP COLUMN c", "UPDATE {s}.orders SET amount = amount + 1",
+                 "ALTER TABLE {s}.readd_two ADD COLUMN c DECIMAL(6,2) NULL",
+                 "DROP TABLE {s}.recreated",
+                 "CREATE TABLE {s}.recreated (id BIGINT NOT NULL PRIMARY KEY, v VARCHAR(40) NOT NULL, label TEXT NULL)",
+                 "INSERT INTO {s}.recreated (id, v, label) VALUES (1, 'one', 'a'), (9000000000, 'big', NULL)")
+    online_schema_change(mariadb, pipeline.schema, "ptosc", "MODIFY v VARCHAR(80) NOT NULL, MODIFY n BIGINT NULL",
+                         200_000)
     code, output = pipeline.run("2026-11-20T02:00:00+00:00")
     assert code != 0, "the stopped table fails the run again"
-    for table in ("items", "recreated", "parts", "swapped", "pt_trunc"):
+    for table in ("parts", "swapped", "pt_trunc"):
         outcome = pipeline.outcome(table)
         assert (outcome["mode"], sum(outcome["changes"].values())) == ("incremental", 1), outcome
-    healed = pipeline.outcome("ptosc")["healed"]
-    assert pipeline.outcome("ptosc")["mode"] == "heal" and "RENAME TABLE" in healed["why"], healed
-    assert 0 < healed["upserts"] + healed["deletes"] < 200, healed
+    reloaded = {"items": "n (int(11) → bigint(20)) land as another Hive type",
+                "ptosc": "n (int(11) → bigint(20)) land as another Hive type",
+                "readd_one": "c (int(11) → varchar(10)) land as another Hive type",
+                "readd_two": "c (int(11) → decimal(6,2)) land as another Hive type",
+                "recreated": "It changes the key column(s) id (int(11) → bigint(20))"}
+    for table, why in reloaded.items():
+        outcome = pipeline.outcome(table)
+        assert (outcome["mode"], outcome["status"], outcome["healed"]["reloaded"]) == ("snapshot", "committed",
+                                                                                       True), outcome
+        assert why in outcome["healed"]["why"] and "loaded anew" in output, outcome["healed"]
+        assert outcome["rows"] == len(pipeline.source(table)), outcome
+    assert "RENAME TABLE" in pipeline.outcome("ptosc")["healed"]["why"]
+    assert "DROP TABLE" in pipeline.outcome("recreated")["healed"]["why"]
     read = pipeline.hive_tables()
     for table, (rows, _) in read.items():
         expected = first[table] if table in STOPPED else pipeline.source(table)
         assert rows == expected, f"{pipeline.database}.{table} differs"
+    # The new Hive types, read back.
+    types = pipeline.hive_types(list(reloaded))
+    assert types["items"]["n"] == types["ptosc"]["n"] == types["recreated"]["id"] == "int64", types
+    assert (types["readd_one"]["c"], types["readd_two"]["c"]) == ("string", "decimal128(6, 2)"), types
+    assert "at" not in types["recreated"] and "label" in types["recreated"], types
+
+    # The runs after a load anew read the binlog from its moment, as before.
+    pipeline.sql("UPDATE {s}.items SET n = n + 1 WHERE id = 1", "INSERT INTO {s}.recreated VALUES (2, 'two', 'b')",
+                 "UPDATE {s}.readd_two SET c = 1.25 WHERE id = 3")
+    code, output = pipeline.run("2026-11-20T03:00:00+00:00")
+    assert code != 0, "the stopped table fails the run again"
+    for table in ("items", "recreated", "readd_two"):
+        outcome = pipeline.outcome(table)
+        assert (outcome["mode"], sum(outcome["changes"].values())) == ("incremental", 1), outcome
+    pipeline.assert_all_equal([*reloaded, "parts"])

@@ -157,9 +157,19 @@ def test_each_partition_spec_keeps_hive_equal_rewrites_only_touched_partitions_a
     # Random changes of every kind, then deletes that each empty a partition of one table.
     rng, next_id = random.Random(28), [1000]
     pipeline.everywhere(random_changes(rng, next_id, 60) + EMPTYING)
+    # And a VARCHAR lengthened and a DECIMAL widened: the decimal lands as another Hive type, so ev_month is loaded
+    # anew in the run, every partition written with the new type in the one commit.
+    pipeline.sql("ALTER TABLE {s}.ev_month MODIFY note VARCHAR(200) NULL, MODIFY amount DECIMAL(14,3) NOT NULL",
+                 "UPDATE {s}.ev_month SET amount = amount + 0.001, note = REPEAT('n', 150) WHERE id = 2")
     code, output = pipeline.run("2026-11-01T01:00:00+00:00")
     assert code == 0, output[-8000:]
     found = pipeline.levelled()
+    widened = pipeline.outcome("ev_month")
+    assert (widened["mode"], widened["healed"]["reloaded"]) == ("snapshot", True), widened
+    assert "amount (decimal(10,2) → decimal(14,3)) land as another Hive type" in widened["healed"]["why"], widened
+    assert widened["rewritten_partitions"] == widened["partitions"] == len(found["ev_month"]), widened
+    types = pipeline.hive_types(["ev_month"])["ev_month"]
+    assert (types["amount"], types["note"]) == ("decimal128(14, 3)", "string"), types
     for table, emptied in (("ev_trunc", 300), ("ev_day", "2026-11-05"), ("ev_kind", "c"), ("ev_bucket", 3)):
         assert emptied in first[table] and emptied not in found[table], (table, emptied)
         # Still listed, over an empty directory: the commit that emptied it switched it with the others.

@@ -116,6 +116,13 @@ class Pipeline:
             found[table] = hive_rows(rows, header.key), location
         return found
 
+    def hive_types(self, tables: list[str]) -> dict[str, dict[str, str]]:
+        """Each table's columns as Hive types them, read back: by name, the Arrow type a Spark read gives."""
+        hive = self.config["hive"]
+        read = read_hive_tables(hive["warehouse_dir"], hive["metastore_uri"], [f"{hive['database']}.{t}" for t in tables])
+        return {table: {field.name: str(field.type) for field in read[f"{hive['database']}.{table}"][0].schema}
+                for table in tables}
+
     def warehouse_files(self) -> dict[str, tuple[int, int]]:
         """Every file of the warehouse, the embedded metastore's Derby in it included, with its size and time of last
         change: equal before and after a run, Hive is as it was, known without a Spark read of it."""

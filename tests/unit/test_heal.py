@@ -199,7 +199,8 @@ def test_a_table_loaded_anew_replaces_its_hive_table_and_says_so_everywhere_a_co
     table = table_plan("items")
     given = reload_input(table)
     spec = merge_spec(table, given, "/wh", None, 3)
-    assert (spec.plan.mode, spec.end, spec.loaded_anew) == (Mode.SNAPSHOT, W950, True)
+    # A new key type: a new table, whose Hive columns are not kept.
+    assert (spec.plan.mode, spec.end, spec.keep_hive_columns) == (Mode.SNAPSHOT, W950, False)
     assert spec.plan.reason == f"loaded anew: {RELOADED.why}"
     assert spec.committed(3, "/wh/ods.db/items/v000003").mode == Mode.SNAPSHOT  # the next run reads on from W950
     # The Hive table holds id as int: defined again with the source's columns, its changelog and history anew.
@@ -207,9 +208,14 @@ def test_a_table_loaded_anew_replaces_its_hive_table_and_says_so_everywhere_a_co
     hive = (("id", "int"), ("price", "decimal(10,2)"), ("at", "timestamp"))
     plan = plan_version(spec, current, hive)
     assert (plan.action, plan.redefine, plan.anew, plan.columns[0]) == ("load", True, True, ("id", "bigint"))
-    # Columns `schema_changes: evolve` keeps in Hive would go with a reload: refused, named, nothing changed.
+    assert plan_version(spec, current, (*hive, ("note", "string"))).columns == plan.columns
+    # A column's type changed, the key's kept: the columns `schema_changes: evolve` keeps in Hive would go with a
+    # reload, which is refused, named, before anything is written.
+    retyped = reload_input(table).model_copy(update={"columns": (COLUMNS[0], ("price", "double"), COLUMNS[2])})
+    kept = merge_spec(table, retyped, "/wh", None, 3)
+    assert kept.keep_hive_columns and plan_version(kept, current, hive).redefine
     with pytest.raises(LedgerConflict, match=r"keeps the columns \['note'\].*fresh_snapshot=true"):
-        plan_version(spec, current, (*hive, ("note", "string")))
+        plan_version(kept, current, (*hive, ("note", "string")))
     # Not a reload of a table that is not read from the binlog.
     with pytest.raises(ValueError, match="load anew"):
         merge_spec(table_plan("items", mode=Mode.SNAPSHOT), given, "/wh", None, 3)
