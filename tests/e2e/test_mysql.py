@@ -8,7 +8,8 @@ columns, a table with no key (by a diff); changes in a session whose transaction
 (``binlog_transaction_compression``: one payload event each), a 20,000-row transaction among them; a session that
 logs MINIMAL row images and one that logs JSON changes as diffs (PARTIAL_JSON): their tables heal by a diff, the
 others go on from the binlog; the binlog purged past the tables' watermarks (every table heals); a row changed
-behind the binlog's back, found by the verify and repaired by the next run.
+behind the binlog's back, found by the verify and repaired by the next run, while an invisible column is widened
+(its table loaded anew).
 """
 
 from __future__ import annotations
@@ -170,7 +171,15 @@ def test_the_example_dag_on_mysql_keeps_every_table_equal_through_payloads_parti
     run(4, equal_but={"orders"})
     line = latest_xcoms(DAG_ID)["source.summary"][f"{pipeline.schema}.orders"]
     assert ": 1 keys differ in 1 of " in line and "left for a repair" in line, line
-    pipeline.sql("UPDATE {s}.orders SET amount = 1 WHERE order_no = 1003")
+    # And an invisible column widened (INT to BIGINT, a value only the new type holds): docs is loaded anew in the
+    # run, with its invisible and generated columns, and its Hive column is a bigint.
+    pipeline.sql("UPDATE {s}.orders SET amount = 1 WHERE order_no = 1003",
+                 "ALTER TABLE {s}.docs MODIFY secret BIGINT NULL DEFAULT 5 INVISIBLE",
+                 "UPDATE {s}.docs SET secret = 5000000000 WHERE id = 2")
     run(5)
     orders = pipeline.extraction("orders")
     assert orders["reread"] and orders["reread_rows"] >= 1, orders
+    docs = pipeline.outcome("docs")
+    assert (docs["mode"], docs["healed"]["reloaded"]) == ("snapshot", True), docs
+    assert "secret (int → bigint) land as another Hive type" in docs["healed"]["why"], docs
+    assert pipeline.hive_types(["docs"])["docs"]["secret"] == "int64"
