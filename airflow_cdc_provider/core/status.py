@@ -6,7 +6,8 @@ Pure: the reader (``status.records``) reads the records and hands them in. Which
 - the committed version, the source moment it reflects and so the lag: the table's ledger (``Committed``, in the
   work directory), which the merge writes with the version and an idle run advances on the same version. Where the
   work directory cannot be read (another host, another user), the latest outcome that committed or advanced it;
-- a run in progress: the ledger's lock;
+- a run in progress: the ledger's lock, while its DAG run is queued or running in the metadata DB and its lease
+  lasts (as ``Ledger.acquire`` judges a lock: one whose run has ended is taken over at once);
 - stopped or not, and why: the table's outcome in its source's latest run (``TableOutcome``, the merge task's
   ``outcomes`` XCom), whose failure names what stopped it and the way out, as the run's log and summary do; or,
   when that run ended before any outcome, the task that failed it;
@@ -114,6 +115,8 @@ class TableRecords(Model):
     kind: TableKind
     committed: Committed | None = None  # the ledger's
     lock: Lock | None = None
+    # Whether the lock's DAG run is queued or running in the metadata DB; None: not asked (the lease alone decides).
+    lock_run_running: bool | None = None
     latest: TableOutcome | None = None  # its outcome in its source's latest run that gave one
     latest_run: str | None = None  # that run's id
     # The task that failed the source's latest run before it gave any outcome (the check, the plan, the merge
@@ -161,7 +164,8 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
     latest, lock = records.latest, records.lock
     committed = ((records.committed.version, records.committed.mode, records.committed.as_of)
                  if records.committed is not None else _committed_by(latest) if records.unread else None)
-    running = lock.run.run_id if lock is not None and not lock.expired(now) else None
+    running = lock.run.run_id if lock is not None and lock.alive(now, records.lock_run_running is not False) \
+        else None
     common: dict[str, Any] = {
         "kind": records.kind, "running": running, "latest_run": records.latest_run, "unread": records.unread,
         "latest_status": latest.status if latest is not None else None, "verify": records.verify,
