@@ -98,6 +98,9 @@ class Committed(Model):
     # How the Hive table is partitioned (``partition_by:``); None: not (and in ledgers written before it was
     # recorded, where no table was partitioned).
     partitioning: Partitioning | None = None
+    # The version's rows, as its merge counted them: the status shows them whatever the runs since did. None: not
+    # counted (a ledger written before they were recorded, a merge that did not count them).
+    rows: int | None = None
 
 
 class RunPlan(Model):

@@ -144,7 +144,7 @@ class TableStatus(Model):
     latest_run: str | None = None
     upserts: int = 0  # the latest run's changes
     deletes: int = 0
-    rows: int | None = None  # rows in the committed version, as the latest run that committed one counted them
+    rows: int | None = None  # rows in the committed version, as the run that committed it counted them
     verify: VerifyMark | None = None
     repair: Repair | None = None
     unread: str = ""
@@ -175,7 +175,7 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
     if committed is not None:
         version, mode, as_of = committed
         common.update(version=version, mode=mode, as_of=as_of, lag_seconds=(now - as_of).total_seconds(),
-                      rows=latest.rows if latest is not None and latest.version == version else None)
+                      rows=_rows(records, version))
     if records.failed_task is not None:
         return TableStatus(state=TableState.STOPPED, reason=f"the task {records.failed_task} failed in the run "
                            f"{records.failed_run} before the table's outcome: its log says why", **common)
@@ -189,6 +189,15 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
         return TableStatus(state=TableState.BEHIND, reason=f"reflects the source as of {moment} UTC, more than "
                            f"{duration(max_lag)} ago", **common)
     return TableStatus(state=TableState.CURRENT, **common)
+
+
+def _rows(records: TableRecords, version: int) -> int | None:
+    """The committed version's rows: as its ledger recorded them, or as the latest outcome counted them when it
+    made that version (a ledger written before they were recorded, or unread)."""
+    if records.committed is not None and records.committed.rows is not None:
+        return records.committed.rows
+    latest = records.latest
+    return latest.rows if latest is not None and latest.version == version else None
 
 
 def _committed_by(latest: TableOutcome | None) -> tuple[int, Mode, dt.datetime] | None:

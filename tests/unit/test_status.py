@@ -88,6 +88,17 @@ def test_a_lock_whose_run_has_ended_holds_nothing_even_inside_its_lease_and_one_
         "a running run whose tasks stopped renewing its lease holds nothing either"
 
 
+def test_a_stopped_table_shows_its_committed_versions_rows():
+    recorded = committed(NOW - dt.timedelta(minutes=5)).model_copy(update={"rows": 120})
+    stopped = status(recorded, outcome(Status.FAILED, error="stopped"))
+    assert (stopped.state, stopped.version, stopped.rows) == (TableState.STOPPED, 4, 120)
+    # An idle run since counted no rows: the version's still show.
+    assert status(recorded, outcome(Status.IDLE, version=4)).rows == 120
+    # A ledger written before its rows were recorded: the latest outcome's, when it made that version.
+    assert status(committed(NOW), outcome(Status.COMMITTED, version=4, rows=90)).rows == 90
+    assert status(committed(NOW), outcome(Status.FAILED, error="stopped")).rows is None
+
+
 def test_the_status_serialises_its_state_and_moments_as_plain_json():
     row = status(committed(NOW - HOUR * 2), outcome(Status.FAILED, error="stopped")).to_xcom()
     assert row["state"] == "stopped" and row["latest_status"] == "failed" and row["mode"] == "incremental"
