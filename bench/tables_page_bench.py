@@ -593,7 +593,7 @@ def split(args: argparse.Namespace) -> dict[str, float]:
     from airflow_cdc_provider.core.status import TableRows
     from airflow_cdc_provider.hooks.run_records import RunRecordsHook
     from airflow_cdc_provider.overview.command import parse_lag
-    from airflow_cdc_provider.overview.read import rows_of, table_rows, work_states
+    from airflow_cdc_provider.overview.read import rows_of, running_holders, table_rows, work_states
 
     # Airflow's ORM is set up at the first query of a process (a few tenths of a second): the api-server has done it
     # before the plugin's first request (its health check reads the jobs), so this process does it before timing.
@@ -621,7 +621,9 @@ def split(args: argparse.Namespace) -> dict[str, float]:
             tables = [(source, table) for source in sources for table in source.tables.tables]
             states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
             at = lap("work_dir", at)
-            rows = rows_of(tables, states, latest, failed, now, lag)
+            running = running_holders(records, states)
+            at = lap("db_locks", at)
+            rows = rows_of(tables, states, latest, failed, running, now, lag)
             at = lap("rows", at)
             # As the endpoint encodes its answer (``overview.api``).
             encoded = TableRows(now=now, max_lag_seconds=lag.total_seconds(), tables=tuple(rows)).model_dump_json()
@@ -634,7 +636,8 @@ def split(args: argparse.Namespace) -> dict[str, float]:
     figures = {name: statistics.median(values[1:]) for name, values in parts.items()}
     figures.update({f"first_{name}": values[0] for name, values in parts.items()})
     for prefix in ("", "first_"):
-        figures[f"{prefix}db"] = sum(figures[f"{prefix}db_{part}"] for part in ("plans", "outcomes", "failed"))
+        figures[f"{prefix}db"] = sum(figures[f"{prefix}db_{part}"]
+                                     for part in ("plans", "outcomes", "failed", "locks"))
     figures["encoded_bytes"] = len(encoded)
     return figures
 
@@ -759,6 +762,7 @@ def report(args: argparse.Namespace, built: Built, http: dict[str, Any], parts: 
     for name, label in (("table_rows", "table_rows, whole (after its parts)"), ("db", "  metadata DB"),
                         ("db_plans", "    latest plans"), ("db_outcomes", "    latest outcomes"),
                         ("db_failed", "    runs failed before an outcome"),
+                        ("db_locks", "    the locks' runs still running"),
                         ("work_dir", "  work dir (4 reads a table)"),
                         ("rows", "  the rows (table_status)"),
                         ("encode", "then the answer's JSON (TableRows.model_dump_json)")):

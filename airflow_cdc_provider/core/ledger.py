@@ -98,6 +98,9 @@ class Committed(Model):
     # How the Hive table is partitioned (``partition_by:``); None: not (and in ledgers written before it was
     # recorded, where no table was partitioned).
     partitioning: Partitioning | None = None
+    # The version's rows, as its merge counted them: the status shows them whatever the runs since did. None: not
+    # counted (a ledger written before they were recorded, a merge that did not count them).
+    rows: int | None = None
 
 
 class RunPlan(Model):
@@ -336,6 +339,11 @@ class Lock(Model):
         """Whether the lease has ended unrenewed. A lock without a lease (written before leases) never expires."""
         return self.lease_until is not None and now >= self.lease_until
 
+    def alive(self, now: dt.datetime, run_running: bool) -> bool:
+        """Whether the lock still holds the table: its run is running (queued or running, as Airflow says:
+        ``run_running``) and its lease lasts. A lock whose run has ended is stale at once, whatever its lease."""
+        return run_running and not self.expired(now)
+
     def liveness(self, now: dt.datetime) -> str:
         by = (f"task {self.owner.task} (process {self.owner.pid} on {self.owner.host})" if self.owner
               else "a task of it")
@@ -431,7 +439,7 @@ class Ledger:
                 self.renew(run, now, lease, owner)  # a retry or a re-run of the run that holds it
                 return
             running = is_running(held.run)
-            alive, gone = running and not held.expired(now), None
+            alive, gone = held.alive(now, running), None
             if alive and look is not None and held.owner is not None and same_pid_space(held.owner, owner):
                 gone = holder_gone(held.owner, owner, look(held.owner))
             if alive and gone is None:

@@ -318,11 +318,12 @@ class MergeSpec(Model):
     def history(self) -> HistorySpec | None:
         return None if isinstance(self.target, ShardTarget) else self.target.history
 
-    def committed(self, version: int, location: str) -> Committed:
-        """What the ledger records once the job committed this spec as ``version`` at ``location``."""
+    def committed(self, version: int, location: str, rows: int | None = None) -> Committed:
+        """What the ledger records once the job committed this spec as ``version`` at ``location``, of ``rows``
+        rows."""
         return Committed(version=version, location=location, watermark=self.end, as_of=self.as_of,
                          run=self.plan.run, mode=self.plan.mode, columns=self.source_columns or None,
-                         partitioning=self.partitioning, digests=self.digests)
+                         partitioning=self.partitioning, digests=self.digests, rows=rows)
 
     @property
     def hive_columns(self) -> list[tuple[str, str]]:

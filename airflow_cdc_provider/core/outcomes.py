@@ -151,7 +151,7 @@ def advance(table: TablePlan, part: TableExtraction, extraction: Extraction) -> 
                                                       "range without its moment"))
     advanced = Committed(version=committed.version, location=committed.location, watermark=part.end, as_of=as_of,
                          run=table.plan.run, mode=table.plan.mode, columns=part.columns,
-                         partitioning=committed.partitioning)
+                         partitioning=committed.partitioning, rows=committed.rows)
     return Advance(outcome(table, Status.IDLE,
                            reason=f"no change in the range: version {committed.version} now reflects the source as "
                            f"of {as_of.isoformat()}", version=committed.version,
@@ -184,7 +184,7 @@ def merge_commit(table: TablePlan, spec: MergeSpec, result: TableMerge) -> Commi
     """What the ledger records for a table the merge job committed."""
     if result.version is None or result.location is None:
         raise ValueError(f"The merge job says it committed {table.source} without the version it wrote.")
-    return spec.committed(result.version, result.location)
+    return spec.committed(result.version, result.location, result.rows)
 
 
 def merged(table: TablePlan, merge_input: MergeInput, spec: MergeSpec, result: TableMerge) -> TableOutcome:

@@ -6,7 +6,8 @@ Pure: the reader (``status.records``) reads the records and hands them in. Which
 - the committed version, the source moment it reflects and so the lag: the table's ledger (``Committed``, in the
   work directory), which the merge writes with the version and an idle run advances on the same version. Where the
   work directory cannot be read (another host, another user), the latest outcome that committed or advanced it;
-- a run in progress: the ledger's lock;
+- a run in progress: the ledger's lock, while its DAG run is queued or running in the metadata DB and its lease
+  lasts (as ``Ledger.acquire`` judges a lock: one whose run has ended is taken over at once);
 - stopped or not, and why: the table's outcome in its source's latest run (``TableOutcome``, the merge task's
   ``outcomes`` XCom), whose failure names what stopped it and the way out, as the run's log and summary do; or,
   when that run ended before any outcome, the task that failed it;
@@ -114,6 +115,8 @@ class TableRecords(Model):
     kind: TableKind
     committed: Committed | None = None  # the ledger's
     lock: Lock | None = None
+    # Whether the lock's DAG run is queued or running in the metadata DB; None: not asked (the lease alone decides).
+    lock_run_running: bool | None = None
     latest: TableOutcome | None = None  # its outcome in its source's latest run that gave one
     latest_run: str | None = None  # that run's id
     # The task that failed the source's latest run before it gave any outcome (the check, the plan, the merge
@@ -141,7 +144,7 @@ class TableStatus(Model):
     latest_run: str | None = None
     upserts: int = 0  # the latest run's changes
     deletes: int = 0
-    rows: int | None = None  # rows in the committed version, as the latest run that committed one counted them
+    rows: int | None = None  # rows in the committed version, as the run that committed it counted them
     verify: VerifyMark | None = None
     repair: Repair | None = None
     unread: str = ""
@@ -161,7 +164,8 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
     latest, lock = records.latest, records.lock
     committed = ((records.committed.version, records.committed.mode, records.committed.as_of)
                  if records.committed is not None else _committed_by(latest) if records.unread else None)
-    running = lock.run.run_id if lock is not None and not lock.expired(now) else None
+    running = lock.run.run_id if lock is not None and lock.alive(now, records.lock_run_running is not False) \
+        else None
     common: dict[str, Any] = {
         "kind": records.kind, "running": running, "latest_run": records.latest_run, "unread": records.unread,
         "latest_status": latest.status if latest is not None else None, "verify": records.verify,
@@ -171,7 +175,7 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
     if committed is not None:
         version, mode, as_of = committed
         common.update(version=version, mode=mode, as_of=as_of, lag_seconds=(now - as_of).total_seconds(),
-                      rows=latest.rows if latest is not None and latest.version == version else None)
+                      rows=_rows(records, version))
     if records.failed_task is not None:
         return TableStatus(state=TableState.STOPPED, reason=f"the task {records.failed_task} failed in the run "
                            f"{records.failed_run} before the table's outcome: its log says why", **common)
@@ -185,6 +189,15 @@ def table_status(records: TableRecords, now: dt.datetime, max_lag: dt.timedelta)
         return TableStatus(state=TableState.BEHIND, reason=f"reflects the source as of {moment} UTC, more than "
                            f"{duration(max_lag)} ago", **common)
     return TableStatus(state=TableState.CURRENT, **common)
+
+
+def _rows(records: TableRecords, version: int) -> int | None:
+    """The committed version's rows: as its ledger recorded them, or as the latest outcome counted them when it
+    made that version (a ledger written before they were recorded, or unread)."""
+    if records.committed is not None and records.committed.rows is not None:
+        return records.committed.rows
+    latest = records.latest
+    return latest.rows if latest is not None and latest.version == version else None
 
 
 def _committed_by(latest: TableOutcome | None) -> tuple[int, Mode, dt.datetime] | None:

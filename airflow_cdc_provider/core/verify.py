@@ -353,6 +353,51 @@ def verifiable(table: TablePlan, committed: Committed | None) -> Committed | Tab
     return committed
 
 
+# MySQL's client errors (2000-2999: the connection lost, refused, timed out; PyMySQL's own as 0) and the server's
+# errors about the connection rather than a statement: not one table's trouble, they fail the task, whose retry
+# may get through. Any other error the server gives refused one table's statement (a privilege, a table gone, a
+# lock or time limit): that table is not verified, and the others are.
+CONNECTION_ERRORS = frozenset({
+    1040,  # too many connections
+    1053,  # server shutdown in progress
+    1077, 1079, 1080,  # normal shutdown, shutdown complete, forcing close of a thread
+    1152, 1153, 1184,  # aborted connection, packet too big, aborted new connection
+    1203, 1226,  # the user's connection or resource limit
+    1317,  # query interrupted (KILL QUERY)
+    1927,  # connection killed (MariaDB)
+    3169,  # session killed (MySQL)
+    4031,  # disconnected by the server for inactivity (MySQL)
+})
+# The server's refusals for a missing privilege: on a database, a table, a column, a routine, or a global one
+# (SUPER, BINLOG MONITOR, REPLICATION CLIENT).
+PRIVILEGE_ERRORS = frozenset({1044, 1142, 1143, 1227, 1370})
+
+
+def table_error(code: int | None) -> bool:
+    """Whether a MySQL error ``code`` is the server refusing one table's statement, not the connection failing."""
+    return code is not None and code >= 1000 and not 2000 <= code < 3000 and code not in CONNECTION_ERRORS
+
+
+def refused(checked: TableVerification, said: str, code: int | None = None) -> TableVerification | None:
+    """A table whose check the server refused: ``checked`` (what is known of it so far) not verified, naming the
+    error and the way out, so that the run goes on with the other tables and says it on this one. ``said``: the
+    server's words for MySQL error ``code``; without a code, an error the hook already named (the statement time
+    limit), whose words say what to do. None when ``code`` is not one table's (``table_error``): it fails the task."""
+    if code is not None and not table_error(code):
+        return None
+    if code is None:
+        reason = f"{said.rstrip('.')}; a later run checks it again"
+    elif code in PRIVILEGE_ERRORS:
+        reason = (f"the server refused its check (MySQL error {code}: {said}): grant the capture user what it "
+                  "names (a table captured by diffs needs SELECT alone; one captured from the binlog, what its "
+                  "capture needs), and a later run checks it again")
+    else:
+        reason = (f"the server refused its check (MySQL error {code}: {said}): a later run checks it again; if "
+                  "the error stays, see the server's error log")
+    return checked.model_copy(update={"status": VerifyStatus.NOT_VERIFIED,
+                                      "reason": f"{reason}. `verify: slices: 0` stops the rolling verify."})
+
+
 def judged(checked: TableVerification, differing: Sequence[int], detail_limit: int, source: Mapping[str, str],
            copy: Mapping[str, str], changed: Collection[str]) -> TableVerification:
     """The verdict on a table whose ``differing`` buckets' rows were listed, at most ``detail_limit`` of them

@@ -17,6 +17,7 @@ from sqlalchemy import and_, func, select
 from sqlalchemy.orm import Session
 
 from airflow_cdc_provider.core.contract import OUTCOMES_KEY, TABLES_KEY, SourcePlan, TableOutcome
+from airflow_cdc_provider.core.ledger import RunRef
 from airflow_cdc_provider.core.status import RunTimes, SourceTables
 from airflow_cdc_provider.core.workdir import task_group
 
@@ -188,6 +189,21 @@ class RunRecordsHook:
                         and (dag_id, run_id, group_task(group, "merge")) not in gave:
                     found[source] = (task_id, run_id)
         return found
+
+    def running(self, runs: Iterable[RunRef]) -> set[RunRef]:
+        """Which of ``runs`` are queued or running now, in one statement for them all: the runs holding the locks of
+        a page's tables. A run the metadata DB no longer has is not running (as the plan task judges a lock)."""
+        from airflow.models.dagrun import DagRun
+        from airflow.utils.state import DagRunState
+
+        wanted = set(runs)
+        if not wanted:
+            return set()
+        found = self.session.execute(
+            select(DagRun.dag_id, DagRun.run_id)
+            .where(DagRun.dag_id.in_({run.dag_id for run in wanted}), DagRun.run_id.in_({run.run_id for run in wanted}),
+                   DagRun.state.in_((DagRunState.QUEUED, DagRunState.RUNNING))))
+        return {RunRef(dag_id=dag_id, run_id=run_id) for dag_id, run_id in found} & wanted
 
     def run_times(self, dag_id: str, run_ids: Collection[str], group: str) -> dict[str, RunTimes]:
         """Each run's times, and its source's merge task's end and try."""

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from airflow_cdc_provider.core.contract import OUTCOMES_KEY, VERIFICATION_KEY, TableOutcome, TableVerification
-from airflow_cdc_provider.core.ledger import Committed, Lock
+from airflow_cdc_provider.core.ledger import Committed, Lock, RunRef
 from airflow_cdc_provider.core.status import (
     Commit,
     PlannedTable,
@@ -99,28 +99,34 @@ def table_rows(records: RunRecordsHook, dag_ids: Collection[str] | None, now: dt
     failed = records.failed_before_outcome(keys)
     tables = [(source, table) for source in sources for table in source.tables.tables]
     states = work_states([(table.table_dir, source.tables.work_conn_id) for source, table in tables])
-    return rows_of(tables, states, latest, failed, now, max_lag)
+    return rows_of(tables, states, latest, failed, running_holders(records, states), now, max_lag)
+
+
+def running_holders(records: RunRecordsHook, states: Iterable[WorkState]) -> set[RunRef]:
+    """The runs holding the tables' locks that are still queued or running: one read for them all."""
+    return records.running(state.lock.run for state in states if state.lock is not None)
 
 
 def rows_of(tables: Sequence[tuple[SourceRecord, PlannedTable]], states: Sequence[WorkState],
             latest: Mapping[tuple[str, str], Outcomes], failed: Mapping[tuple[str, str], tuple[str, str]],
-            now: dt.datetime, max_lag: dt.timedelta) -> list[TableStatus]:
-    """Each table's row, from its work state, its source's latest outcomes and the task that failed its source's
-    latest run before any outcome (each by (dag_id, group))."""
+            running: Collection[RunRef], now: dt.datetime, max_lag: dt.timedelta) -> list[TableStatus]:
+    """Each table's row, from its work state, its source's latest outcomes, the task that failed its source's
+    latest run before any outcome (each by (dag_id, group)), and the runs holding locks still running."""
     rows = []
     for (source, table), state in zip(tables, states):
         key = (source.dag_id, source.group)
         outcomes = latest.get(key)
         outcome = _outcome_of(outcomes.outcomes, table) if outcomes is not None else None
         rows.append(table_status(_records(table, state, outcome, outcomes.run_id if outcomes else None,
-                                          failed.get(key)), now, max_lag))
+                                          failed.get(key), running), now, max_lag))
     return rows
 
 
 def _records(table: PlannedTable, state: WorkState, outcome: TableOutcome | None, latest_run: str | None,
-             failed: tuple[str, str] | None) -> TableRecords:
+             failed: tuple[str, str] | None, running: Collection[RunRef]) -> TableRecords:
     return TableRecords(
         kind=table.kind, committed=state.committed, lock=state.lock,
+        lock_run_running=state.lock.run in running if state.lock is not None else None,
         latest=outcome, latest_run=latest_run if outcome is not None else None,
         failed_task=failed[0] if failed else None, failed_run=failed[1] if failed else None,
         verify=state.verify, repair_pending=state.repair_pending, unread=state.unread)
@@ -142,8 +148,8 @@ def table_detail(records: RunRecordsHook, dag_id: str, group: str, source_table:
     (state,) = work_states([(table.table_dir, source.tables.work_conn_id)])
     latest = next(((o, found.run_id) for found in history[:1] for o in found.outcomes
                    if o.source == source_table), (None, None))
-    row = table_status(_records(table, state, latest[0], latest[1],
-                                records.failed_before_outcome([key]).get(key)), now, max_lag)
+    row = table_status(_records(table, state, latest[0], latest[1], records.failed_before_outcome([key]).get(key),
+                                running_holders(records, [state])), now, max_lag)
     times = records.run_times(dag_id, [found.run_id for found in history], group)
     points = tuple(RunPoint.of(outcome, times.get(found.run_id) or RunTimes(run_id=found.run_id))
                    for found in history for outcome in found.outcomes if outcome.source == source_table)

@@ -15,11 +15,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import pyarrow.parquet as pq
+import pymysql
 
 from airflow_cdc_provider.core.checksum import key_text, kind_of
 from airflow_cdc_provider.core.config import VerifyConfig
 from airflow_cdc_provider.core.contract import TableOutcome, TablePlan, TableVerification, VerifySlice
-from airflow_cdc_provider.core.errors import CdcError
+from airflow_cdc_provider.core.errors import CdcError, StatementTimedOut
 from airflow_cdc_provider.core.flavor import ServerFlavor
 from airflow_cdc_provider.core.history import history_table
 from airflow_cdc_provider.core.identifiers import TableName
@@ -40,6 +41,7 @@ from airflow_cdc_provider.core.verify import (
     VerifyResult,
     judged,
     key_slice,
+    refused,
     slice_buckets,
     sums_of,
     verifiable,
@@ -123,6 +125,23 @@ class _Check:
     job: VerifyJob
     sums: dict[int, BucketSum] | None = None
     seconds: float = 0.0
+    refusal: TableVerification | None = None  # the server refused its sums: why it is not verified
+
+
+def _refused(checked: TableVerification, error: Exception) -> TableVerification | None:
+    """``checked`` not verified because the server refused one of its statements (``core.verify.refused``); None
+    for an error that is not the table's (the connection's, ours): it fails the task."""
+    if isinstance(error, StatementTimedOut):
+        return refused(checked, str(error))
+    if isinstance(error, pymysql.err.MySQLError) and error.args and isinstance(error.args[0], int):
+        return refused(checked, str(error.args[-1]), error.args[0])
+    return None
+
+
+def _unverified(table: TablePlan, committed: Committed, **fields: Any) -> TableVerification:
+    """What is known of a table's check before its verdict."""
+    return TableVerification(source=table.source, hive_table=table.table.hive_table, version=committed.version,
+                             watermark=committed.watermark, status=VerifyStatus.NOT_VERIFIED, **fields)
 
 
 def pending_repair(store: WorkStore, table: TableDir) -> RepairRequest | None:
@@ -156,10 +175,17 @@ def verify_tables(hook: VerifySource, counted: Sequence[Count], outcomes: Mappin
             found[table.source] = committed
             continue
         header = RawHeader(table.source, table.table.columns, table.table.key)
-        # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
-        rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
-        if part is not None:
-            part = _key_slice(hook, header, part)
+        try:
+            # The server's estimate can lag far behind a table just loaded; the merge counted the version's rows.
+            rows = max(hook.estimated_rows(table.source), outcomes[table.source].rows or 0)
+            if part is not None:
+                part = _key_slice(hook, header, part)
+        except Exception as exc:
+            refusal = _refused(_unverified(table, committed, slice=part), exc)
+            if refusal is None:
+                raise
+            found[table.source] = refusal
+            continue
         buckets = slice_buckets(rows, settings.bucket_rows, part)
         job = VerifyJob(warehouse_dir=copies.warehouse_dir, metastore_uri=copies.metastore_uri,
                         table=table.table.hive_table, columns=header.columns, key=header.key, mariadb=mariadb,
@@ -193,6 +219,11 @@ def verify_tables(hook: VerifySource, counted: Sequence[Count], outcomes: Mappin
             started = time.monotonic()
             try:
                 check.sums = hook.bucket_sums(check.header, check.job.buckets, part=check.job.slice)
+            except Exception as exc:  # one table's refusal leaves the others to sum
+                check.refusal = _refused(_unverified(check.table, check.committed, buckets=check.job.buckets,
+                                                     slice=check.job.slice), exc)
+                if check.refusal is None:
+                    failed = exc
             except BaseException as exc:
                 failed = exc
             check.seconds = time.monotonic() - started
@@ -220,8 +251,9 @@ def verify_tables(hook: VerifySource, counted: Sequence[Count], outcomes: Mappin
     if refused:  # a version file the merge did not write: the task fails, without retries (they would read it)
         raise VersionRefused(" ".join(refused))
     for check in checks:
-        found[check.table.source] = _compare(hook, check, results[check.table.source]).model_copy(
-            update={"history_buckets": results[check.table.source].history_differing or ()})
+        result = results[check.table.source]
+        found[check.table.source] = (check.refusal or _compare(hook, check, result)).model_copy(
+            update={"history_buckets": result.history_differing or ()})
     return [found[t.source] for t in tables]
 
 
@@ -237,36 +269,51 @@ def _key_slice(hook: VerifySource, header: RawHeader, part: VerifySlice) -> Veri
 
 
 def _compare(hook: VerifySource, check: _Check, result: VerifyResult) -> TableVerification:
-    table, committed, header, job = check.table, check.committed, check.header, check.job
-    base = {"source": table.source, "hive_table": table.table.hive_table, "version": committed.version,
-            "watermark": committed.watermark, "buckets": job.buckets, "slice": job.slice,
-            "rows": sum(s.rows for s in (check.sums or {}).values())}
-    seconds = {"source": round(check.seconds, 3), "spark": result.seconds}
+    committed, job = check.committed, check.job
+    checked = _unverified(check.table, committed, buckets=job.buckets, slice=job.slice,
+                          rows=sum(s.rows for s in (check.sums or {}).values()),
+                          seconds={"source": round(check.seconds, 3), "spark": result.seconds})
     differing = list(result.differing)
     if not differing:
-        return TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds)
+        return checked.model_copy(update={"status": VerifyStatus.CLEAN})
+    if committed.watermark is None:
+        # Asked before anything else of the server: a table captured by diffs may be read by a user with SELECT
+        # alone, and the binlog's position needs more.
+        return checked.model_copy(update={"reason": (
+            f"{len(differing)} buckets differ, and the version was read without the binlog (capture: diff): "
+            "writes in flight cannot be told from differences. The next diff-mode run compares the whole "
+            "table with its rows' digests.")})
+    try:
+        return _differing(hook, check, result, checked, differing, committed.watermark)
+    except Exception as exc:
+        refusal = _refused(checked, exc)
+        if refusal is None:
+            raise
+        return refusal
+
+
+def _differing(hook: VerifySource, check: _Check, result: VerifyResult, checked: TableVerification,
+               differing: list[int], watermark: Watermark) -> TableVerification:
+    """The verdict on a table read from the binlog whose buckets differ: their rows listed on both sides, less the
+    keys the binlog changed since the version's ``watermark``."""
+    header, job = check.header, check.job
     listed = differing[: job.detail_limit]
     started = time.monotonic()
     served = hook.bucket_rows(header, job.buckets, listed, job.slice)
     end = hook.current_watermark()
     copied = {key: digest for rows in result.rows.values() for key, digest in rows}
-    if committed.watermark is None:
-        return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
-            f"{len(differing)} buckets differ, and the version was read without the binlog (capture: diff): "
-            "writes in flight cannot be told from differences. The next diff-mode run compares the whole "
-            "table with its rows' digests."))
-    start = read_position(committed.watermark, hook.binlog_facts([committed.watermark]))
+    start = read_position(watermark, hook.binlog_facts([watermark]))
     if isinstance(start, Unreadable):
-        return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, seconds=seconds, reason=(
+        return checked.model_copy(update={"reason": (
             f"{len(differing)} buckets differ, and the binlog from the version's watermark cannot be read to "
-            f"tell writes in flight from differences: {start.message}"))
+            f"tell writes in flight from differences: {start.message}")})
     try:
         with tempfile.TemporaryDirectory(prefix="cdc-verify-") as work:
             changed = changed_keys(hook, header, start, end, work, charsets=hook.column_charsets)
     except CdcError as exc:
-        return TableVerification(**base, status=VerifyStatus.NOT_VERIFIED, reason=str(exc), seconds=seconds)
-    seconds["detail"] = round(time.monotonic() - started, 3)
-    return judged(TableVerification(**base, status=VerifyStatus.CLEAN, seconds=seconds), differing,
+        return checked.model_copy(update={"reason": str(exc)})
+    seconds = {**checked.seconds, "detail": round(time.monotonic() - started, 3)}
+    return judged(checked.model_copy(update={"status": VerifyStatus.CLEAN, "seconds": seconds}), differing,
                   job.detail_limit, served, copied, changed)
 
 

@@ -3,7 +3,8 @@ alone, through the example DAG in real `airflow dags test` runs, real Spark and 
 
 The check refuses the binlog's way and names the diff's; in diff mode every run brings Hive level with the source
 without reading the binlog, a run killed in its read or after its commit's switch leaves the table as before or
-as committed, and its re-run completes; a run that finds nothing starts no Spark.
+as committed, and its re-run completes; a run that finds nothing starts no Spark for its merge. The rolling
+verify (the default) checks the tables with the capture user's SELECT alone.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import random
 import pytest
 import yaml
 
+from airflow_cdc_provider.core.config import VerifyConfig
 from tests.e2e.status import status
 from tests.e2e.test_pipeline import DAG_ID, ROUNDS, Pipeline
+from tests.e2e.test_verify import verification
 
 
 def _random_changes(pipeline: Pipeline, rng: random.Random, count: int) -> None:
@@ -33,6 +36,14 @@ def _random_changes(pipeline: Pipeline, rng: random.Random, count: int) -> None:
             statements.append(f"UPDATE IGNORE {{s}}.orders SET line_no = line_no + 10 WHERE order_no = {victim}")
     statements.append(f"UPDATE {{s}}.customers SET name = CONCAT(name, '.') WHERE id = {rng.randint(1, 3)}")
     pipeline.sql(*statements)
+
+
+def _assert_verified_clean(pipeline: Pipeline) -> None:
+    """The latest run's rolling verify checked a slice of each table and found it equal to the source."""
+    found = verification(pipeline)
+    assert set(found) == {f"{pipeline.schema}.{t}" for t in pipeline.tables}, found
+    for table in found.values():
+        assert (table["status"], table["slice"]["of"]) == ("clean", VerifyConfig().slices), table
 
 
 @pytest.mark.usefixtures("airflow_home")
@@ -73,6 +84,10 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
             assert code != 0 and "failpoint diff.compared: killing process" in output, output[-6000:]
             assert {t: pipeline.ledger(t).committed() for t in pipeline.tables} == before
         if n == 3:
+            # The default verify from here: the rolling verify checks a slice of each table in every run, with the
+            # capture user's SELECT alone (a diff's version has no watermark to ask the binlog about).
+            del pipeline.config["verify"]
+            pipeline.config_path.write_text(yaml.safe_dump(pipeline.config))
             # Killed after the metastore was switched and before the ledger knew: the re-run merges its own
             # changes onto the version the diff compared with, again, and records that.
             code, output = pipeline.run(date, env={"CDC_FAILPOINT": "merge.task.committed"})
@@ -87,6 +102,8 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
         assert committed.watermark is None and committed.digests and committed.version > before["orders"].version
         assert orders["deletes"] > 0, orders  # found by the diff, their partitions looked up
         pipeline.assert_all_equal()
+        if n == 3:
+            _assert_verified_clean(pipeline)
 
     # Nothing changed: the diff finds nothing, no Spark application starts, the versions stay and are newer.
     before = {t: pipeline.ledger(t).committed() for t in pipeline.tables}
@@ -97,6 +114,7 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
         after = pipeline.ledger(table).committed()
         assert pipeline.outcome(table)["status"] == "idle"
         assert after.version == before[table].version and after.as_of > before[table].as_of
+    _assert_verified_clean(pipeline)
     digests = sorted(p.name for p in (tmp_path / "work" / f"{pipeline.database}.orders" / "digests").iterdir())
     assert digests == [pipeline.ledger("orders").committed().digests.rsplit("/", 1)[-1]], \
         "only the digests of the committed version are kept"
@@ -112,3 +130,17 @@ def test_a_server_without_a_usable_binlog_is_captured_by_diffs_through_kills(sta
             "current", ["diff"], committed.version, "idle"), row
         assert row["kind"]["hive_table"] == f"{pipeline.database}.{table}" and row["reason"] == "", row
     assert text.splitlines()[0].split()[:2] == ["STATE", "DAG"] and "2 current" in text, text
+
+    # The idle run again, after every row of orders changed: its tables already committed, its verify checks the
+    # next slices, and orders' differs from the version. A diff's version has no binlog position to tell writes in
+    # flight from differences, so the table is not verified, and says why; nothing is asked of the server that a
+    # user with SELECT alone may not ask, and the run succeeds.
+    pipeline.sql("UPDATE {s}.orders SET amount = amount + 1")
+    code, output = pipeline.run("2026-12-01T08:00:00+00:00")
+    assert code == 0, output[-8000:]
+    found = verification(pipeline)
+    orders = found[f"{pipeline.schema}.orders"]
+    assert (orders["status"], orders["slice"]["index"]) == ("not_verified", 2), orders
+    assert "buckets differ, and the version was read without the binlog (capture: diff)" in orders["reason"], orders
+    assert found[f"{pipeline.schema}.customers"]["status"] == "clean", found
+    assert f"{pipeline.schema}.orders" in output and "not verified, " in output, output[-8000:]

@@ -40,7 +40,9 @@ from airflow_cdc_provider.core.verify import (
     count_runs,
     difference_message,
     judged,
+    refused,
     repair_request,
+    table_error,
     verifiable,
 )
 from airflow_cdc_provider.core.watermark import Watermark
@@ -331,6 +333,29 @@ def test_rows_that_differ_outside_the_binlogs_writes_make_a_table_different_in_t
     assert found.differing_buckets == tuple(sorted({bucket_of(k, 8) for k in ("2", "3", "4")}))
     assert found.repair_buckets == found.differing_buckets
     assert (found.version, found.rows, found.seconds) == (4, 50, {"source": 1.0, "spark": 2.0, "detail": 0.5})
+
+
+def test_a_check_the_server_refused_for_one_table_leaves_it_not_verified_naming_the_error_and_the_way_out():
+    said = "Access denied; you need (at least one of) the SUPER, BINLOG MONITOR privilege(s) for this operation"
+    found = refused(_checked(), said, 1227)
+    assert (found.status, found.version, found.buckets, found.rows) == ("not_verified", 4, 8, 50)
+    assert found.reason == (
+        f"the server refused its check (MySQL error 1227: {said}): grant the capture user what it names (a table "
+        "captured by diffs needs SELECT alone; one captured from the binlog, what its capture needs), and a later "
+        "run checks it again. `verify: slices: 0` stops the rolling verify.")
+    gone = refused(_checked(), "Table 'shop.orders' doesn't exist", 1146)
+    assert gone.status == "not_verified" and gone.reason.startswith(
+        "the server refused its check (MySQL error 1146: Table 'shop.orders' doesn't exist): a later run checks it "
+        "again; if the error stays, see the server's error log.")
+    # An error the hook already named, in words that say what to do: the statement time limit.
+    limit = refused(_checked(), "A statement ran past the statement time limit of 60 s. Raise it.")
+    assert limit.reason == ("A statement ran past the statement time limit of 60 s. Raise it; a later run checks it "
+                            "again. `verify: slices: 0` stops the rolling verify.")
+    # The connection's errors, not the table's: they fail the task, whose retry may get through.
+    for code in (2013, 2006, 2003, 0, 1040, 1053, 1927, 3169):
+        assert not table_error(code) and refused(_checked(), "gone", code) is None, code
+    for code in (1044, 1142, 1146, 1205, 1227, 3572, 4078):
+        assert table_error(code), code
 
 
 def test_rows_the_binlog_wrote_since_the_version_are_in_flight_not_a_difference():

@@ -21,7 +21,14 @@ from airflow_cdc_provider.core.contract import (
 from airflow_cdc_provider.core.ledger import Committed, RunPlan, RunRef
 from airflow_cdc_provider.core.merge import TableMerge, merge_spec
 from airflow_cdc_provider.core.modes import Mode
-from airflow_cdc_provider.core.outcomes import advance, merge_commit, merged, repair_settled_by, sort_tables
+from airflow_cdc_provider.core.outcomes import (
+    advance,
+    advance_diff,
+    merge_commit,
+    merged,
+    repair_settled_by,
+    sort_tables,
+)
 from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -121,6 +128,18 @@ def test_an_idle_table_advances_its_watermark_on_the_version_it_has():
     assert not found.merging
 
 
+def test_an_idle_table_keeps_the_rows_its_version_was_committed_with():
+    orders = table_plan("orders")
+    counted = orders.model_copy(update={"committed": orders.committed.model_copy(update={"rows": 42})})
+    extraction = Extraction(as_of=T1, tables=(part(counted, 0),))
+    assert advance(counted, extraction.tables[0], extraction).committed.rows == 42
+    # A diff that found no change: the same version, its rows too.
+    diff = counted.model_copy(update={"plan": counted.plan.model_copy(update={"mode": Mode.DIFF})})
+    unchanged = merge_input(diff).model_copy(update={"upserts": 0, "deletes": 0, "digests_file": "/w/d.parquet"})
+    step = advance_diff(diff, unchanged)
+    assert (step.outcome.status, step.committed.version, step.committed.rows) == ("idle", 2, 42)
+
+
 def test_an_idle_table_without_a_version_or_a_moment_fails_and_records_nothing():
     orders = table_plan("orders")
     without_version = orders.model_copy(update={"committed": None})
@@ -195,8 +214,8 @@ def test_a_committed_merge_becomes_a_committed_outcome_with_what_the_run_read():
     assert outcome.seconds == {"extract": 0.5, "replay": 0.25, "merge": 4.0}
     assert outcome.added_columns == ("note",) and outcome.warnings == ()
     recorded = merge_commit(orders, spec(orders, merge), result)
-    assert (recorded.version, recorded.location, recorded.watermark, recorded.as_of) == (
-        3, "/wh/ods.db/orders/v000003", wm(900), T1)
+    assert (recorded.version, recorded.location, recorded.watermark, recorded.as_of, recorded.rows) == (
+        3, "/wh/ods.db/orders/v000003", wm(900), T1, 10)
 
 
 def test_an_unchanged_or_failed_merge_claims_no_watermark():

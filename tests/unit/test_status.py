@@ -73,6 +73,32 @@ def test_a_live_lock_names_the_run_holding_the_table_and_an_expired_one_does_not
     assert status(committed(NOW - HOUR / 2), lock=expired).running is None
 
 
+def test_a_lock_whose_run_has_ended_holds_nothing_even_inside_its_lease_and_one_whose_run_runs_does():
+    # As the plan task judges a lock (``Ledger.acquire``): a failed run's lock is taken over at once, so its table
+    # is not shown running for the rest of the lease.
+    live = Lock.taken(LATER, NOW - dt.timedelta(minutes=2), dt.timedelta(minutes=10), None)
+    error = "extract: the binlog holds a TRUNCATE TABLE"
+    ended = status(committed(NOW - HOUR / 2), outcome(Status.FAILED, error=error), lock=live,
+                   lock_run_running=False)
+    assert (ended.state, ended.running, ended.reason) == (TableState.STOPPED, None, error)
+    running = status(committed(NOW - HOUR / 2), lock=live, lock_run_running=True)
+    assert running.running == LATER.run_id
+    expired = Lock.taken(LATER, NOW - HOUR, dt.timedelta(minutes=10), None)
+    assert status(committed(NOW - HOUR / 2), lock=expired, lock_run_running=True).running is None, \
+        "a running run whose tasks stopped renewing its lease holds nothing either"
+
+
+def test_a_stopped_table_shows_its_committed_versions_rows():
+    recorded = committed(NOW - dt.timedelta(minutes=5)).model_copy(update={"rows": 120})
+    stopped = status(recorded, outcome(Status.FAILED, error="stopped"))
+    assert (stopped.state, stopped.version, stopped.rows) == (TableState.STOPPED, 4, 120)
+    # An idle run since counted no rows: the version's still show.
+    assert status(recorded, outcome(Status.IDLE, version=4)).rows == 120
+    # A ledger written before its rows were recorded: the latest outcome's, when it made that version.
+    assert status(committed(NOW), outcome(Status.COMMITTED, version=4, rows=90)).rows == 90
+    assert status(committed(NOW), outcome(Status.FAILED, error="stopped")).rows is None
+
+
 def test_the_status_serialises_its_state_and_moments_as_plain_json():
     row = status(committed(NOW - HOUR * 2), outcome(Status.FAILED, error="stopped")).to_xcom()
     assert row["state"] == "stopped" and row["latest_status"] == "failed" and row["mode"] == "incremental"
