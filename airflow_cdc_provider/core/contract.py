@@ -163,6 +163,8 @@ class BrokenChain(Model):
 
     source: str
     why: str  # what happened and where, as the pass or the resume found it
+    # A change of its columns only a load anew follows (``stages.extract.ColumnsRetyped``): ``why`` says which.
+    reload: bool = False
 
 
 class Healed(Model):

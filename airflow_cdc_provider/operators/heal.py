@@ -59,7 +59,7 @@ class CdcHealOperator(HoldsTableLeases, ReadsSource, CdcSparkSubmitOperator):
         if not broken:
             self.log.info("No table's binlog chain broke in this run: nothing to heal.")
             return Captured().to_xcom()
-        tables = [(plan.table(b.source), b.why) for b in broken]
+        tables = [(plan.table(b.source), b) for b in broken]
         with self._leased(context, [table for table, _ in tables], plan.run):
             hook = self._source_hook()
             store = work_store(tables[0][0].table_dir.work_dir, self.work.conn_id)

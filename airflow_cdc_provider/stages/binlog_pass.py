@@ -40,6 +40,7 @@ from airflow_cdc_provider.core.watermark import Watermark, split_binlog_file
 from airflow_cdc_provider.stages.extract import (
     BinlogSource,
     ChainBroken,
+    ColumnsRetyped,
     ExtractResult,
     TableRange,
     added_columns_of,
@@ -213,9 +214,10 @@ def _outcome(table: TablePlan, result: ExtractResult, done: RereadResult | None,
     name = table.source
     error = result.failed.get(name)
     if isinstance(error, ChainBroken) and settings.on_broken_chain == HEALS:
-        log.warning("%s: its binlog chain broke in the range, and the heal task brings it level by a diff: %s",
-                    name, error.why)
-        return BrokenChain(source=name, why=error.why)
+        reload = isinstance(error, ColumnsRetyped)
+        log.warning("%s: its binlog chain broke in the range, and the heal task %s: %s", name,
+                    "loads it anew" if reload else "brings it level by a diff", error.why)
+        return BrokenChain(source=name, why=error.why, reload=reload)
     if name in result.failed:
         log.error("%s is left out of this run: %s", name, result.failed[name])
         return TableFailure(source=name, stage="extract", error=str(result.failed[name]))

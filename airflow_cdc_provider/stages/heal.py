@@ -40,7 +40,7 @@ from typing import Protocol
 from airflow_cdc_provider.core import diff
 from airflow_cdc_provider.core.batches import DEFAULT_READ_BUFFER
 from airflow_cdc_provider.core.config import HiveConfig
-from airflow_cdc_provider.core.contract import Captured, Healed, MergeInput, TableFailure, TablePlan
+from airflow_cdc_provider.core.contract import BrokenChain, Captured, Healed, MergeInput, TableFailure, TablePlan
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.identifiers import TableName
 from airflow_cdc_provider.core.ledger import Committed
@@ -86,15 +86,21 @@ class HealTarget:
     compared: tuple[tuple[str, str], ...]
     added: tuple[str, ...]
     reload: str | None = None  # why it is loaded anew rather than compared (``core.schema.retyped_columns``)
+    said: bool = False  # ``why`` says that already: the pass met the change (``BrokenChain.reload``)
+
+    @property
+    def reloaded_because(self) -> str:
+        """Why the table was loaded anew, as its outcome says it: the break, and the change where it does not."""
+        return self.why if self.said else f"{self.why} {self.reload}."
 
     @property
     def source(self) -> str:
         return self.table.source
 
 
-def target(table: TablePlan, why: str, source: HealSource) -> HealTarget:
+def target(table: TablePlan, why: str, source: HealSource, said: bool = False) -> HealTarget:
     """What healing ``table`` compares, from the source's table as it is now; ``HealNotPossible`` (or the policy's
-    ``CdcError``) when it cannot be healed."""
+    ``CdcError``) when it cannot be healed. ``said``: ``why`` names a change only a load anew follows."""
     committed = table.committed
     if committed is None or committed.columns is None:
         raise HealNotPossible(f"{table.source} has no committed version with its columns recorded to compare the "
@@ -112,24 +118,25 @@ def target(table: TablePlan, why: str, source: HealSource) -> HealTarget:
     compared = tuple((name, ctype) for name, ctype in before if name.lower() in now)
     added = tuple(name for name, _ in after if name.lower() not in was)
     return HealTarget(table=table, why=why, header=header, committed=committed, compared=compared, added=added,
-                      reload=reload)
+                      reload=reload, said=said)
 
 
-def heal_broken(broken: Sequence[tuple[TablePlan, str]], source: HealSource, mariadb: bool, store: WorkStore,
+def heal_broken(broken: Sequence[tuple[TablePlan, BrokenChain]], source: HealSource, mariadb: bool, store: WorkStore,
                 hive: HiveConfig, settings: SnapshotSettings, submit: Callable[[str], None], log: TaskLog) -> Captured:
-    """Heal each of ``broken`` (a table's plan, and why its chain broke): one Spark application, which ``submit``
-    runs given the URI of its jobs file, computes the digests of every table's committed version; then each table
-    is compared with the source by a diff. A table no merge onto its version can follow is loaded anew instead, read
-    whole as ``settings`` say. A table that cannot be healed fails, named; the others go on.
+    """Heal each of ``broken`` (a table's plan, and where and why its chain broke): one Spark application, which
+    ``submit`` runs given the URI of its jobs file, computes the digests of every table's committed version; then
+    each table is compared with the source by a diff. A table no merge onto its version can follow is loaded anew
+    instead, read whole as ``settings`` say. A table that cannot be healed fails, named; the others go on.
 
     Returns a merge input per table healed (mode ``heal``) or loaded anew (mode ``snapshot``), and the tables that
     failed."""
     failed: list[TableFailure] = []
     targets: list[HealTarget] = []
     inputs: list[MergeInput] = []
-    for table, why in broken:
+    for table, chain in broken:
+        why = chain.why
         try:
-            aim = target(table, why, source)
+            aim = target(table, why, source, said=chain.reload)
         except CdcError as exc:
             log.error("%s: its chain broke (%s), and it cannot be healed: %s", table.source, why, exc)
             failed.append(TableFailure(source=table.source, stage="heal", error=str(exc)))
@@ -224,7 +231,7 @@ def reload(source: HealSource, heal: HealTarget, store: WorkStore, settings: Sna
     files = tuple(store.location_of(f, local, target_dir) for f in result.files)
     log.info("%s loaded anew: %d rows in %d chunks, watermark %s", table.source, result.rows, result.chunks,
              result.watermark)
-    healed = Healed(why=f"{heal.why} {heal.reload}.", upserts=result.rows, rows=result.rows, reloaded=True)
+    healed = Healed(why=heal.reloaded_because, upserts=result.rows, rows=result.rows, reloaded=True)
     return MergeInput(source=table.source, mode=Mode.SNAPSHOT, upsert_files=files, columns=header.columns,
                       key=header.identity, end=result.watermark, as_of=taken_at(result),
                       source_columns=header.columns, upserts=result.rows, changes={"I": result.rows},

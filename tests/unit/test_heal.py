@@ -147,6 +147,10 @@ def test_a_table_is_healed_over_the_columns_its_version_and_the_source_share_whe
     widened = [("id", "int(11)"), ("price", "decimal(20,4)"), ("at", "datetime(3)")]
     assert "price (decimal(10,2) → decimal(20,4)) land as another Hive type" in target(table, "w",
                                                                                    Source(widened)).reload
+    # Where the pass met the change, its words say it; where the break hid it (a swap), the heal's are added.
+    met = target(table, "w: it changed", Source(widened), said=True)
+    assert (met.reloaded_because, target(table, "w.", Source(widened)).reloaded_because) == (
+        "w: it changed", f"w. {met.reload}.")
     wider_key = [("id", "bigint(20)"), *COLUMNS[1:]]
     assert "key column(s) id (int(11) → bigint(20))" in target(table, "w", Source(wider_key)).reload
     # A type that lands as the same Hive type is compared as before; strict still refuses a drop beside a retype.
@@ -169,7 +173,8 @@ def test_the_heal_stage_fails_each_table_it_cannot_heal_by_name_and_starts_no_sp
 
     submitted: list[str] = []
     refused, unrecorded = table_plan("items"), table_plan("items").model_copy(update={"committed": None})
-    found = heal_broken([(refused, "TRUNCATE"), (unrecorded, "purged")], Source(COLUMNS[:2]), True, WorkStore(),
+    found = heal_broken([(refused, BrokenChain(source=refused.source, why="TRUNCATE")),
+                         (unrecorded, BrokenChain(source=unrecorded.source, why="purged"))], Source(COLUMNS[:2]), True, WorkStore(),
                         HiveConfig(warehouse_dir="/nowhere"), SnapshotSettings(), submitted.append,
                         logging.getLogger("heal"))
     assert found.inputs == () and submitted == []
