@@ -194,15 +194,17 @@ def _rule(rule: str) -> str:
     return " ".join(str(rule).upper().split())
 
 
-def _which(keys: tuple[ForeignKey, ...]) -> str:
-    return "a foreign key" if len(keys) == 1 else f"{len(keys)} foreign keys"
+def counted_keys(count: int) -> str:
+    """"a foreign key", or "3 foreign keys": how the check's messages count them."""
+    return "a foreign key" if count == 1 else f"{count} foreign keys"
 
 
 def _refusal(table: TableName, keys: tuple[ForeignKey, ...]) -> str:
     """What, why and the ways out, for a person reading the check's log, the run's summary or the pre-flight."""
     parents = ", ".join(dict.fromkeys(str(key.parent) for key in keys))
     listed = "; ".join(str(key) for key in keys)
-    return (f"The table {table} is the child of {_which(keys)} with a cascading action: {listed}. The server (InnoDB) "
+    which = counted_keys(len(keys))
+    return (f"The table {table} is the child of {which} with a cascading action: {listed}. The server (InnoDB) "
             f"deletes or changes {table}'s rows for these actions itself, without a row event in the binlog (only the "
             f"change to {parents} is logged), so a copy read from the binlog cannot follow them: it would keep the "
             f"rows the source deleted and the old parent keys. Its entry sets `capture: binlog`: remove that "

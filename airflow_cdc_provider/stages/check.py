@@ -16,7 +16,12 @@ from airflow_cdc_provider.core.changelog import BadChangelog, table_changelog
 from airflow_cdc_provider.core.config import HiveConfig, TableConfig, TablePattern
 from airflow_cdc_provider.core.contract import CapturedTable, GoneTable, RefusedTable, SkippedTable
 from airflow_cdc_provider.core.errors import CaptureNotPossible, CdcError, NoUsableKey
-from airflow_cdc_provider.core.foreign_keys import CascadingForeignKey, ForeignKeyColumn, cascade_captures
+from airflow_cdc_provider.core.foreign_keys import (
+    CascadingForeignKey,
+    ForeignKeyColumn,
+    cascade_captures,
+    counted_keys,
+)
 from airflow_cdc_provider.core.grants import CaptureGrants
 from airflow_cdc_provider.core.history import BadHistory, table_history
 from airflow_cdc_provider.core.identifiers import TableName
@@ -171,7 +176,7 @@ def how_captured(table: CapturedTable) -> str:
     way = ("from the binlog" if table.capture == Capture.BINLOG else
            "by a diff with its last version's row digests (capture: diff)")
     if table.cascades:
-        which = "a foreign key" if len(table.cascades) == 1 else f"{len(table.cascades)} foreign keys"
+        which = counted_keys(len(table.cascades))
         way += (f", since it is the child of {which} with a cascading action ({'; '.join(table.cascades)}): the "
                 "server changes its rows for those without a row event in the binlog, and a diff is exact for it")
     return f"{_key_told(table)}, {way}"
