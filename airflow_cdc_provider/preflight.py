@@ -116,13 +116,13 @@ def _source(config: CdcConfig, report: Report) -> None:
         report.add("ok", "source", note)
     for warning in found.warnings:
         report.add("warning", "source", warning)
-    for problem in found.problems:
-        report.add("problem", "tables", problem)
+    for stopped in found.stopped:
+        report.add("problem", "tables", stopped.reason)
     for left_out in found.skipped:
         report.add("warning", "tables", f"left out (matched by a pattern, but cannot be captured): {left_out.reason}")
     for table in found.captured:
         report.add("ok", "tables", f"{table.source} → {table.hive_table}: {how_captured(table)}")
-    if not found.captured and not found.problems:
+    if not found.captured and not found.stopped:
         report.add("warning", "tables", "no table of the configuration is at the source, or the capture user can "
                    "see none: check the `tables:` entries and the user's SELECT.")
 

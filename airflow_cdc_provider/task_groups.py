@@ -4,7 +4,8 @@
                   └─ extract ─┬─ replay ───┤         └─ verify ──────────────────────────────────────────────┘
                               └─ heal ─────┘
 
-``check`` resolves the configured tables at the source and checks them; ``plan`` takes each table's lock and
+``check`` resolves the configured tables at the source and checks them (a named table it refuses is stopped with
+its reason, the others go on, and its ``table`` task fails the run at the end); ``plan`` takes each table's lock and
 decides what the run does to it: a snapshot (first run, fresh snapshot), the binlog from its committed
 watermark, or nothing. ``snapshot`` loads the new tables, a few at a time. ``extract`` reads the binlog once
 for every incremental table, over one replication connection; ``replay`` turns each changed table's raw

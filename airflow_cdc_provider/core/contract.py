@@ -44,6 +44,9 @@ class CapturedTable(Model):
     changelog: ChangelogSettings | None = None  # its changelog table's settings (``changelog:``); None: none
     history: HistorySettings | None = None  # its snapshots' and history's settings (``history:``); None: none
     shard: Shard | None = None  # a shard of its Hive table (``shards:``); None: the Hive table is its alone
+    # The foreign keys with a cascading action it is the child of, as ``core.foreign_keys.ForeignKey`` prints them:
+    # why it is captured by a diff though its entry does not say so (the binlog does not hold their changes).
+    cascades: tuple[str, ...] = ()
 
     @property
     def name(self) -> TableName:
@@ -55,8 +58,25 @@ class CapturedTable(Model):
         return f"{self.hive_table}#{self.shard.name}" if self.shard is not None else self.hive_table
 
     def table_dir(self, work_dir: str) -> TableDir:
-        return TableDir(work_dir=work_dir, hive_table=self.hive_table,
-                        shard=self.shard.path if self.shard is not None else None)
+        return _table_dir(work_dir, self.hive_table, self.shard)
+
+
+def _table_dir(work_dir: str, hive_table: str, shard: Shard | None) -> TableDir:
+    return TableDir(work_dir=work_dir, hive_table=hive_table, shard=shard.path if shard is not None else None)
+
+
+class RefusedTable(Model):
+    """A table named in the configuration that the check refuses (it is not at the source, has no usable key, an
+    option that does not fit it…): it is stopped with ``reason``, which says the fix, and the other tables go on. Its
+    table task fails for it after the others committed, so the run fails and its alerts fire."""
+
+    source: str
+    hive_table: str
+    reason: str
+    shard: Shard | None = None  # the shard of the Hive table its entry makes it (``shards:``)
+
+    def table_dir(self, work_dir: str) -> TableDir:
+        return _table_dir(work_dir, self.hive_table, self.shard)
 
 
 class SkippedTable(Model):
@@ -79,6 +99,7 @@ class CheckResult(Model):
     tables: tuple[CapturedTable, ...]
     skipped: tuple[SkippedTable, ...] = ()
     gone: tuple[GoneTable, ...] = ()
+    refused: tuple[RefusedTable, ...] = ()  # named, but cannot be captured: stopped in this run
 
 
 class Reread(Model):
@@ -116,13 +137,27 @@ class TablePlan(Model):
         return self.table_dir.run(self.plan.run.key)
 
 
+class StoppedTable(Model):
+    """A table the check refused, as the plan carries it: the merge fails it with the check's reason, and the status
+    reads its work state where its ledger is (it may have versions from before)."""
+
+    table: RefusedTable
+    table_dir: TableDir
+
+    @property
+    def source(self) -> str:
+        return self.table.source
+
+
 class SourcePlan(Model):
-    """The plan of one run over a source: every table with its mode, and the tables left out, with why."""
+    """The plan of one run over a source: every table with its mode, the tables stopped and the tables left out,
+    with why."""
 
     run: RunRef
     tables: tuple[TablePlan, ...]
     skipped: tuple[SkippedTable, ...] = ()
     gone: tuple[GoneTable, ...] = ()
+    stopped: tuple[StoppedTable, ...] = ()  # the tables the check refused (``CheckResult.refused``)
     # The Airflow connection of the tables' work directory (``work_conn_id:``; None: the local disk, or the default
     # credentials): what a reader of their ledgers needs besides ``TablePlan.table_dir`` (``airflow cdc status``).
     work_conn_id: str | None = None
@@ -407,6 +442,7 @@ __all__ = [
     "TABLES_KEY", "VERIFICATION_KEY",
     "TableVerification", "Verification",
     "Captured", "CapturedTable", "CheckResult", "Columns", "Extraction",
-    "GoneTable", "MergeInput", "SkippedTable", "SourcePlan", "TableExtraction", "TableFailure", "TableOutcome",
+    "GoneTable", "MergeInput", "RefusedTable", "SkippedTable", "SourcePlan", "StoppedTable", "TableExtraction",
+    "TableFailure", "TableOutcome",
     "TablePlan",
 ]

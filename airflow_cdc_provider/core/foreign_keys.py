@@ -6,12 +6,14 @@ engine: the binlog holds the parent's row event, and none for the child rows it 
 is the child of such a key (its own parent too, when the key refers to its own table) and is captured from the
 binlog would keep the rows its source deleted and the parent keys its source changed.
 
-Design: the check refuses such a table rather than derive its changes from the parent's events. Deriving them
-exactly needs the child rows as they were at each cascade, in binlog order (which rows referred to the parent
-row then, and what a ``SET NULL`` left of them after the other changes of the range), and the binlog does not
-hold that state; a guess from the copy's version would be wrong whenever the range also changed the child. A
-diff (``capture: diff``) compares the table itself with its last version, so it is exact for such a table; so is
-the binlog once the key is ``RESTRICT`` or ``NO ACTION`` and the application makes the child's changes itself.
+Design: the check captures such a table by a diff (``capture: diff``) rather than derive its changes from the
+parent's events. Deriving them exactly needs the child rows as they were at each cascade, in binlog order (which
+rows referred to the parent row then, and what a ``SET NULL`` left of them after the other changes of the range),
+and the binlog does not hold that state; a guess from the copy's version would be wrong whenever the range also
+changed the child. A diff compares the table itself with its last version, so it is exact for such a table, and
+it needs no one to act, as for a table with no key (``core.keys``). An entry that sets ``capture: binlog`` itself
+asks for what cannot be exact: that table is refused (stopped, the others go on), with the ways out. The binlog
+is exact again once the key is ``RESTRICT`` or ``NO ACTION`` and the application makes the child's changes itself.
 
 Where the rules come from: ``information_schema.REFERENTIAL_CONSTRAINTS``. MariaDB shows its rows only to a user
 with a privilege on the table beyond SELECT (REFERENCES, INDEX…), which the capture user does not hold; its
@@ -22,7 +24,7 @@ with a privilege on the table beyond SELECT (REFERENCES, INDEX…), which the ca
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -85,11 +87,20 @@ class ForeignKey:
 
 
 class CascadingForeignKey(CdcError):
-    """A table captured from the binlog that is the child of a foreign key with a cascading action."""
+    """A table whose entry sets `capture: binlog` that is the child of a foreign key with a cascading action."""
 
     def __init__(self, table: TableName, keys: tuple[ForeignKey, ...]) -> None:
         self.table, self.keys = table, keys
         super().__init__(_refusal(table, keys))
+
+
+@dataclass(frozen=True)
+class DiffForCascades:
+    """A table the source's way would read from the binlog that is the child of a foreign key with a cascading
+    action: captured by a diff instead, which is exact for it."""
+
+    table: TableName
+    keys: tuple[ForeignKey, ...]
 
 
 def with_rules(rows: Iterable[ForeignKeyColumn], rules: Rules) -> list[ForeignKeyColumn]:
@@ -167,29 +178,38 @@ def cascading_foreign_keys(rows: Iterable[ForeignKeyColumn], tables: Iterable[Ta
     return {table: tuple(keys) for table, keys in sorted(found.items())}
 
 
-def cascade_refusals(rows: Iterable[ForeignKeyColumn], captures: Mapping[TableName, str]
-                     ) -> dict[TableName, CascadingForeignKey]:
-    """The tables of ``captures`` (each table to its way in: ``binlog`` or ``diff``) that cannot be captured as
-    they are: read from the binlog while the child of a cascading foreign key. A diff reads the table itself, so a
-    table in diff mode is exact whatever its foreign keys do."""
+def cascade_captures(rows: Iterable[ForeignKeyColumn], captures: Mapping[TableName, str],
+                     own_binlog: Collection[TableName] = ()) -> dict[TableName, DiffForCascades | CascadingForeignKey]:
+    """What becomes of each table of ``captures`` (each table to its way in: ``binlog`` or ``diff``) that would be
+    read from the binlog while the child of a cascading foreign key: captured by a diff instead
+    (``DiffForCascades``), or refused (``CascadingForeignKey``) when it is in ``own_binlog``, the tables whose own
+    entry sets `capture: binlog`. A table in diff mode is exact whatever its foreign keys do: not in the answer."""
     binlog = [table for table, capture in captures.items() if capture == Capture.BINLOG]
-    return {table: CascadingForeignKey(table, keys) for table, keys in cascading_foreign_keys(rows, binlog).items()}
+    chosen = set(own_binlog)
+    return {table: CascadingForeignKey(table, keys) if table in chosen else DiffForCascades(table, keys)
+            for table, keys in cascading_foreign_keys(rows, binlog).items()}
 
 
 def _rule(rule: str) -> str:
     return " ".join(str(rule).upper().split())
 
 
+def counted_keys(count: int) -> str:
+    """"a foreign key", or "3 foreign keys": how the check's messages count them."""
+    return "a foreign key" if count == 1 else f"{count} foreign keys"
+
+
 def _refusal(table: TableName, keys: tuple[ForeignKey, ...]) -> str:
-    """What, why and the ways out, for a person reading the check's log or the pre-flight."""
+    """What, why and the ways out, for a person reading the check's log, the run's summary or the pre-flight."""
     parents = ", ".join(dict.fromkeys(str(key.parent) for key in keys))
     listed = "; ".join(str(key) for key in keys)
-    which = "a foreign key" if len(keys) == 1 else f"{len(keys)} foreign keys"
+    which = counted_keys(len(keys))
     return (f"The table {table} is the child of {which} with a cascading action: {listed}. The server (InnoDB) "
             f"deletes or changes {table}'s rows for these actions itself, without a row event in the binlog (only the "
             f"change to {parents} is logged), so a copy read from the binlog cannot follow them: it would keep the "
-            f"rows the source deleted and the old parent keys. Capture it by a diff, which is exact for it: "
-            f"`capture: diff` in its table entry (`- source: {table}` with `capture: diff`; a named entry's options "
-            "hold over a pattern's). Or change the foreign key to RESTRICT or NO ACTION (drop it and add it again "
-            "with ON DELETE RESTRICT ON UPDATE RESTRICT) and have the application delete or change the child rows "
-            "itself: those changes are logged.")
+            f"rows the source deleted and the old parent keys. Its entry sets `capture: binlog`: remove that "
+            f"(`- source: {table}` without `capture:`; a named entry's options hold over a pattern's), and the check "
+            "captures it by a diff, which is exact for it. "
+            "Or change the foreign key to RESTRICT or NO ACTION (drop it and add it again with ON DELETE RESTRICT "
+            "ON UPDATE RESTRICT) and have the application delete or change the child rows itself: those changes "
+            "are logged.")

@@ -172,29 +172,52 @@ def excess_privileges(grants: Grants, user: str) -> list[str]:
     return warnings
 
 
+@dataclass(frozen=True)
+class CaptureGrants:
+    """What the capture user's privileges mean for a run whose binlog (if it reads one) it may read."""
+
+    warnings: list[str]  # what it holds beyond what capture needs (``excess_privileges``)
+    unreadable: dict[TableName, str]  # the tables it may not read, each with the fix (``unreadable_tables``)
+
+
 def missing_capture_privileges(grants: Grants, user: str, tables: Iterable[TableName] = (),
                                binlog: bool = True) -> list[str]:
     """The problems, one sentence each, that stop ``user`` from capturing ``tables``; empty when none. Without
     ``binlog`` (every table in diff mode) the replication privileges are not needed."""
-    problems = []
-    for privilege, why in (
-        (REPLICATION_SLAVE, "to read the binlog"),
-        (REPLICATION_CLIENT, "to read the binlog position and list the binlogs (MariaDB: BINLOG MONITOR)"),
-    ) if binlog else ():
-        if not grants.holds(privilege):
-            problems.append(
-                f"The user {user} lacks the privilege {privilege}, needed {why}. "
-                f"Fix: GRANT {privilege} ON *.* TO {user};"
-            )
-    for table in tables:
-        if not grants.holds("SELECT", table):
-            problems.append(
-                f"The user {user} lacks SELECT on {table}, needed to read the table. "
-                f"Fix: GRANT SELECT ON {table.quoted} TO {user};"
-            )
+    return _with_roles([*_missing_replication(grants, user, binlog),
+                        *(_missing_select(table, user) for table in tables if not grants.holds("SELECT", table))],
+                       grants, user)
+
+
+def missing_source_privileges(grants: Grants, user: str, binlog: bool = True) -> list[str]:
+    """The problems that stop ``user`` from capturing any table (the replication privileges the binlog needs; none
+    without ``binlog``), one sentence each; empty when none."""
+    return _with_roles(_missing_replication(grants, user, binlog), grants, user)
+
+
+def unreadable_tables(grants: Grants, user: str, tables: Iterable[TableName]) -> dict[TableName, str]:
+    """Each of ``tables`` that ``user`` may not read (no SELECT on it), with the fix: that table cannot be captured,
+    the others can."""
+    return {table: " ".join(_with_roles([_missing_select(table, user)], grants, user))
+            for table in tables if not grants.holds("SELECT", table)}
+
+
+def _missing_replication(grants: Grants, user: str, binlog: bool) -> list[str]:
+    return [f"The user {user} lacks the privilege {privilege}, needed {why}. "
+            f"Fix: GRANT {privilege} ON *.* TO {user};"
+            for privilege, why in ((REPLICATION_SLAVE, "to read the binlog"),
+                                   (REPLICATION_CLIENT, "to read the binlog position and list the binlogs (MariaDB: "
+                                                        "BINLOG MONITOR)")) if binlog and not grants.holds(privilege)]
+
+
+def _missing_select(table: TableName, user: str) -> str:
+    return (f"The user {user} lacks SELECT on {table}, needed to read the table. "
+            f"Fix: GRANT SELECT ON {table.quoted} TO {user};")
+
+
+def _with_roles(problems: list[str], grants: Grants, user: str) -> list[str]:
+    """``problems``, and when there are some, that the roles' privileges were not counted."""
     if problems and grants.roles:
-        problems.append(
-            f"The user {user} has the roles {', '.join(grants.roles)}, whose privileges are not counted: "
-            "grant the privileges above to the user directly."
-        )
+        return [*problems, f"The user {user} has the roles {', '.join(grants.roles)}, whose privileges are not "
+                           "counted: grant the privileges above to the user directly."]
     return problems

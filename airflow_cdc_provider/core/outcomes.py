@@ -16,6 +16,7 @@ from airflow_cdc_provider.core.contract import (
     Extraction,
     MergeInput,
     SourcePlan,
+    StoppedTable,
     TableExtraction,
     TableOutcome,
     TablePlan,
@@ -59,6 +60,13 @@ def outcome(table: TablePlan, status: Status, **fields: Any) -> TableOutcome:
                         shard=table.table.shard, **fields)
 
 
+def stopped_outcome(table: StoppedTable) -> TableOutcome:
+    """A table the check refused: failed with the check's reason (which says the fix); the run did nothing to it."""
+    refused = table.table
+    return TableOutcome(source=refused.source, hive_table=refused.hive_table, mode=Mode.NOTHING, status=Status.FAILED,
+                        shard=refused.shard, error=f"check: {refused.reason}")
+
+
 @dataclass
 class Sorted:
     """A run's tables as the merge task finds them before Spark.
@@ -78,7 +86,8 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
                 spec: Callable[[TablePlan, MergeInput], MergeSpec], heal: Captured | None = None) -> Sorted:
     """Sort the run's tables into decided outcomes, idle tables to advance, and inputs to merge.
 
-    A capture value is None when its task failed as a whole: its tables end up failed, the others go on. ``heal``
+    A table the check refused (``SourcePlan.stopped``) is failed with its reason. A capture value is None when its
+    task failed as a whole: its tables end up failed, the others go on. ``heal``
     is the heal task's: the tables whose chain broke in the range, brought level by a diff.
     ``recorded`` gives the run's plan as the table's ledger holds it (an earlier attempt of the task may have
     committed it), ``holder`` the run holding the table's lock, ``spec`` the merge spec of an input (raising
@@ -86,6 +95,8 @@ def sort_tables(plan: SourcePlan, snapshot: Captured | None, extraction: Extract
     """
     found = Sorted()
     decided = found.decided
+    for stopped in plan.stopped:
+        decided[stopped.source] = stopped_outcome(stopped)
     for table in plan.of_mode(Mode.NOTHING):
         decided[table.source] = outcome(table, Status.NOTHING, reason=table.plan.reason)
     for failure in (f for part in (snapshot, extraction, replay, heal) if part is not None for f in part.failed):

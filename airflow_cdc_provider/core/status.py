@@ -25,7 +25,7 @@ from enum import StrEnum
 from typing import Any
 
 from airflow_cdc_provider.core.changelog import changelog_table
-from airflow_cdc_provider.core.contract import CapturedTable, SourcePlan, TableOutcome
+from airflow_cdc_provider.core.contract import CapturedTable, RefusedTable, SourcePlan, TableOutcome
 from airflow_cdc_provider.core.history import history_table, snapshots_table
 from airflow_cdc_provider.core.ledger import Committed, Lock, RunRef
 from airflow_cdc_provider.core.model import Instant, Model
@@ -57,7 +57,7 @@ class TableKind(Model):
     group: str  # the task group of its source; "" outside any
     source: str  # schema.table
     hive_table: str  # database.table
-    capture: tuple[str, ...] = ("binlog",)  # binlog or diff, and keyless, shard where they apply
+    capture: tuple[str, ...] = ("binlog",)  # binlog or diff, and keyless, shard where they apply; none: refused
     shard: str | None = None  # the shard's directory (``Shard.path``), for a shard of a Hive table
     beside: tuple[str, ...] = ()  # its changelog, snapshots and history tables (database.table)
 
@@ -79,6 +79,12 @@ class TableKind(Model):
         return cls(dag_id=dag_id, group=group, source=table.source, hive_table=table.hive_table,
                    capture=tuple(capture), shard=table.shard.path if table.shard is not None else None,
                    beside=tuple(f"{database}.{b}" for b in beside))
+
+    @classmethod
+    def stopped(cls, dag_id: str, group: str, table: RefusedTable) -> TableKind:
+        """A table the check refused: not captured in any way."""
+        return cls(dag_id=dag_id, group=group, source=table.source, hive_table=table.hive_table, capture=(),
+                   shard=table.shard.path if table.shard is not None else None)
 
     @property
     def key(self) -> str:
@@ -104,9 +110,12 @@ class SourceTables(Model):
 
     @classmethod
     def of(cls, dag_id: str, group: str, plan: SourcePlan) -> SourceTables:
+        """The plan's tables, and the tables the check stopped (shown stopped, with why, by their outcomes)."""
         return cls(run=plan.run, work_conn_id=plan.work_conn_id,
-                   tables=tuple(PlannedTable(kind=TableKind.of(dag_id, group, t.table), table_dir=t.table_dir)
-                                for t in plan.tables))
+                   tables=(*(PlannedTable(kind=TableKind.of(dag_id, group, t.table), table_dir=t.table_dir)
+                             for t in plan.tables),
+                           *(PlannedTable(kind=TableKind.stopped(dag_id, group, t.table), table_dir=t.table_dir)
+                             for t in plan.stopped)))
 
 
 class TableRecords(Model):

@@ -33,7 +33,15 @@ from airflow_cdc_provider.core.errors import (
 )
 from airflow_cdc_provider.core.flavor import ServerFlavor, detect_flavor
 from airflow_cdc_provider.core.foreign_keys import ForeignKeyColumn, hidden_rules, shown_rules, with_rules
-from airflow_cdc_provider.core.grants import Grants, excess_privileges, missing_capture_privileges, parse_grants
+from airflow_cdc_provider.core.grants import (
+    CaptureGrants,
+    Grants,
+    excess_privileges,
+    missing_capture_privileges,
+    missing_source_privileges,
+    parse_grants,
+    unreadable_tables,
+)
 from airflow_cdc_provider.core.gtid import (
     GtidFile,
     GtidPositionLost,
@@ -308,27 +316,27 @@ class MySqlSourceHook(BaseHook):
 
     def capture_problems(self, tables: Iterable[TableName] = (), binlog: bool = True) -> list[str]:
         """Every reason capture is not possible: binlog settings first, then the capture user's privileges."""
-        return self._capture_problems(list(tables), *self._grants(), binlog)
+        user, grants = self._grants()
+        return self._server_problems(binlog) + missing_capture_privileges(grants, user, list(tables), binlog)
 
-    def check_capture(self, tables: Iterable[TableName] = (), binlog: bool = True) -> list[str]:
-        """Raise CaptureNotPossible listing every problem when capture of ``tables`` is not possible; else return
-        the warnings on privileges the capture user holds beyond what capture needs (``core.grants``). Without
+    def check_capture(self, tables: Iterable[TableName] = (), binlog: bool = True) -> CaptureGrants:
+        """Raise CaptureNotPossible listing every problem when no table can be captured (the binlog's settings, the
+        replication privileges); else return the tables of ``tables`` the capture user may not read, each with its
+        fix, and the warnings on privileges it holds beyond what capture needs (``core.grants``). Without
         ``binlog`` (every table in diff mode) neither the binlog settings nor the replication privileges count."""
         user, grants = self._grants()
-        tables = list(tables)
-        problems = self._capture_problems(tables, user, grants, binlog)
-        if problems:
-            # When it is the binlog that cannot be read as it is, the way on without it.
-            binlog_problems = len(problems) > len(missing_capture_privileges(grants, user, tables, binlog=False))
-            raise CaptureNotPossible(problems, DIFF_WAY_ON if binlog and binlog_problems else None)
-        return excess_privileges(grants, user)
+        problems = self._server_problems(binlog) + missing_source_privileges(grants, user, binlog)
+        if problems:  # each is the binlog's: the way on without it
+            raise CaptureNotPossible(problems, DIFF_WAY_ON)
+        return CaptureGrants(warnings=excess_privileges(grants, user),
+                             unreadable=unreadable_tables(grants, user, tables))
 
-    def _capture_problems(self, tables: list[TableName], user: str, grants: Grants, binlog: bool) -> list[str]:
+    def _server_problems(self, binlog: bool) -> list[str]:
+        """The binlog's settings that do not serve, and a replica that does not log what it replicates."""
         if not binlog:
-            return missing_capture_privileges(grants, user, tables, binlog=False)
+            return []
         variables = self.global_variables(name for name, _, _ in required_settings(self.flavor))
-        return (settings_problems(variables, self.flavor) + self._replica_problems()
-                + missing_capture_privileges(grants, user, tables))
+        return settings_problems(variables, self.flavor) + self._replica_problems()
 
     def _replica_problems(self) -> list[str]:
         """``core.settings.replica_problems`` of this server: whether it replicates, by its replica status (which

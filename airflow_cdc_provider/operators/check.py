@@ -10,7 +10,6 @@ from airflow.sdk import BaseOperator
 from airflow_cdc_provider.core.catalog import StoredCatalog
 from airflow_cdc_provider.core.config import HiveConfig, RunConfig, SourceConfig, TableConfig, TablePattern, WorkConfig
 from airflow_cdc_provider.core.contract import CheckResult
-from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.workdir import SourceDir
 from airflow_cdc_provider.hooks.work_store import work_store
 from airflow_cdc_provider.operators.failures import final_on_cdc_error
@@ -22,17 +21,21 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
     """Find the tables to capture now, and check that they can be: the server's binlog settings, the capture
     user's privileges, each table's key and column types.
 
-    Patterns (``TablePattern``) are resolved against the tables the server has now. A table named in the
-    configuration that cannot be captured fails the task with every problem found, each with its fix; a table
-    a pattern matched that cannot be captured (an unsupported type, a `partition_by:`, `changelog:` or `history:`
-    that does not fit its columns or a table with no key, a changelog, snapshots or history table that would be
-    another table's, the child of a foreign key with a cascading action read from the binlog) is reported and left
-    out. A table with no key is captured by a diff, its whole row its identity (``core.keys``). The binlog's
-    compression is logged, with what it means (``core.settings.compression_notes``).
+    Patterns (``TablePattern``) are resolved against the tables the server has now. What stops every table (the
+    binlog's settings, the replication privileges) fails the task, with each fix. A table named in the
+    configuration that cannot be captured (it is not at the source, the user may not read it, an unsupported type,
+    no usable key, a `partition_by:`, `changelog:`, `history:` or `shards:` that does not fit its columns, the child
+    of a foreign key with a cascading action whose entry sets `capture: binlog`) is stopped with its reason: the
+    other tables go on, and the run fails for it at its end (its table task), so that alerts fire. A table a
+    pattern matched that cannot be captured (for those reasons, or a changelog, snapshots or history table that
+    would be another table's) is reported and left out. A table with no key is captured by a diff, its whole row its
+    identity (``core.keys``); so is the child of a foreign key with a cascading action whose entry does not set
+    `capture:` (``core.foreign_keys``). The binlog's compression is logged, with what it means
+    (``core.settings.compression_notes``).
     A table the last run captured that is gone from the source is reported; its Hive table is kept.
 
-    Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, and each table with its key and
-    columns.
+    Returns (XCom) a ``CheckResult``: the flavor, the server's watermark, each table with its key and columns, and
+    the tables stopped, each with its reason.
 
     :param tables: the configuration's table entries (``CdcConfig.tables``).
     :param source: the configuration's ``source:`` (``SourceConfig``): the connection and its time limits, and how
@@ -73,8 +76,9 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
             raise found.refused
         for left_out in found.skipped:
             self.log.warning("Left out (matched by a pattern, but cannot be captured): %s", left_out.reason)
-        if found.problems:
-            raise _TablesRefused(found.problems)
+        for stopped in found.stopped:
+            self.log.error("Stopped in this run (named in the configuration, but cannot be captured; the other "
+                           "tables go on, and the run fails for it at its end): %s", stopped.reason)
         for lost in found.gone:
             self.log.warning("The table %s is no longer at the source (or the capture user cannot see it): its Hive "
                              "table %s is kept as it is, and no longer updated.", lost.source, lost.hive_table)
@@ -82,13 +86,7 @@ class CaptureCheckOperator(ReadsSource, BaseOperator):
         for ready in found.captured:
             self.log.info("%s can be captured into %s%s: %s", ready.source, ready.hive_table,
                           f" (the shard {ready.shard.name})" if ready.shard else "", how_captured(ready))
-        self.log.info("%d tables on %s can be captured (%d left out); server watermark %s", len(found.captured),
-                      hook.flavor, len(found.skipped), watermark)
+        self.log.info("%d tables on %s can be captured (%d stopped, %d left out); server watermark %s",
+                      len(found.captured), hook.flavor, len(found.stopped), len(found.skipped), watermark)
         return CheckResult(flavor=hook.flavor.flavor.value, watermark=watermark, tables=tuple(found.captured),
-                           skipped=tuple(found.skipped), gone=tuple(found.gone))
-
-class _TablesRefused(CdcError):
-    def __init__(self, problems: list[str]) -> None:
-        super().__init__("\n".join(problems) if len(problems) == 1 else
-                         f"{len(problems)} tables named in the configuration cannot be captured:\n- " +
-                         "\n- ".join(problems))
+                           skipped=tuple(found.skipped), gone=tuple(found.gone), refused=tuple(found.stopped))

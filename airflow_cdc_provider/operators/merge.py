@@ -48,6 +48,8 @@ class SparkMergeOperator(HoldsTableLeases, CdcSparkSubmitOperator):
     A table with no change in the range starts no Spark work: its watermark advances on the version it has.
     When no table has changes, no application starts at all.
 
+    A table the check stopped (``SourcePlan.stopped``) gets a failed outcome with the check's reason.
+
     Returns (XCom) the ``TableOutcome`` of each table it committed or failed, as a list of lists, one per table
     task downstream: a table each, or a few each when there are more than Airflow's ``[core] max_map_length``;
     pushes every table's outcome (idle and untouched ones too) under the XCom key

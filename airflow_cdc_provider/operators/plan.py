@@ -96,7 +96,7 @@ class CdcPlanOperator(ReadsSource, BaseOperator):
                           repair=parse_flag(self.repair, "repair"), conditions=conditions)
             catalog = SourceDir.of_task(self.work.dir, self.dag_id, self.task_id).catalog
             plan = plan_tables(run, check, tables, ledgers, store, ask, self.run, self._source_hook, catalog,
-                               self.log, self.work.conn_id)
+                               self.log, self.work.dir, self.work.conn_id)
             # The plan's tables in short, for the status command and the tables page (``core.status``).
             context["ti"].xcom_push(key=TABLES_KEY,
                                     value=SourceTables.of(self.dag_id, task_group(self.task_id), plan).to_xcom())

@@ -42,7 +42,8 @@ class MergeSettings:
 
 @dataclass
 class MergeRun:
-    """Each table's outcome, in the plan's order, and what was committed (for the lineage)."""
+    """Each table's outcome, in the plan's order (the tables the check stopped last), and what was committed (for
+    the lineage)."""
 
     outcomes: list[TableOutcome]
     committed: list[tuple[MergeInput, MergeSpec]] = field(default_factory=list)
@@ -70,7 +71,7 @@ def merge_run(plan: SourcePlan, captures: tuple[Captured | None, Extraction | No
             outcomes.update(_application(batch, n, store, settings, submit, log, done.committed))
     else:
         log.info("No table has changes to merge: no Spark application was started.")
-    done.outcomes = [outcomes[t.source] for t in plan.tables]
+    done.outcomes = [*(outcomes[t.source] for t in plan.tables), *(outcomes[t.source] for t in plan.stopped)]
     for outcome in done.outcomes:
         log.info("%s → %s: %s%s", outcome.source, outcome.hive_table, outcome.status,
                  f" (version {outcome.version})" if outcome.version is not None else "")

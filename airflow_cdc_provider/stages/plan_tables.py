@@ -16,7 +16,14 @@ from typing import Protocol
 
 from airflow_cdc_provider.core.catalog import StoredCatalog
 from airflow_cdc_provider.core.config import RunConfig
-from airflow_cdc_provider.core.contract import CapturedTable, CheckResult, Reread, SourcePlan, TablePlan
+from airflow_cdc_provider.core.contract import (
+    CapturedTable,
+    CheckResult,
+    Reread,
+    SourcePlan,
+    StoppedTable,
+    TablePlan,
+)
 from airflow_cdc_provider.core.ledger import Ledger, RunPlan, RunRef, plan_run
 from airflow_cdc_provider.core.modes import Mode
 from airflow_cdc_provider.core.planning import may_snapshot_instead, snapshots_instead
@@ -48,9 +55,10 @@ class PlanAsk:
 
 def plan_tables(run: RunRef, check: CheckResult, tables: Sequence[CapturedTable], ledgers: Mapping[str, Ledger],
                 store: WorkStore, ask: PlanAsk, settings: RunConfig, source: Callable[[], PlanSource], catalog: str,
-                log: TaskLog, work_conn_id: str | None = None) -> SourcePlan:
+                log: TaskLog, work_dir: str, work_conn_id: str | None = None) -> SourcePlan:
     """The run's plan of ``tables`` (sorted by ledger id, each's lock held in ``ledgers``), recorded; ``catalog``
-    is where the tables the check found are kept; ``work_conn_id`` the work directory's connection, recorded."""
+    is where the tables the check found are kept; ``work_dir`` and ``work_conn_id`` the tables' work directory and
+    its connection, recorded."""
     committed = {name: ledger.committed() for name, ledger in ledgers.items()}
     by_name = {t.ledger_id: t for t in tables}
     plans = {name: plan_run(run, committed[name], ledger.run_plan(run), ask.target,
@@ -71,11 +79,14 @@ def plan_tables(run: RunRef, check: CheckResult, tables: Sequence[CapturedTable]
                                  reread=_reread(table, plan, ledger, ask, store, log)))
     # Kept, so that the next run can tell which tables are gone.
     store.write(catalog, StoredCatalog(tables={t.source: t.hive_table for t in check.tables}))
-    result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone,
+    # The tables the check refused: the merge fails each with its reason, and the status reads their work state
+    # where their ledger is, as the others'.
+    stopped = tuple(StoppedTable(table=refused, table_dir=refused.table_dir(work_dir)) for refused in check.refused)
+    result = SourcePlan(run=run, tables=tuple(planned), skipped=check.skipped, gone=check.gone, stopped=stopped,
                         work_conn_id=work_conn_id)
-    log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d left out, %d gone",
-             len(planned), len(result.snapshots), len(result.incrementals), len(result.diffs),
-             len(result.of_mode(Mode.NOTHING)), len(check.skipped), len(check.gone))
+    log.info("%d tables: %d by snapshot, %d from the binlog, %d by a diff, %d left as they are; %d stopped, %d left "
+             "out, %d gone", len(planned), len(result.snapshots), len(result.incrementals), len(result.diffs),
+             len(result.of_mode(Mode.NOTHING)), len(stopped), len(check.skipped), len(check.gone))
     return result
 
 

@@ -6,7 +6,9 @@ tables (and one with no key of its own, captured by the key its entry declares: 
 of a sample of each kind (TEXT_CHARSETS) holds text of that set's own repertoire (tests/integration/
 charset_helpers.py), loaded by the snapshot and changed through the binlog; and a log table with no key at all,
 whose equal rows are one row counted, is captured by a diff in the same runs (equal to its source as a multiset:
-each row as many times).
+each row as many times). So is the child of a foreign key with a cascading action, named without `capture:`,
+whose rows the server deletes without a row event when its parent's go. A table named before it exists is stopped
+in the first run, with its reason, while every other table loads; the run that finds it loads it.
 """
 
 from __future__ import annotations
@@ -38,6 +40,10 @@ DAG_ID = "mysql_binlog_to_hive"
 TABLES = 16
 LAST = f"t{TABLES:02d}"  # dropped at the source in the third run
 KEYLESS = "audit_log"
+# A parent, and its child by a foreign key ON DELETE CASCADE: named without `capture:`, the child is captured by a
+# diff (the binlog holds no event for the rows a cascade deletes), the parent from the binlog.
+PARENT, CHILD = "fk_parent", "fk_child"
+LATE = "late"  # named in the configuration, created at the source only after the first run
 
 
 # The character sets whose text goes all the way to Hive here: each kind's odd ones (bytes, re-assigned ASCII,
@@ -90,12 +96,20 @@ class Source:
             server.execute(*[f"INSERT INTO {self.schema}.{KEYLESS} VALUES ('2026-07-01 10:00:0{i}', 'event {i}', {i})"
                              ] * 2)
         server.execute(*[f"INSERT INTO {self.schema}.{KEYLESS} VALUES (NULL, NULL, NULL)"] * 2)
+        server.execute(f"CREATE TABLE {self.schema}.{PARENT} (id INT NOT NULL PRIMARY KEY, name VARCHAR(20) NULL)",
+                       f"CREATE TABLE {self.schema}.{CHILD} (id INT NOT NULL PRIMARY KEY, parent_id INT NULL, "
+                       f"note VARCHAR(20) NULL, CONSTRAINT fk_child_parent FOREIGN KEY (parent_id) REFERENCES "
+                       f"{self.schema}.{PARENT} (id) ON DELETE CASCADE)",
+                       f"INSERT INTO {self.schema}.{PARENT} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+                       f"INSERT INTO {self.schema}.{CHILD} VALUES (10, 1, 'x'), (11, 1, 'y'), (12, 2, 'z'), "
+                       "(13, NULL, NULL)")
         self.config = {
             "mysql_conn_id": conn_id, "spark_conn_id": "spark_source", "work_dir": str(tmp_path / "work"),
             "hive": {"database": self.database, "warehouse_dir": str(tmp_path / "warehouse"),
                      "metastore_uri": metastore.uri},
             "tables": [*({"source": f"{self.schema}.{name}", "target": name, "key": key}
                          for name, key in DECLARED.items()),
+                       *({"source": f"{self.schema}.{name}", "target": name} for name in (CHILD, LATE)),
                        {"source": f"{self.schema}.*", "exclude": [f"{self.schema}.tmp_*"], "target": "{table}"}],
             "retries": 0, "snapshot_concurrency": 4,
         }
@@ -180,6 +194,10 @@ class Source:
     def header(self, name: str):
         return self.hook.raw_header(TableName(self.schema, name), DECLARED.get(name))
 
+    def foreign(self) -> list[str]:
+        """The parent and its child: not in ``tables``, whose changes are random."""
+        return [PARENT, CHILD]
+
     def source(self, name: str) -> dict:
         return plain(source_rows(self.server, self.header(name)))
 
@@ -210,14 +228,23 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     since = mariadb.track_binlog_dumps()
 
     # 1. The first run loads every table the pattern matches by a snapshot, a few at a time; the table with no key
-    #    is reported as captured by a diff, the excluded one never looked at; no binlog is read.
+    #    and the child of the cascading key are reported as captured by a diff, the excluded one never looked at;
+    #    no binlog is read. The table named before it exists is stopped, with why: the others load all the same,
+    #    and the run fails, naming it.
     code, output = source.run("2026-08-01T00:00:00+00:00")
-    assert code == 0, output[-8000:]
+    assert code != 0, output[-8000:]
     assert f"{source.schema}.{KEYLESS} can be captured into {source.database}.{KEYLESS}: no key (each row identified by all its " \
            "values, equal rows counted), by a diff" in output
+    assert f"{source.schema}.{CHILD} can be captured into {source.database}.{CHILD}: key id, by a diff with its last " \
+           "version's row digests (capture: diff), since it is the child of a foreign key with a cascading action " \
+           f"(`fk_child_parent` (parent_id) REFERENCES {source.schema}.{PARENT} (id) ON DELETE CASCADE)" in output
+    late = f"{source.schema}.{LATE}"
+    assert f"{late} → {source.database}.{LATE} failed in this run: check: The table {late} does not exist" in output
     first = outcomes(DAG_ID)
-    names, texts = sorted(source.tables), [*sorted(source.charsets), KEYLESS]
-    assert sorted(first) == sorted(f"{source.schema}.{n}" for n in [*names, *texts])
+    names, texts = sorted(source.tables), [*sorted(source.charsets), KEYLESS, *source.foreign()]
+    assert sorted(first) == sorted(f"{source.schema}.{n}" for n in [*names, *texts, LATE])
+    stopped = first.pop(late)
+    assert (stopped["mode"], stopped["status"], stopped["version"]) == ("nothing", "failed", None)
     assert {(o["mode"], o["status"], o["version"]) for o in first.values()} == {("snapshot", "committed", 1)}
     assert "tmp_scratch" not in output
     assert "No table has changes" not in output
@@ -225,6 +252,11 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     assert f"{source.schema}.lines can be captured into {source.database}.lines: key a, b (declared by `key:`" in output
     assert mariadb.binlog_dumps(since, source.user) == []
     source.assert_equal([*names, *texts])
+    # The status: the missing table stopped with the check's reason; the child captured by diffs.
+    code, rows, text = status(DAG_ID, source.database, max_lag="100d")
+    assert code == 1 and {s for s, r in rows.items() if r["state"] == "stopped"} == {late}, text
+    assert rows[late]["reason"] == stopped["error"] and "does not exist" in rows[late]["reason"], text
+    assert rows[f"{source.schema}.{CHILD}"]["kind"]["capture"] == ["diff"]
 
     # 2. Changes on a random subset, and a table created between two runs: it is loaded by a snapshot in the
     #    run that finds it, while the others are read from the binlog, all in one pass.
@@ -235,6 +267,11 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
         change_rows(mariadb, source.schema, charset)
     source.change_keyless()
     source.create("t99", 99, rows=5)
+    source.create(LATE, 2, rows=3)
+    # The parent's row deleted: the server deletes its child rows too, with no row event of theirs in the binlog.
+    mariadb.execute(f"DELETE FROM {source.schema}.{PARENT} WHERE id = 1",
+                    f"UPDATE {source.schema}.{CHILD} SET note = 'changed' WHERE id = 12")
+    assert [row[0] for row in mariadb.execute(f"SELECT id FROM {source.schema}.{CHILD} ORDER BY id")] == [12, 13]
     since = mariadb.track_binlog_dumps()
     source.verify(True)
     code, output = source.run("2026-08-01T01:00:00+00:00")
@@ -242,6 +279,10 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     assert code == 0, output[-8000:]
     second = outcomes(DAG_ID)
     assert second[f"{source.schema}.t99"]["mode"] == "snapshot"
+    assert (second[late]["mode"], second[late]["status"]) == ("snapshot", "committed"), "found: loaded"
+    child = second[f"{source.schema}.{CHILD}"]
+    assert (child["mode"], child["status"], child["upserts"], child["deletes"]) == ("diff", "committed", 1, 2), child
+    assert second[f"{source.schema}.{PARENT}"]["mode"] == "incremental"
     statuses = {name: second[f"{source.schema}.{name}"]["status"] for name in names}
     assert {n for n, s in statuses.items() if s == "committed"} == set(changed)
     assert {n for n, s in statuses.items() if s == "idle"} == set(names) - set(changed)
@@ -249,7 +290,7 @@ def test_a_source_of_many_tables_by_pattern_through_several_runs(mariadb, captur
     assert second[f"{source.schema}.{KEYLESS}"]["mode"] == "diff"
     dumps = mariadb.binlog_dumps(since, source.user)
     assert len(dumps) == 1, f"one replication connection for the run, whatever the number of tables: {dumps}"
-    assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t99", *texts]), \
+    assert sorted(table_task_names()) == sorted(f"{source.schema}.{n}" for n in [*changed, "t99", LATE, *texts]), \
         "a task per table the run wrote, named after it; none for an idle table"
     names = sorted(source.tables)
     hive = source.assert_equal([*names, *texts])

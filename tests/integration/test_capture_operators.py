@@ -7,6 +7,7 @@ import datetime as dt
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -69,6 +70,11 @@ def check(entries, conn_id, tmp_path, time_zone="UTC", changelog=None, history=N
     return CheckResult.model_validate(operator.execute({}))
 
 
+def stopped(checked: CheckResult) -> dict[str, str]:
+    """The tables the check stopped, each with its reason."""
+    return {t.source: t.reason for t in checked.refused}
+
+
 def source_plan(checked: CheckResult, tmp_path, committed=None) -> SourcePlan:
     """Every table (its files under ``tmp_path``, a path or a URI) snapshot-planned, or incremental from ``committed[source]`` (a snapshot's watermark)."""
     tables = []
@@ -103,19 +109,21 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     assert f"[warning  ] Left out (matched by a pattern, but cannot be captured): {lower.reason}" in logged
     assert f"{schema}.log can be captured into ods.{schema}_log: no key (each row identified by all its values, " \
            "equal rows counted), by a diff" in logged
-    # What a table with no key cannot have fails the check task, and so the run, with the reason
-    # (AirflowFailException: no retry) when the table is named; a pattern's match is left out.
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.log has no primary key and no unique key on "
-                                                   "NOT NULL columns, and its entry asks for `capture: binlog`"):
-        check([named(schema, "log", capture="binlog"), TablePattern(schema=schema, table="*")],
-              capture_conn, tmp_path)
+    # What a table with no key cannot have stops it with the reason when the table is named (the others go on, and
+    # the run fails for it at its end); a pattern's match is left out.
+    checked = check([named(schema, "log", capture="binlog"), TablePattern(schema=schema, table="*")], capture_conn,
+                    tmp_path)
+    assert re.match(f"The table {schema}.log has no primary key and no unique key on NOT NULL columns, and its entry "
+                    "asks for `capture: binlog`", stopped(checked)[f"{schema}.log"])
+    assert [t.source for t in checked.tables] == [f"{schema}.a", f"{schema}.b"]
     checked = check([TablePattern(schema=schema, table="*")], capture_conn, tmp_path, changelog=ChangelogSettings())
     assert f"{schema}.log" in {t.source for t in checked.skipped} and "given a `changelog:`" in next(
         t.reason for t in checked.skipped if t.source == f"{schema}.log")
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.nothere does not exist"):
-        check([named(schema, "nothere")], capture_conn, tmp_path)
+    checked = check([named(schema, "nothere"), named(schema, "a")], capture_conn, tmp_path)
+    assert stopped(checked)[f"{schema}.nothere"].startswith(f"The table {schema}.nothere does not exist")
+    assert checked.refused[0].hive_table == "ods.nothere" and [t.source for t in checked.tables] == [f"{schema}.a"]
     # A `partition_by:` that does not fit the table's columns refuses the table alike: a pattern's match is left
-    # out (b has no id), the others go on; a named table fails the check (a's v is no date).
+    # out (b has no id), the others go on; a named table is stopped (a's v is no date).
     by_id = PartitionSpec.parse("truncate(id, 10)")
     checked = check([every(schema, partition_by=by_id)], capture_conn, tmp_path)
     assert [t.source for t in checked.tables] == [f"{schema}.a"]
@@ -124,10 +132,9 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     assert b.reason.startswith(f"The table {schema}.b cannot be partitioned as its `partition_by:` says: The "
                                "partition spec 'truncate(id, 10) AS id_trunc' names the column 'id', which the table "
                                "does not have (its columns: k1, k2, n)")
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.a cannot be partitioned as its `partition_by:` "
-                                                   "says: .*cannot partition by the column 'v' of type varchar"):
-        check([named(schema, "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn,
-              tmp_path)
+    checked = check([named(schema, "a", partition_by=PartitionSpec.parse("day(v)"))], capture_conn, tmp_path)
+    assert re.match(f"The table {schema}.a cannot be partitioned as its `partition_by:` says: .*cannot partition by "
+                    "the column 'v' of type varchar", stopped(checked)[f"{schema}.a"])
     # A `changelog:` alike: c has a column `dt`, its changelog table's day column; and a_changelog's Hive table
     # would be a's changelog table, so a pattern leaves both out.
     mariadb.execute(f"CREATE TABLE {schema}.c (id INT PRIMARY KEY, dt DATE)",
@@ -141,15 +148,15 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     assert why[f"{schema}.a"].startswith(f"The changelog table of {schema}.a would be ods.{schema}_a_changelog, the "
                                          f"Hive table {schema}.a_changelog is copied into")
     assert f"{schema}.a_changelog" in why
-    # Named tables take `hive: changelog:` unless their entry says otherwise; one that cannot fails the check.
+    # Named tables take `hive: changelog:` unless their entry says otherwise; one that cannot is stopped.
     day = ChangelogSettings(day_column="day")
     checked = check([named(schema, "c", changelog=day),
                      named(schema, "a", changelog=False), named(schema, "b")],
                     capture_conn, tmp_path, changelog=ChangelogSettings(snapshot="none"))
     assert {t.source: t.changelog for t in checked.tables} == {
         f"{schema}.a": None, f"{schema}.b": ChangelogSettings(snapshot="none"), f"{schema}.c": day}
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the changelog .*the column"):
-        check([named(schema, "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
+    checked = check([named(schema, "c")], capture_conn, tmp_path, changelog=ChangelogSettings())
+    assert re.match(f"The table {schema}.c cannot have the changelog .*the column", stopped(checked)[f"{schema}.c"])
     # A `history:` alike: d has a column `is_current`, which the history table adds; c's `dt` is the snapshots'.
     mariadb.execute(f"CREATE TABLE {schema}.d (id INT PRIMARY KEY, is_current TINYINT)")
     scd2 = HistorySettings(scd2=True)
@@ -164,8 +171,8 @@ def test_a_pattern_is_resolved_a_keyless_match_captured_by_a_diff_and_a_clash_le
     checked = check([named(schema, "c", history=False), named(schema, "d")],
                     capture_conn, tmp_path, history=daily)
     assert {t.source: t.history for t in checked.tables} == {f"{schema}.c": None, f"{schema}.d": daily}
-    with pytest.raises(AirflowFailException, match=f"The table {schema}.c cannot have the history .*the column"):
-        check([named(schema, "c")], capture_conn, tmp_path, history=daily)
+    checked = check([named(schema, "c")], capture_conn, tmp_path, history=daily)
+    assert re.match(f"The table {schema}.c cannot have the history .*the column", stopped(checked)[f"{schema}.c"])
 
 
 # Where each stage is called from: the snapshot stage's run, and the binlog pass.

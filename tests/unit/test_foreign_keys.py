@@ -1,4 +1,5 @@
-"""Foreign keys with cascading actions: which captured tables are the child of one, and the check's refusal."""
+"""Foreign keys with cascading actions: which captured tables are the child of one, which the check captures by a
+diff for it, and its refusal of one whose entry sets `capture: binlog`."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import pytest
 from airflow_cdc_provider.core.errors import CdcError
 from airflow_cdc_provider.core.foreign_keys import (
     CascadingForeignKey,
+    DiffForCascades,
     ForeignKey,
     ForeignKeyColumn,
-    cascade_refusals,
+    cascade_captures,
     cascading_foreign_keys,
     foreign_keys,
     hidden_rules,
@@ -19,6 +21,13 @@ from airflow_cdc_provider.core.foreign_keys import (
 from airflow_cdc_provider.core.identifiers import TableName
 
 ORDERS, LINES = TableName("shop", "orders"), TableName("shop", "order_lines")
+
+
+def cascade_refusals(rows, captures):
+    """What the check makes of ``captures`` (table → way) when every entry sets its way itself: refusals only."""
+    found = cascade_captures(rows, captures, own_binlog=list(captures))
+    assert all(isinstance(decided, CascadingForeignKey) for decided in found.values())
+    return found
 
 
 def key(name: str, child: TableName = LINES, parent: TableName = ORDERS, columns=(("order_id", "id"),),
@@ -73,6 +82,22 @@ def test_a_self_referencing_key_counts():
     assert "`fk_parent` (parent_id) REFERENCES shop.categories (id) ON DELETE CASCADE" in str(refusal)
 
 
+def test_a_child_whose_entry_does_not_set_capture_is_captured_by_a_diff_and_one_that_sets_binlog_is_refused():
+    tree = TableName("shop", "categories")
+    rows = [*key("fk_lines_order", on_delete="CASCADE"),
+            *key("fk_parent", child=tree, parent=tree, columns=(("parent_id", "id"),), on_update="SET NULL")]
+    # The source's way is the binlog and neither entry says otherwise: both go by a diff, each with its keys.
+    found = cascade_captures(rows, {LINES: "binlog", tree: "binlog", ORDERS: "binlog"})
+    assert set(found) == {LINES, tree}
+    assert all(isinstance(decided, DiffForCascades) for decided in found.values())
+    assert [k.name for k in found[LINES].keys] == ["fk_lines_order"] and found[tree].table == tree
+    # An entry that sets `capture: binlog` itself asks for what cannot be exact: refused, the other still a diff.
+    found = cascade_captures(rows, {LINES: "binlog", tree: "binlog"}, own_binlog=[LINES, ORDERS])
+    assert isinstance(found[LINES], CascadingForeignKey) and isinstance(found[tree], DiffForCascades)
+    # A table already in diff mode (its entry, the source's way, or no key) is exact: nothing to decide.
+    assert cascade_captures(rows, {LINES: "diff", tree: "diff"}, own_binlog=[LINES]) == {}
+
+
 def test_only_the_child_is_refused_and_only_when_it_is_read_from_the_binlog():
     rows = key("fk_lines_order", on_delete="CASCADE")
     # The parent's own rows are all in the binlog; a table neither side of the key has nothing to do with it.
@@ -108,8 +133,11 @@ def test_the_refusal_says_what_why_and_the_ways_out():
                               "`fk_lines_order` (order_id) REFERENCES shop.orders (id) ON DELETE CASCADE.")
     # Why: the server changes the rows without a row event.
     assert "without a row event in the binlog" in message and "cannot follow them" in message
-    # The ways out: the exact setting of diff mode, or a key that does not cascade.
-    assert "`capture: diff` in its table entry (`- source: shop.order_lines` with `capture: diff`" in message
+    # The ways out: its entry without `capture: binlog` (the check then captures it by a diff), or a key that does
+    # not cascade.
+    assert ("Its entry sets `capture: binlog`: remove that (`- source: shop.order_lines` without `capture:`; a named "
+            "entry's options hold over a pattern's), and the check captures it by a diff, which is exact for it."
+            ) in message
     assert "change the foreign key to RESTRICT or NO ACTION" in message
 
 

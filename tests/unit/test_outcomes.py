@@ -12,8 +12,10 @@ from airflow_cdc_provider.core.contract import (
     CapturedTable,
     Extraction,
     MergeInput,
+    RefusedTable,
     Reread,
     SourcePlan,
+    StoppedTable,
     TableExtraction,
     TableFailure,
     TablePlan,
@@ -29,6 +31,7 @@ from airflow_cdc_provider.core.outcomes import (
     repair_settled_by,
     sort_tables,
 )
+from airflow_cdc_provider.core.shards import Shard
 from airflow_cdc_provider.core.verify import Replaced
 from airflow_cdc_provider.core.watermark import Watermark
 from airflow_cdc_provider.core.workdir import TableDir
@@ -111,6 +114,25 @@ def test_a_table_whose_stage_failed_is_failed_naming_the_stage_and_the_others_st
     assert (found.decided["shop.orders"].status, found.decided["shop.orders"].error) == ("failed",
                                                                                          "replay: bad row at 4711")
     assert [(t.source, i.source) for t, i, _ in found.merging] == [("shop.items", "shop.items")]
+
+
+def test_a_table_the_check_refused_is_failed_with_its_reason_and_the_others_still_merge_and_advance():
+    orders, items = table_plan("orders"), table_plan("items")
+    refused = RefusedTable(source="shop.gone", hive_table="ods.gone", shard=Shard(source_schema="shop",
+                                                                                  source_table="gone"),
+                           reason="The table shop.gone does not exist, or the capture user cannot see it.")
+    stopped = StoppedTable(table=refused, table_dir=TableDir(work_dir="/w", hive_table="ods.gone"))
+    ledgers = Ledgers()
+    found = sort(SourcePlan(run=RUN, tables=(orders, items), stopped=(stopped,)), None,
+                 Extraction(as_of=T1, tables=(part(orders, 2), part(items, 0))),
+                 Captured(inputs=(merge_input(orders),)), ledgers)
+    gone = found.decided["shop.gone"]
+    assert (gone.status, gone.mode, gone.hive_table, gone.shard) == ("failed", Mode.NOTHING, "ods.gone", refused.shard)
+    assert gone.error == "check: The table shop.gone does not exist, or the capture user cannot see it."
+    assert (gone.version, gone.watermark) == (None, None), "the run did nothing to it"
+    assert [t.source for t, _, _ in found.merging] == ["shop.orders"]
+    assert found.decided["shop.items"].status == "idle" and [t.source for t, _ in found.advances] == ["shop.items"]
+    assert "shop.gone" not in ledgers.asked, "no ledger of it is read: it holds no lock of this run"
 
 
 def test_an_idle_table_advances_its_watermark_on_the_version_it_has():

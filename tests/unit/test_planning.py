@@ -8,7 +8,7 @@ import datetime as dt
 import pytest
 
 from airflow_cdc_provider.core.config import ConfigError
-from airflow_cdc_provider.core.contract import CapturedTable
+from airflow_cdc_provider.core.contract import CapturedTable, RefusedTable, StoppedTable
 from airflow_cdc_provider.core.gtid import GtidPositionLost
 from airflow_cdc_provider.core.ledger import Ledger, RunPlan, RunRef, TableBusy
 from airflow_cdc_provider.core.modes import Mode
@@ -225,12 +225,19 @@ def test_the_plan_stage_records_each_plan_lets_an_idle_table_go_and_keeps_what_t
 
     catalog = str(tmp_path / "catalog.json")
     ask = PlanAsk(target=moment, fresh=False, reload=frozenset({"ods.c"}), repair=False, conditions={})
-    plan = plan_tables(RUN, CheckResult(flavor="mariadb", watermark=None, tables=tuple(tables)), tables, ledgers,
-                       WorkStore(), ask, RunConfig(), no_source, catalog, Log())
+    # A table the check refused is carried to the merge and the status, where its ledger would be; never locked.
+    refused = RefusedTable(source="shop.gone", hive_table="ods.gone", reason="The table shop.gone does not exist")
+    check = CheckResult(flavor="mariadb", watermark=None, tables=tuple(tables), refused=(refused,))
+    plan = plan_tables(RUN, check, tables, ledgers, WorkStore(), ask, RunConfig(), no_source, catalog, Log(),
+                       str(tmp_path))
+    assert plan.stopped == (StoppedTable(table=refused, table_dir=TableDir(work_dir=str(tmp_path),
+                                                                           hive_table="ods.gone")),)
+    assert not (tmp_path / "ods.gone").exists()
     assert {p.table.source: p.plan.mode for p in plan.tables} == {
         "shop.a": Mode.SNAPSHOT, "shop.b": Mode.NOTHING, "shop.c": Mode.SNAPSHOT, "shop.d": Mode.INCREMENTAL}
     assert [ledgers[f"ods.{n}"].holder() for n in "abcd"] == [RUN, None, RUN, RUN]
     assert ledgers["ods.a"].run_plan(RUN).mode == Mode.SNAPSHOT and ledgers["ods.b"].run_plan(RUN) is None
     assert plan.table("shop.d").committed.version == 1 and plan.table("shop.d").reread is None
     assert StoredCatalog.parse(WorkStore().read_text(catalog)).tables == {f"shop.{n}": f"ods.{n}" for n in "abcd"}
-    assert said[-1].startswith("4 tables: 2 by snapshot, 1 from the binlog, 0 by a diff, 1 left as they are"), said
+    assert said[-1].startswith("4 tables: 2 by snapshot, 1 from the binlog, 0 by a diff, 1 left as they are; 1 "
+                               "stopped"), said

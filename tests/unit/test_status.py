@@ -153,6 +153,31 @@ def test_a_tables_kind_says_how_it_is_captured_and_names_the_tables_beside_it():
     assert kind.key == "cdc/shards/shop_3.orders"
 
 
+def test_a_table_the_check_refused_is_among_its_sources_tables_and_stopped_with_the_checks_reason():
+    from airflow_cdc_provider.core.contract import CapturedTable, RefusedTable, SourcePlan, StoppedTable, TablePlan
+    from airflow_cdc_provider.core.ledger import RunPlan
+    from airflow_cdc_provider.core.outcomes import stopped_outcome
+    from airflow_cdc_provider.core.status import SourceTables
+    from airflow_cdc_provider.core.workdir import TableDir
+
+    orders = TablePlan(table=CapturedTable(source="shop.orders", hive_table="ods.orders", schema_changes="fail",
+                                           key=("id",), columns=(("id", "int"),)),
+                       plan=RunPlan(RUN, Mode.SNAPSHOT, "initial load"),
+                       table_dir=TableDir(work_dir="/w", hive_table="ods.orders"))
+    refused = RefusedTable(source="shop.lines", hive_table="ods.lines", reason="The table shop.lines is the child of "
+                           "a foreign key with a cascading action: … Its entry sets `capture: binlog`: remove that")
+    stopped = StoppedTable(table=refused, table_dir=TableDir(work_dir="/w", hive_table="ods.lines"))
+    tables = SourceTables.of("cdc", "shop", SourcePlan(run=RUN, tables=(orders,), stopped=(stopped,))).tables
+    assert [(t.kind.source, t.kind.hive_table, t.kind.capture, t.table_dir) for t in tables] == [
+        ("shop.orders", "ods.orders", ("binlog",), orders.table_dir), ("shop.lines", "ods.lines", (),
+                                                                       stopped.table_dir)]
+    # Its version from before the check refused it stays, and the run's outcome says why it stopped.
+    row = table_status(TableRecords(kind=tables[1].kind, committed=committed(NOW - HOUR),
+                                    latest=stopped_outcome(stopped)), NOW, HOUR)
+    assert (row.state, row.version, row.latest_status) == (TableState.STOPPED, 4, Status.FAILED)
+    assert row.reason == f"check: {refused.reason}"
+
+
 def test_the_commands_lag_takes_seconds_or_a_unit_and_refuses_anything_else_saying_how():
     import pytest
 
