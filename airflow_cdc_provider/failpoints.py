@@ -14,6 +14,8 @@ It is read once, when the process starts: a failpoint in a per-event loop costs 
 ``merge.changes.written`` the Spark driver, with a version's changelog directory written, before its commit
 ``merge.history.written``  the Spark driver, with a version's history directories written, before its commit
 ``merge.driver.switched``  the Spark driver, with the table switched to the new version, before ADD COLUMNS
+``merge.driver.redefined`` the Spark driver, with a table defined again under its staged name and the table
+                           dropped, before the rename that replaces it
 ``partition_commit.added`` a partition commit, with the new partitions added over empty directories, before the
                            one call that switches every changed partition
 ``merge.task.committed``   the merge task, with the job's commit in the metastore and not in the ledger

@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo
 from airflow_cdc_provider.core.merge import EMPTY_PARTITIONS, MergeSpec, version_dir_name
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.version_plan import Switch, VersionPlan
+from airflow_cdc_provider.core.workdir import within
 from airflow_cdc_provider.failpoints import failpoint
 from airflow_cdc_provider.spark import shards
 from airflow_cdc_provider.spark.files import HadoopFiles
@@ -46,6 +48,9 @@ Merged = Callable[[Any], Any]
 # A version's description, given every partition it has (none for a table not partitioned).
 Described = Callable[[tuple[tuple[str, str], ...]], VersionInfo]
 Partitions = tuple[tuple[str, str], ...]
+# A table defined again is defined under its name and this first (``PlainTable._create``); Hive's names are at most
+# 128 characters.
+STAGED_SUFFIX, HIVE_NAME_LIMIT = "__cdc_staged", 128
 
 
 @dataclass
@@ -114,15 +119,55 @@ class PlainTable:
             self._point(plan, path)
         return ()
 
-    def _create(self, plan: VersionPlan, path: str, partitioned_by: str = "") -> None:
-        spec = self.spec
-        if plan.redefine:
-            # A fresh snapshot with other columns. Hive cannot change a column in place, so the table is defined
-            # again; it is EXTERNAL (it has a LOCATION), so dropping it leaves every version's files. A job killed
-            # between the two statements leaves no table; its retry (the same snapshot run) creates it.
-            self.spark.sql(f"DROP TABLE {spec.qualified_table}")
-        self.spark.sql(f"CREATE TABLE {spec.qualified_table} ({columns_ddl(list(plan.columns))}){partitioned_by} "
+    def _create(self, plan: VersionPlan, path: str, partitioned_by: str = "",
+                partitions: Callable[[str], Partitions] = lambda table: ()) -> Partitions:
+        """Define the table at the version at ``path`` (and ``partitions(its name)`` its partitions); returns them.
+
+        A load with other columns or another layout (``plan.redefine``: Hive cannot change a column's type in
+        place) defines the table whole under a name of its own first, partitions and all, then drops the table
+        and renames that one to it: a reader finds the old version, or no table for the instant between the two
+        statements, never a table without its rows. The table is EXTERNAL (it has a LOCATION), so dropping it
+        leaves every version's files, and renaming it moves none. A job killed in between leaves the staged table
+        (and perhaps no table); its retry drops the staged one and does it again."""
+        spec, staged = self.spec, self._staged()
+        self._drop_staged(staged)
+        if not plan.redefine or staged is None:
+            if plan.redefine:
+                self.spark.sql(f"DROP TABLE IF EXISTS {spec.qualified_table}")
+            self._define(spec.qualified_table, plan, path, partitioned_by)
+            return partitions(spec.table)
+        self._define(f"{quote_identifier(spec.database)}.{quote_identifier(staged)}", plan, path, partitioned_by)
+        made = partitions(staged)
+        self.spark.sql(f"DROP TABLE IF EXISTS {spec.qualified_table}")
+        failpoint("merge.driver.redefined")
+        self.spark.sql(f"ALTER TABLE {quote_identifier(spec.database)}.{quote_identifier(staged)} RENAME TO "
+                       f"{spec.qualified_table}")
+        return made
+
+    def _define(self, name: str, plan: VersionPlan, path: str, partitioned_by: str) -> None:
+        self.spark.sql(f"CREATE TABLE {name} ({columns_ddl(list(plan.columns))}){partitioned_by} "
                        f"STORED AS PARQUET LOCATION '{path_literal(path)}'")
+
+    def _staged(self) -> str | None:
+        """The name the table is defined under before it replaces the table (``_create``); None when Hive's limit
+        on a name's length leaves no room for it (then the table is dropped and created, a moment apart)."""
+        name = f"{self.spec.table}{STAGED_SUFFIX}"
+        return name if len(name) <= HIVE_NAME_LIMIT else None
+
+    def _drop_staged(self, staged: str | None) -> None:
+        """Drop what a killed job left under the staged name: a table whose location is among this table's
+        versions. A table of that name anywhere else is not this pipeline's, and stops the merge."""
+        spec = self.spec
+        if staged is None or not self.spark.catalog.tableExists(f"{spec.database}.{staged}"):
+            return
+        name = f"{quote_identifier(spec.database)}.{quote_identifier(staged)}"
+        location = describe(self.spark, f"DESCRIBE TABLE EXTENDED {name}").get("Location", "")
+        if not within(location, self.root):
+            raise LedgerConflict(
+                f"The Hive table {spec.database}.{staged} exists and is not one of {spec.database}.{spec.table}'s "
+                f"versions (its location is {location}): the merge defines the table again under that name first. "
+                "Nothing was changed. Rename or drop that table.")
+        self.spark.sql(f"DROP TABLE {name}")
 
     def _point(self, plan: VersionPlan, path: str) -> None:
         spec = self.spec
@@ -179,9 +224,13 @@ class PartitionedTable(PlainTable):
         and the ledger the old watermark: the run's re-run, or the next run, applies the range again onto them,
         which changes nothing twice."""
         if plan.switch is Switch.CREATE:
-            self._create(plan, path, f" PARTITIONED BY ({columns_ddl([(self.layout.column, self.layout.hive_type)])})")
-            partitions = self._switch(path, written.changes, {})
-            self.files.write_text(f"{path}/{VERSION_FILE}", described(partitions).to_text())
+            def switched(table: str) -> Partitions:
+                made = self._switch(path, written.changes, {}, table)
+                self.files.write_text(f"{path}/{VERSION_FILE}", described(made).to_text())
+                return made
+
+            partitions = self._create(plan, path, f" PARTITIONED BY "
+                                      f"({columns_ddl([(self.layout.column, self.layout.hive_type)])})", switched)
         else:
             partitions = self._switch(path, written.changes, written.before)
             self.files.write_text(f"{path}/{VERSION_FILE}", described(partitions).to_text())
@@ -211,14 +260,15 @@ class PartitionedTable(PlainTable):
                  for value in sorted(written)]
                 + [PartitionChange(values=((layout.column, value),)) for value in emptied])
 
-    def _switch(self, path: str, changes: list[PartitionChange], before: dict[str, str]) -> Partitions:
-        """Switch ``changes`` in one metastore call; returns every partition of the table and its location after
-        it. The empty directories of emptied (and, until the switch, new) partitions are in the version's
-        ``_empty``."""
+    def _switch(self, path: str, changes: list[PartitionChange], before: dict[str, str],
+                table: str | None = None) -> Partitions:
+        """Switch ``changes`` in one metastore call (on ``table``, the table's name by default); returns every
+        partition of the table and its location after it. The empty directories of emptied (and, until the switch,
+        new) partitions are in the version's ``_empty``."""
         after = dict(before)
         if changes:
             spec = self.spec
-            done = commit_partitions(self.spark, spec.database, spec.table, changes, spec.warehouse_dir,
+            done = commit_partitions(self.spark, spec.database, table or spec.table, changes, spec.warehouse_dir,
                                      f"{path}/_empty")
             for switch in done.switched:
                 after[switch.values[0][1]] = switch.after
