@@ -58,7 +58,7 @@ from airflow_cdc_provider.spark.partition_commit import (
     partition_location,
 )
 from airflow_cdc_provider.spark.session import hive_session, prefer_installed_pyspark
-from airflow_cdc_provider.spark.targets import describe, target_of
+from airflow_cdc_provider.spark.targets import describe, finish_redefinition, target_of
 
 
 def _database_location(spark: Any, database: str, found: dict[str, str]) -> str:
@@ -72,7 +72,7 @@ def _database_location(spark: Any, database: str, found: dict[str, str]) -> str:
 def _current(spark: Any, spec: MergeSpec) -> tuple[str | None, VersionInfo | None, list[tuple[str, str]]]:
     """The table's location now, the version file found there, and the table's columns; Nones if no table. Of a
     shard: its partition's location, and the Hive table's columns but the shard columns (every shard's)."""
-    if not spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
+    if not spark.catalog.tableExists(f"{spec.database}.{spec.table}") and not finish_redefinition(spark, spec):
         return None, None, []
     if spec.shard is not None:
         shards.check_partitioning(spark, spec)

@@ -20,7 +20,7 @@ from typing import Any
 
 from airflow_cdc_provider.core.identifiers import quote_identifier
 from airflow_cdc_provider.core.ledger import VERSION_FILE, LedgerConflict, VersionInfo
-from airflow_cdc_provider.core.merge import EMPTY_PARTITIONS, MergeSpec, version_dir_name
+from airflow_cdc_provider.core.merge import EMPTY_PARTITIONS, MergeSpec, parse_version_dir, version_dir_name
 from airflow_cdc_provider.core.partition_commit import PartitionChange
 from airflow_cdc_provider.core.partitioning import Partitioning
 from airflow_cdc_provider.core.version_plan import Switch, VersionPlan
@@ -127,8 +127,9 @@ class PlainTable:
         place) defines the table whole under a name of its own first, partitions and all, then drops the table
         and renames that one to it: a reader finds the old version, or no table for the instant between the two
         statements, never a table without its rows. The table is EXTERNAL (it has a LOCATION), so dropping it
-        leaves every version's files, and renaming it moves none. A job killed in between leaves the staged table
-        (and perhaps no table); its retry drops the staged one and does it again."""
+        leaves every version's files, and renaming it moves none. A job killed after the drop leaves the staged
+        table alone: its retry renames it to the table first (``finish_redefinition``), and goes on from the version
+        it holds; killed before, its retry drops the staged one and does it again."""
         spec, staged = self.spec, self._staged()
         self._drop_staged(staged)
         if not plan.redefine or staged is None:
@@ -179,6 +180,26 @@ class PlainTable:
             added = list(plan.added)
             self.spark.sql(f"ALTER TABLE {spec.qualified_table} ADD COLUMNS ({columns_ddl(added)})")
             print(f"cdc-merge: added the columns {added}", flush=True)
+
+
+def finish_redefinition(spark: Any, spec: MergeSpec) -> bool:
+    """Complete a definition anew that a killed job left between its two statements (``PlainTable._create``): no
+    table, and the table defined whole under its staged name, at a version of this source's (its version file says
+    so). The staged table is renamed to the table, as the job would have; the merge then finds the version it
+    committed, as after any killed commit. True when it did."""
+    staged = f"{spec.table}{STAGED_SUFFIX}"
+    if spec.shard is not None or len(staged) > HIVE_NAME_LIMIT or spark.catalog.tableExists(
+            f"{spec.database}.{spec.table}") or not spark.catalog.tableExists(f"{spec.database}.{staged}"):
+        return False
+    name = f"{quote_identifier(spec.database)}.{quote_identifier(staged)}"
+    location = describe(spark, f"DESCRIBE TABLE EXTENDED {name}").get("Location", "")
+    text = HadoopFiles(spark, location).read_text(f"{location}/{VERSION_FILE}") if location else None
+    if parse_version_dir(location) is None or text is None or VersionInfo.from_text(text).source != spec.source:
+        return False  # not a version of this table's: left as it is (the merge's own definition refuses it)
+    spark.sql(f"ALTER TABLE {name} RENAME TO {spec.qualified_table}")
+    print(f"cdc-merge: {spec.database}.{spec.table} was defined again by a job killed before its rename: renamed "
+          "from its staged name", flush=True)
+    return True
 
 
 class PartitionedTable(PlainTable):

@@ -201,12 +201,13 @@ def test_each_partition_spec_keeps_hive_equal_rewrites_only_touched_partitions_a
     assert (outcome["partitions"], outcome["rewritten_partitions"], outcome["emptied_partitions"]) == (11, 1, 0)
 
     # The fresh snapshot lays ev_kind out anew, and reloads the others over their partitions. Its first try is
-    # killed with ev_kind defined again under its staged name and the table dropped: the re-run replaces the staged
-    # table and completes.
+    # killed with ev_kind defined again under its staged name and the table dropped: the re-run renames the staged
+    # table to it first, and completes (its changelog goes on from that version).
     code, output = pipeline.run("2026-11-01T03:00:00+00:00", json.dumps({"fresh_snapshot": True}),
                                 env={"CDC_FAILPOINT": "merge.driver.redefined"})
     assert code != 0 and "failpoint merge.driver.redefined: killing process" in output, output[-6000:]
     code, output = pipeline.run("2026-11-01T03:00:00+00:00", json.dumps({"fresh_snapshot": True}))
     assert code == 0, output[-8000:]
+    assert "was defined again by a job killed before its rename: renamed from its staged name" in output
     found = pipeline.levelled()
     assert found["ev_kind"] == {0, 1, 2, 3}
