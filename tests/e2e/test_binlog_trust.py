@@ -4,7 +4,9 @@ events (partition maintenance, TRUNCATE, a table dropped and created again), onl
 (pt-online-schema-change under a writer, adding then changing a column, and a gh-ost-style swap by hand),
 foreign-key cascades, and a column dropped and added again. A table whose chain breaks is brought level by a diff
 against its version in the same run, with no person acting (``docs/runs.md``); the next run reads its binlog
-from the diff's moment. After every run each table equals its source, or it stopped with its message (a change of
+from the diff's moment. Then the type changes DBAs make (a widening by pt-online-schema-change under a writer and
+by ALTER, a column dropped and added again with another type, a table created again with a BIGINT key): each
+table is loaded anew in the run, its new Hive types read back, and the next run goes on from the binlog. After every run each table equals its source, or it stopped with its message (a change of
 columns its policy refuses) and its Hive table is as it was. (The compressed binlog through several runs, decoded
 in the pass itself, and a purged binlog healed: tests/e2e/test_pipeline.py; `on_broken_chain: stop`:
 tests/integration/test_capture_operators.py.)"""
