@@ -107,9 +107,9 @@ class _Catalog:
         class, as it differs between Spark versions.
         """
         storage = partition.storage()
-        fields = [getattr(storage, f"copy$default${n}")() for n in range(1, _copy_arity(storage) + 1)]
+        fields = [getattr(storage, f"copy$default${n}")() for n in range(1, copy_arity(storage) + 1)]
         fields[0] = self.jvm.scala.Option.apply(self.qualified(location).toUri())
-        parts = [getattr(partition, f"copy$default${n}")() for n in range(1, _copy_arity(partition) + 1)]
+        parts = [getattr(partition, f"copy$default${n}")() for n in range(1, copy_arity(partition) + 1)]
         # CatalogTablePartition(spec, storage, parameters, createTime, lastAccessTime, stats)
         if not parts[1].equals(storage):
             raise RuntimeError("This Spark's CatalogTablePartition does not hold its storage second; the partition "
@@ -127,7 +127,8 @@ class _Catalog:
         return partition.copy(*parts)
 
 
-def _copy_arity(obj: Any) -> int:
+def copy_arity(obj: Any) -> int:
+    """The number of fields of a Scala case class's ``copy`` (each has a ``copy$default$N``)."""
     counts = {int(m.getParameterCount()) for m in obj.getClass().getMethods() if m.getName() == "copy"}
     if len(counts) != 1:
         raise RuntimeError(f"{obj.getClass().getName()} has {len(counts)} copy methods; expected one.")
@@ -177,7 +178,7 @@ def commit_partitions(spark: Any, database: str, table: str, changes: Iterable[P
         template = raw_table.storage()
         new = []
         for values in added:
-            fields = [getattr(template, f"copy$default${n}")() for n in range(1, _copy_arity(template) + 1)]
+            fields = [getattr(template, f"copy$default${n}")() for n in range(1, copy_arity(template) + 1)]
             fields[0] = catalog.jvm.scala.Option.apply(catalog.qualified(empty[values]).toUri())
             no_parameters = catalog.jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(
                 catalog.jvm.java.util.HashMap())
@@ -230,7 +231,7 @@ def add_partitions(spark: Any, database: str, table: str, partitions: Iterable[t
         no_parameters = catalog.jvm.org.apache.spark.api.python.PythonUtils.toScalaMap(catalog.jvm.java.util.HashMap())
         new = []
         for values, location in missing:
-            fields = [getattr(template, f"copy$default${n}")() for n in range(1, _copy_arity(template) + 1)]
+            fields = [getattr(template, f"copy$default${n}")() for n in range(1, copy_arity(template) + 1)]
             fields[0] = catalog.jvm.scala.Option.apply(catalog.qualified(location).toUri())
             new.append(blank(catalog.spec(values), template.copy(*fields), no_parameters, int(time.time() * 1000),
                              -1, catalog.jvm.scala.Option.empty()))

@@ -36,6 +36,7 @@ from airflow_cdc_provider.spark.partition_commit import (
     partitions_of,
 )
 from airflow_cdc_provider.spark.partitioning import partition_value
+from airflow_cdc_provider.spark.table_commit import switch_definition
 
 
 def describe(spark: Any, statement: str) -> dict[str, str]:
@@ -123,15 +124,26 @@ class PlainTable:
                 partitions: Callable[[str], Partitions] = lambda table: ()) -> Partitions:
         """Define the table at the version at ``path`` (and ``partitions(its name)`` its partitions); returns them.
 
-        A load with other columns or another layout (``plan.redefine``: Hive cannot change a column's type in
-        place) defines the table whole under a name of its own first, partitions and all, then drops the table
-        and renames that one to it: a reader finds the old version, or no table for the instant between the two
-        statements, never a table without its rows. The table is EXTERNAL (it has a LOCATION), so dropping it
-        leaves every version's files, and renaming it moves none. A job killed after the drop leaves the staged
-        table alone: its retry renames it to the table first (``finish_redefinition``), and goes on from the version
-        it holds; killed before, its retry drops the staged one and does it again."""
+        A load with other columns or another layout (``plan.redefine``) changes a plain table's columns and location
+        in one metastore call where the metastore takes the change of types (``spark.table_commit``). Otherwise
+        (Hive cannot change a column's type in place) it defines the table whole under a name of its own first,
+        partitions and all, then drops the table and renames that one to it: a reader finds the old version, or no
+        table for the instant between the two statements, never a table without its rows. The table is EXTERNAL
+        (it has a LOCATION), so dropping it leaves every version's files, and renaming it moves none. A job killed
+        after the drop leaves the staged table alone: its retry renames it to the table first
+        (``finish_redefinition``), and goes on from the version it holds; killed before, its retry drops the staged
+        one and does it again."""
         spec, staged = self.spec, self._staged()
         self._drop_staged(staged)
+        if plan.redefine and not partitioned_by and self.spark.catalog.tableExists(f"{spec.database}.{spec.table}"):
+            # A plain table: its columns and location in one metastore call, when the metastore takes the change.
+            refused = switch_definition(self.spark, spec.database, spec.table, list(plan.columns), path)
+            if refused is None:
+                print(f"cdc-merge: {spec.database}.{spec.table}: its columns and location switched in one metastore "
+                      "call", flush=True)
+                return partitions(spec.table)
+            print(f"cdc-merge: {spec.database}.{spec.table}: the metastore does not take the change of columns in "
+                  f"place ({refused[:300]}): the table is defined again", flush=True)
         if not plan.redefine or staged is None:
             if plan.redefine:
                 self.spark.sql(f"DROP TABLE IF EXISTS {spec.qualified_table}")

@@ -294,6 +294,9 @@ def test_compressed_binlog_broken_chains_healed_cascades_and_readded_columns(mar
         assert re.search(why, outcome["healed"]["why"]) and "loaded anew" in output, outcome["healed"]
         assert outcome["rows"] == len(pipeline.source(table)), outcome
     assert "RENAME TABLE" in pipeline.outcome("ptosc")["healed"]["why"]
+    # A widening in place: the columns and the location in one metastore call, no moment without the table.
+    for table in ("items", "ptosc"):
+        assert f"{pipeline.database}.{table}: its columns and location switched in one metastore call" in output
     assert "DROP TABLE" in pipeline.outcome("recreated")["healed"]["why"]
     read = pipeline.hive_tables()
     for table, (rows, _) in read.items():

@@ -238,3 +238,38 @@ def test_the_same_commit_through_a_metastore_service(sessions, metastore_service
     # The thrift service runs the same alter_partitions as the embedded metastore, behind one more process.
     _rewrite_add_empty_and_leave_one(sessions.get("thrift", metastore_service.warehouse_dir, metastore_service.uri,
                                                   "ods_partition_commit"))
+
+
+def _plain_table(hive: Hive, name: str, columns: str, rows: list[tuple]) -> tuple[str, Path]:
+    root = hive.warehouse / f"{hive.database}.db" / name
+    hive.session.createDataFrame(rows, columns).coalesce(1).write.parquet(str(root / "v1"))
+    qualified = f"{quote_identifier(hive.database)}.{quote_identifier(name)}"
+    hive.session.sql(f"CREATE TABLE {qualified} ({columns}) STORED AS PARQUET LOCATION '{root / 'v1'}'")
+    return qualified, root
+
+
+def _switched_both_ways(hive: Hive) -> None:
+    from airflow_cdc_provider.spark.table_commit import switch_definition
+
+    # A widening (int to bigint, a decimal's precision and scale up): the columns and the location in one call.
+    qualified, root = _plain_table(hive, "widened", "id int, n int, d decimal(10,2)", [(1, 5, None)])
+    hive.session.createDataFrame([(1, 5_000_000_000, None), (2, 7, None)], "id int, n bigint, d decimal(14,3)") \
+        .coalesce(1).write.parquet(str(root / "v2"))
+    assert switch_definition(hive.session, hive.database, "widened",
+                             [("id", "int"), ("n", "bigint"), ("d", "decimal(14,3)")], str(root / "v2")) is None
+    table = hive.session.table(qualified)
+    assert [f.dataType.simpleString() for f in table.schema] == ["int", "bigint", "decimal(14,3)"]
+    assert sorted(tuple(r) for r in table.collect()) == [(1, 5_000_000_000, None), (2, 7, None)]
+    # Another kind in a column's place, which the metastore (Hive's defaults) does not count as compatible: refused,
+    # said, and the table is as it was (the merge then defines it again under its staged name).
+    qualified, root = _plain_table(hive, "rekinded", "id int, c string", [(1, "x")])
+    hive.session.createDataFrame([(1, 9)], "id int, c int").coalesce(1).write.parquet(str(root / "v2"))
+    refused = switch_definition(hive.session, hive.database, "rekinded", [("id", "int"), ("c", "int")],
+                                str(root / "v2"))
+    assert refused is not None and "types incompatible with the existing columns" in refused, refused
+    assert [tuple(r) for r in hive.session.table(qualified).collect()] == [(1, "x")]
+    assert [f.dataType.simpleString() for f in hive.session.table(qualified).schema] == ["int", "string"]
+
+
+def test_a_plain_tables_columns_and_location_switch_in_one_metastore_call(hive):
+    _switched_both_ways(hive)
