@@ -25,7 +25,7 @@ from airflow_cdc_provider.spark.partition_commit import STATISTICS, copy_arity
 
 # Spark's copy of the table's schema in its properties, and its statistics: the new columns and files make them
 # wrong, and without them Spark reads the metastore's columns (lower-case names, as every column here is).
-_SPARK_SCHEMA = "spark.sql.sources.schema"
+_STALE = ("spark.sql.sources.schema", "spark.sql.statistics.")
 
 
 def switch_definition(spark: Any, database: str, table: str, columns: Sequence[tuple[str, str]],
@@ -55,7 +55,7 @@ def switch_definition(spark: Any, database: str, table: str, columns: Sequence[t
     keys = properties.keys().toList()
     for i in range(keys.length()):
         key = str(keys.apply(i))
-        if key.startswith(_SPARK_SCHEMA) or key in STATISTICS:
+        if key.startswith(_STALE) or key in STATISTICS:
             properties = getattr(properties, "$minus")(key)
     fields[properties_at] = properties
     try:
