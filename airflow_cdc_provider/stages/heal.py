@@ -113,6 +113,13 @@ def target(table: TablePlan, why: str, source: HealSource, said: bool = False) -
         check_changes([SchemaChange(table=table.source, at="the heal's read of the source", ddl=None,
                                     before=before, after=after)], table.table.schema_changes, header.key)
     reload = retyped_columns(before, after, table.table.key, header.key)
+    if reload is not None and table.table.shard is not None:
+        # One Hive table holds every shard's rows, and one type a column: a shard's load cannot change it.
+        raise HealNotPossible(
+            f"{reload}. {table.source} is a shard of {table.table.hive_table}, whose columns every shard shares: a "
+            "shard cannot be loaded anew with other types. Change the column in every shard at the source, then drop "
+            f"the Hive table {table.table.hive_table} (it is EXTERNAL: its files stay) and trigger a run with "
+            "fresh_snapshot=true.")
     now = {name.lower() for name, _ in after}
     was = {name.lower() for name, _ in before}
     compared = tuple((name, ctype) for name, ctype in before if name.lower() in now)

@@ -147,6 +147,12 @@ def test_a_table_is_healed_over_the_columns_its_version_and_the_source_share_whe
     widened = [("id", "int(11)"), ("price", "decimal(20,4)"), ("at", "datetime(3)")]
     assert "price (decimal(10,2) → decimal(20,4)) land as another Hive type" in target(table, "w",
                                                                                    Source(widened)).reload
+    # A shard's columns are every shard's: it is not loaded anew with other types, and says what to do.
+    from airflow_cdc_provider.core.shards import Shard
+    shard = Shard(server="s1", source_schema="shop", source_table="items")
+    sharded = table.model_copy(update={"table": table.table.model_copy(update={"shard": shard})})
+    with pytest.raises(HealNotPossible, match=r"is a shard of ods.items.*drop the Hive table ods.items"):
+        target(sharded, "w", Source(widened))
     # Where the pass met the change, its words say it; where the break hid it (a swap), the heal's are added.
     met = target(table, "w: it changed", Source(widened), said=True)
     assert (met.reloaded_because, target(table, "w.", Source(widened)).reloaded_because) == (
