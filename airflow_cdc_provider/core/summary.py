@@ -24,7 +24,8 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
         what += f" as of {outcome.watermark.file}:{outcome.watermark.position}"
     elif outcome.as_of is not None and outcome.mode == Mode.DIFF:  # read without the binlog: the moment of its read
         what += f" as of {outcome.as_of.isoformat(timespec='seconds')} (read without the binlog)"
-    details = [what]
+    # A table stopped before the run did anything to it (the check refused it) has no way in to tell.
+    details = [] if outcome.mode == Mode.NOTHING and outcome.status == Status.FAILED else [what]
     if outcome.changes:
         details.append(" ".join(f"{sign}{outcome.changes.get(op, 0):,}" for sign, op in (("+", "I"), ("~", "U"),
                                                                                           ("-", "D"))))
@@ -38,7 +39,7 @@ def summary_line(outcome: TableOutcome, now: dt.datetime) -> str:
                        f"{outcome.changelog.day})")
     if outcome.as_of is not None:
         details.append(f"lag {max(0.0, (now - outcome.as_of).total_seconds()):.0f} s")
-    line = parts[0] + " " + ", ".join(details)
+    line = " ".join([parts[0], ", ".join(details)]) if details else parts[0]
     stages = [f"{stage} {outcome.seconds[stage]:.1f} s" for stage in _STAGES if stage in outcome.seconds]
     if stages:
         line += "; " + ", ".join(stages)

@@ -176,6 +176,9 @@ def test_a_table_the_check_refused_is_among_its_sources_tables_and_stopped_with_
                                     latest=stopped_outcome(stopped)), NOW, HOUR)
     assert (row.state, row.version, row.latest_status) == (TableState.STOPPED, 4, Status.FAILED)
     assert row.reason == f"check: {refused.reason}"
+    # Its summary line: stopped with the check's reason, no way in (the run did nothing to it).
+    from airflow_cdc_provider.core.summary import summary_line
+    assert summary_line(stopped_outcome(stopped), NOW) == f"shop.lines → ods.lines: failed; check: {refused.reason}"
 
 
 def test_the_commands_lag_takes_seconds_or_a_unit_and_refuses_anything_else_saying_how():
