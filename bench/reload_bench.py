@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -200,6 +201,20 @@ def source_counts(server) -> tuple[int, int]:
     return server.execute(f"SELECT COUNT(*), COALESCE(SUM(qty > {INT_MAX}), 0) FROM bench.orders")[0]
 
 
+def incremental_rounds(copy: Copy, server: Any, rows: int, when: str, first_round: int, big: bool) -> list[dict]:
+    """``ROUNDS`` incremental runs, each after its changes; each one's figures printed and returned."""
+    found = []
+    for round_ in range(ROUNDS):
+        change(server, rows, first_round + round_, big=big)
+        r = copy.incremental()
+        found.append(r)
+        print(f"incremental {when} the widening, round {round_ + 1}: about {CHANGES} rows changed, "
+              f"{r['seconds']:.1f} s ({r['read']:,} row images read: extract {r['extract_seconds']:.1f} s, "
+              f"replay {r['replay_seconds']:.2f} s, merge {r['merge_seconds']:.1f} s), version {r['version']} "
+              f"with {r['rows']:,} rows", flush=True)
+    return found
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     rows = int(sys.argv[1]) if len(sys.argv) > 1 else 2_000_000
@@ -216,15 +231,7 @@ def main() -> None:
               f"(read {full['read_seconds']:.1f} s, merge {full['merge_seconds']:.1f} s), version {full['version']} "
               f"with {full['rows']:,} rows", flush=True)
 
-        before = []
-        for round_ in range(ROUNDS):
-            change(server, rows, round_, big=False)
-            before.append(copy.incremental())
-            r = before[-1]
-            print(f"incremental before the widening, round {round_ + 1}: about {CHANGES} rows changed, "
-                  f"{r['seconds']:.1f} s ({r['read']:,} row images read: extract {r['extract_seconds']:.1f} s, "
-                  f"replay {r['replay_seconds']:.2f} s, merge {r['merge_seconds']:.1f} s), version {r['version']} "
-                  f"with {r['rows']:,} rows", flush=True)
+        before = incremental_rounds(copy, server, rows, "before", first_round=0, big=False)
 
         t0 = time.perf_counter()
         server.execute(f"UPDATE bench.orders SET qty = qty + 1 WHERE id <= {rows} AND id % {rows // 10} = 3",
@@ -247,15 +254,7 @@ def main() -> None:
               f"the source: {count:,} rows", flush=True)
         reload_ok = hive["types"]["qty"] == "bigint" and hive["rows"] == count and hive["past_int"] == past_int
 
-        after = []
-        for round_ in range(ROUNDS):
-            change(server, rows, ROUNDS + round_, big=True)
-            after.append(copy.incremental())
-            r = after[-1]
-            print(f"incremental after the widening, round {round_ + 1}: about {CHANGES} rows changed, "
-                  f"{r['seconds']:.1f} s ({r['read']:,} row images read: extract {r['extract_seconds']:.1f} s, "
-                  f"replay {r['replay_seconds']:.2f} s, merge {r['merge_seconds']:.1f} s), version {r['version']} "
-                  f"with {r['rows']:,} rows", flush=True)
+        after = incremental_rounds(copy, server, rows, "after", first_round=ROUNDS, big=True)
 
         hive = copy.check()
         count, past_int = source_counts(server)

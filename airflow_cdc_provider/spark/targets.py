@@ -162,10 +162,7 @@ class PlainTable:
                        f"STORED AS PARQUET LOCATION '{path_literal(path)}'")
 
     def _staged(self) -> str | None:
-        """The name the table is defined under before it replaces the table (``_create``); None when Hive's limit
-        on a name's length leaves no room for it (then the table is dropped and created, a moment apart)."""
-        name = f"{self.spec.table}{STAGED_SUFFIX}"
-        return name if len(name) <= HIVE_NAME_LIMIT else None
+        return staged_name(self.spec.table)
 
     def _drop_staged(self, staged: str | None) -> None:
         """Drop what a killed job left under the staged name: a table whose location is among this table's
@@ -194,13 +191,20 @@ class PlainTable:
             print(f"cdc-merge: added the columns {added}", flush=True)
 
 
+def staged_name(table: str) -> str | None:
+    """The name a table is defined under before it replaces the table (``PlainTable._create``); None when Hive's
+    limit on a name's length leaves no room for it (then the table is dropped and created, a moment apart)."""
+    name = f"{table}{STAGED_SUFFIX}"
+    return name if len(name) <= HIVE_NAME_LIMIT else None
+
+
 def finish_redefinition(spark: Any, spec: MergeSpec) -> bool:
     """Complete a definition anew that a killed job left between its two statements (``PlainTable._create``): no
     table, and the table defined whole under its staged name, at a version of this source's (its version file says
     so). The staged table is renamed to the table, as the job would have; the merge then finds the version it
     committed, as after any killed commit. True when it did."""
-    staged = f"{spec.table}{STAGED_SUFFIX}"
-    if spec.shard is not None or len(staged) > HIVE_NAME_LIMIT or spark.catalog.tableExists(
+    staged = staged_name(spec.table)
+    if spec.shard is not None or staged is None or spark.catalog.tableExists(
             f"{spec.database}.{spec.table}") or not spark.catalog.tableExists(f"{spec.database}.{staged}"):
         return False
     name = f"{quote_identifier(spec.database)}.{quote_identifier(staged)}"
